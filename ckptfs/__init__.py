@@ -1,0 +1,34 @@
+"""ckptfs: filesystem-native, content-addressed snapshots of long-running AI agent runs.
+
+    store = ckptfs.open_store("./store")          # any fsspec URL: s3://, gs://, memory://
+    run = store.start_run("run-1", schema=("agent", 1))
+    run.checkpoint({"messages": [...], "plan": {...}})
+    run = store.resume("run-1")                    # after a crash, on another machine
+"""
+
+from ckptfs import errors
+from ckptfs.format.cdc import ChunkerParams
+from ckptfs.format.digest import Digest
+from ckptfs.format.models import Schema
+from ckptfs.format.values import Blob, Ref, StoredBlob
+
+__version__ = "0.1.0"
+
+from ckptfs.runtime.run import Run  # noqa: E402
+from ckptfs.runtime.store import Store, open_store  # noqa: E402
+from ckptfs.store.repository import Snapshot  # noqa: E402
+
+__all__ = [
+    "Blob",
+    "ChunkerParams",
+    "Digest",
+    "Ref",
+    "Run",
+    "Schema",
+    "Snapshot",
+    "Store",
+    "StoredBlob",
+    "errors",
+    "open_store",
+    "__version__",
+]

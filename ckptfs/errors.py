@@ -1,0 +1,166 @@
+"""The one hierarchy of ckptfs errors.
+
+Every error says what happened and what to do. Each class carries a ``category``: the short,
+language-neutral name the spec (section "Error categories") and the conformance suite use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class CkptfsError(Exception):
+    """Base of every error ckptfs raises on purpose."""
+
+    category = "error"
+
+
+class InvalidName(CkptfsError, ValueError):
+    """A run id, entry name, label or path breaks the naming rules (path tricks included)."""
+
+    category = "path"
+
+
+class FormatError(CkptfsError, ValueError):
+    """Bytes that do not follow the format: bad CBOR, wrong field types, bad framing."""
+
+    category = "corrupt"
+
+
+class NonCanonical(FormatError):
+    """CBOR that decodes but is not in the canonical form the spec requires."""
+
+    category = "non-canonical"
+
+
+class CorruptObject(FormatError):
+    """A stored object whose digest or size disagrees with what names it."""
+
+    category = "corrupt"
+
+
+class CorruptSnapshot(CorruptObject):
+    """A snapshot whose manifest, entry or chunk is damaged; the message names which."""
+
+    category = "corrupt"
+
+
+class MissingObject(CkptfsError):
+    """A chunk or manifest that a committed snapshot refers to is absent from the store."""
+
+    category = "missing"
+
+
+class NotFound(CkptfsError, LookupError):
+    """The run, snapshot or entry asked for does not exist in this store."""
+
+    category = "not-found"
+
+
+class NotAStore(NotFound):
+    """The URL holds no ckptfs store (no store config file)."""
+
+    category = "not-found"
+
+
+class UnsupportedVersion(CkptfsError):
+    """A store or manifest written in a format version this reader does not know."""
+
+    category = "unsupported-version"
+
+
+class UnsupportedFeature(CkptfsError):
+    """A store or manifest requires a feature this reader does not implement."""
+
+    category = "unsupported-feature"
+
+
+class ConflictError(CkptfsError):
+    """Another writer committed the same sequence number first; this commit did not happen."""
+
+    category = "conflict"
+
+
+class ExpiredError(CkptfsError):
+    """The snapshot or run has passed its expiry and will not be restored."""
+
+    category = "expired"
+
+
+class ErasedError(NotFound):
+    """The run or snapshot was erased; only its tombstone remains."""
+
+    category = "erased"
+
+
+class StorageError(CkptfsError, OSError):
+    """The storage backend failed (permissions, credentials, network); the store is unchanged."""
+
+    category = "storage"
+
+
+class CapabilityError(StorageError):
+    """The backend cannot do what was asked (for example a write to a read-only store)."""
+
+    category = "storage"
+
+
+class MissingReference(CkptfsError):
+    """One or more external references of a snapshot could not be verified on restore."""
+
+    category = "missing-reference"
+
+    def __init__(self, problems: list[tuple[str, str]]) -> None:
+        self.problems = problems
+        lines = "; ".join(f"{name}: {why}" for name, why in problems)
+        super().__init__(
+            f"{len(problems)} reference(s) cannot be restored: {lines}. "
+            "Restore the referenced data, or resume with lenient_refs=True to get them marked missing."
+        )
+
+
+class BoundaryError(CkptfsError):
+    """A checkpoint was requested where the run is not at a boundary (e.g. inside an effect)."""
+
+    category = "boundary"
+
+
+class EffectError(CkptfsError):
+    """Base for effect-ledger errors."""
+
+    category = "effect"
+
+
+class EffectInDoubt(EffectError):
+    """An effect's intent was recorded but its outcome was not: it may or may not have happened."""
+
+    category = "in-doubt"
+
+    def __init__(self, record: Any, message: str | None = None) -> None:
+        self.record = record
+        super().__init__(
+            message
+            or (
+                f"effect {getattr(record, 'key', '?')!r} ({getattr(record, 'name', '?')}) was "
+                "issued but its result was never recorded; it may have happened. Pass reconcile= "
+                "to ask the outside world by idempotency key, or settle it with run.settle_effect()."
+            )
+        )
+
+
+class EffectMismatch(EffectError, ValueError):
+    """The same idempotency key was reused with a different effect name or arguments."""
+
+    category = "effect-mismatch"
+
+
+class SchemaError(CkptfsError):
+    """State schema trouble: a snapshot newer than the code, a gap in the migration chain."""
+
+    category = "schema"
+
+
+class MigrationError(SchemaError):
+    """A migration step raised; the message names the snapshot and the step."""
+
+    category = "schema"

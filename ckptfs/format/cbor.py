@@ -1,0 +1,124 @@
+"""Canonical CBOR (RFC 8949 section 4.2.1) with ckptfs's restrictions.
+
+Rules (spec section "Canonical CBOR"): definite lengths; shortest integer, length and float
+forms; map keys are text strings only, sorted by their encoded bytes (for text keys this equals
+cbor2's length-first order); no duplicate keys; no tags except 2 and 3 (bignums) inside user
+values; no undefined or simple values other than false, true and null.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cbor2
+
+from ckptfs.errors import FormatError, NonCanonical
+
+MAX_DEPTH = 256
+_ALLOWED_SCALARS = (str, bytes, int, float, bool, type(None))
+
+
+def _no_tag(value: Any, immutable: bool = False) -> Any:
+    raise ValueError("CBOR tags are not allowed here")
+
+
+def _unknown_tag(decoder: Any, tag: Any) -> Any:
+    raise ValueError(f"unknown CBOR tag {tag.tag}")
+
+
+# cbor2 decodes many tags into Python objects by itself; every one of them is refused.
+_NO_TAGS = {t: _no_tag for t in range(0, 65536)}
+_BIGNUM_ONLY = {t: _no_tag for t in range(0, 65536) if t not in (2, 3)}
+
+
+def encode(value: Any) -> bytes:
+    """Encode ``value`` canonically. The value must already be plain data (see check_plain)."""
+    try:
+        return cbor2.dumps(value, canonical=True)
+    except (cbor2.CBOREncodeError, TypeError, ValueError) as e:
+        raise FormatError(f"cannot encode value as CBOR: {e}") from e
+
+
+def decode(data: bytes | memoryview, *, what: str, allow_bignum: bool = False,
+           check_canonical: bool = True) -> Any:
+    """Strictly decode one CBOR item; raise FormatError/NonCanonical naming ``what``."""
+    try:
+        value = cbor2.loads(
+            data,
+            semantic_decoders=_BIGNUM_ONLY if allow_bignum else _NO_TAGS,
+            tag_hook=_unknown_tag,
+            allow_indefinite=False,
+            allow_duplicate_keys=False,
+            max_depth=MAX_DEPTH,
+        )
+    except (cbor2.CBORDecodeError, ValueError, TypeError, RecursionError, MemoryError) as e:
+        raise FormatError(f"{what}: not valid ckptfs CBOR ({e})") from e
+    check_plain(value, what=what, decoded=True)
+    if check_canonical and cbor2.dumps(value, canonical=True) != bytes(data):
+        raise NonCanonical(
+            f"{what}: CBOR is valid but not canonical (key order, integer/length/float width, or "
+            "trailing bytes); it was not written by a conforming writer"
+        )
+    return value
+
+
+def decode_sequence(data: bytes | memoryview, *, what: str) -> list[Any]:
+    """Decode a CBOR sequence (RFC 8742) of plain items, as written for list entries."""
+    import io
+
+    buf = io.BytesIO(data)
+    end = len(data)
+    out: list[Any] = []
+    try:
+        dec = cbor2.CBORDecoder(
+            buf,
+            semantic_decoders=_BIGNUM_ONLY,
+            tag_hook=_unknown_tag,
+            allow_indefinite=False,
+            allow_duplicate_keys=False,
+            max_depth=MAX_DEPTH,
+        )
+        while buf.tell() < end:
+            out.append(dec.decode())
+    except (cbor2.CBORDecodeError, ValueError, TypeError, RecursionError, MemoryError, EOFError) as e:
+        raise FormatError(f"{what}: not a valid CBOR sequence ({e})") from e
+    check_plain(out, what=what, decoded=True)
+    return out
+
+
+def check_plain(value: Any, *, what: str = "value", decoded: bool = False) -> None:
+    """Raise TypeError (FormatError when ``decoded``) naming the path of the first value that
+    is not plain data: None, bool, int, float, str, bytes, list, dict with str keys."""
+    stack: list[tuple[Any, str, int]] = [(value, "", 0)]
+    while stack:
+        v, path, depth = stack.pop()
+        t = type(v)
+        if t is dict:
+            if depth >= MAX_DEPTH:
+                _bad(what, path, "nesting deeper than 256 levels", decoded)
+            for k, item in v.items():
+                if type(k) is not str:
+                    _bad(what, path, f"map key {k!r:.60} of type {type(k).__name__} "
+                         "(only str keys are allowed)", decoded)
+                stack.append((item, f"{path}[{k!r}]", depth + 1))
+        elif t is list:
+            if depth >= MAX_DEPTH:
+                _bad(what, path, "nesting deeper than 256 levels", decoded)
+            for i, item in enumerate(v):
+                stack.append((item, f"{path}[{i}]", depth + 1))
+        elif t in _ALLOWED_SCALARS:
+            continue
+        else:
+            _bad(what, path, f"value of type {t.__module__}.{t.__qualname__}", decoded)
+
+
+def _bad(what: str, path: str, why: str, decoded: bool) -> None:
+    where = f"{what}{path}" if path else what
+    if decoded:
+        raise FormatError(f"{where}: {why} is not allowed in ckptfs CBOR")
+    raise TypeError(
+        f"{where}: cannot checkpoint a {why}. ckptfs stores plain data only (None, bool, int, "
+        "float, str, bytes, list, dict with str keys); wrap raw bytes or files in ckptfs.Blob, "
+        "external data in ckptfs.Ref, and convert other types yourself (nothing is converted "
+        "silently)."
+    )

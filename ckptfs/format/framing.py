@@ -1,0 +1,68 @@
+"""Stored-object framing: one codec byte, then the payload.
+
+Codec 0x00 is identity, 0x01 a single zstd frame. Identity of an object is always the digest of
+its *uncompressed* bytes, and a reader never inflates past the size that names the object.
+"""
+
+from __future__ import annotations
+
+import io
+
+import zstandard
+
+from ckptfs.errors import CorruptObject
+
+CODEC_RAW = 0x00
+CODEC_ZSTD = 0x01
+CODECS = {CODEC_RAW: "raw", CODEC_ZSTD: "zstd"}
+ZSTD_LEVEL = 3
+_MIN_GAIN = 0.95  # keep zstd only when it saves at least 5 %
+
+_cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_content_size=True)
+
+
+def frame(data: bytes | memoryview, *, compress: bool = True) -> bytes:
+    """Frame ``data`` for storage: zstd when it helps, raw otherwise. Deterministic."""
+    if compress and len(data) >= 64:
+        z = _cctx.compress(data)
+        if len(z) < len(data) * _MIN_GAIN:
+            return bytes([CODEC_ZSTD]) + z
+    return bytes([CODEC_RAW]) + bytes(data)
+
+
+def unframe(stored: bytes | memoryview, size: int, *, what: str) -> bytes:
+    """Return the payload of a framed object, which must be exactly ``size`` bytes."""
+    if len(stored) < 1:
+        raise CorruptObject(f"{what}: empty file (truncated); expected a codec byte")
+    codec = stored[0]
+    body = memoryview(stored)[1:]
+    if codec == CODEC_RAW:
+        out = bytes(body)
+    elif codec == CODEC_ZSTD:
+        out = _inflate(body, size, what)
+    else:
+        raise CorruptObject(f"{what}: unknown codec byte 0x{codec:02x} (known: 0x00 raw, 0x01 zstd)")
+    if len(out) != size:
+        raise CorruptObject(f"{what}: holds {len(out)} bytes, expected {size}")
+    return out
+
+
+def _inflate(body: memoryview, size: int, what: str) -> bytes:
+    """Inflate a zstd frame, never producing more than ``size + 1`` bytes (bomb guard)."""
+    try:
+        declared = zstandard.frame_content_size(body)
+    except zstandard.ZstdError as e:
+        raise CorruptObject(f"{what}: zstd frame header is damaged ({e})") from e
+    if declared >= 0 and declared != size:
+        raise CorruptObject(f"{what}: zstd frame declares {declared} bytes, expected {size}")
+    try:
+        with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(body), read_across_frames=False) as r:
+            out = bytearray()
+            while len(out) <= size:
+                piece = r.read(min(size + 1 - len(out), 1 << 20))
+                if not piece:
+                    break
+                out += piece
+    except zstandard.ZstdError as e:
+        raise CorruptObject(f"{what}: zstd data is damaged ({e})") from e
+    return bytes(out)

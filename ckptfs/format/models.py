@@ -1,0 +1,378 @@
+"""The format's values: store config, snapshot manifest, entries and run records.
+
+Each has ``to_cbor()`` (the plain map written canonically) and ``from_cbor()`` (strict
+validation of a decoded map: missing or mistyped fields raise FormatError). Unknown keys are
+ignored by readers (forward-compatible optional additions); anything a reader must understand is
+announced in ``required`` feature lists instead, which fail closed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import attrs
+
+from ckptfs.errors import FormatError, UnsupportedFeature, UnsupportedVersion
+from ckptfs.format import cbor
+from ckptfs.format.cdc import ChunkerParams
+from ckptfs.format.digest import Digest
+from ckptfs.format.names import check_boundary, check_entry_name, check_label_key, check_run_id
+
+FORMAT_NAME = "ckptfs"
+FORMAT_VERSION = 1
+#: Features this implementation understands (a store or manifest may require any of these).
+KNOWN_FEATURES: frozenset[str] = frozenset()
+MAX_CHUNK_SIZE = 16 * 1024 * 1024
+MAX_MANIFEST_SIZE = 64 * 1024 * 1024
+MAX_RECORD_SIZE = 64 * 1024
+MAX_CONFIG_SIZE = 64 * 1024
+MAX_U64 = (1 << 64) - 1
+
+EntryKind = Literal["value", "blob", "ref"]
+VALUE_TYPES = {"cbor": "application/cbor", "cbor-seq": "application/cbor-seq"}
+
+
+def _get(m: Mapping[str, Any], key: str, typ: type | tuple[type, ...], what: str,
+         optional: bool = False) -> Any:
+    if key not in m:
+        if optional:
+            return None
+        raise FormatError(f"{what}: missing field {key!r}")
+    v = m[key]
+    if v is None and optional:
+        return None
+    ok = isinstance(v, typ) and not (typ is int and isinstance(v, bool))
+    if typ is int and ok and not (0 <= v <= MAX_U64):
+        ok = False
+    if not ok:
+        raise FormatError(f"{what}: field {key!r} has the wrong type or range ({v!r:.80})")
+    return v
+
+
+def _digest(v: Any, what: str) -> Digest:
+    if type(v) is not bytes or len(v) != 32:
+        raise FormatError(f"{what}: a digest must be a 32-byte byte string")
+    return Digest(v)
+
+
+def _opt_digest(v: Any, what: str) -> Digest | None:
+    return None if v is None else _digest(v, what)
+
+
+def _labels(v: Any, what: str) -> dict[str, str]:
+    if v is None:
+        return {}
+    if not isinstance(v, dict):
+        raise FormatError(f"{what}: labels must be a map of text to text")
+    for k, val in v.items():
+        try:
+            check_label_key(k)
+        except ValueError as e:
+            raise FormatError(f"{what}: {e}") from e
+        if type(val) is not str or len(val) > 1024:
+            raise FormatError(f"{what}: label {k!r} must be text of at most 1024 characters")
+    return dict(v)
+
+
+def check_features(required: Any, what: str) -> tuple[str, ...]:
+    if required is None:
+        return ()
+    if not isinstance(required, list) or not all(type(f) is str for f in required):
+        raise FormatError(f"{what}: 'required' must be a list of feature names")
+    unknown = sorted(set(required) - KNOWN_FEATURES)
+    if unknown:
+        raise UnsupportedFeature(
+            f"{what} requires feature(s) {', '.join(unknown)} that this ckptfs does not "
+            "implement; upgrade ckptfs to a version that lists them in ckptfs.format.models."
+            "KNOWN_FEATURES"
+        )
+    return tuple(required)
+
+
+@attrs.frozen(slots=True)
+class ChunkRef:
+    """One chunk of an entry: its digest and uncompressed size."""
+
+    digest: Digest
+    size: int
+
+    def to_cbor(self) -> list[Any]:
+        return [self.digest.raw, self.size]
+
+
+@attrs.frozen(slots=True)
+class Captured:
+    """An entry whose bytes are in the store: a structured value or a blob."""
+
+    kind: Literal["value", "blob"]
+    type: str
+    size: int
+    digest: Digest
+    chunks: tuple[ChunkRef, ...]
+    encoding: str | None = None
+    labels: Mapping[str, str] = attrs.field(factory=dict)
+
+    def to_cbor(self) -> dict[str, Any]:
+        m: dict[str, Any] = {"kind": self.kind, "type": self.type, "size": self.size,
+                             "digest": self.digest.raw,
+                             "chunks": [c.to_cbor() for c in self.chunks]}
+        if self.encoding is not None:
+            m["encoding"] = self.encoding
+        if self.labels:
+            m["labels"] = dict(self.labels)
+        return m
+
+
+@attrs.frozen(slots=True)
+class Reference:
+    """An entry that names external data without capturing it."""
+
+    uri: str
+    digest: Digest | None = None
+    size: int | None = None
+    expires: int | None = None
+    labels: Mapping[str, str] = attrs.field(factory=dict)
+    kind: Literal["ref"] = "ref"
+
+    def to_cbor(self) -> dict[str, Any]:
+        m: dict[str, Any] = {"kind": "ref", "uri": self.uri}
+        if self.digest is not None:
+            m["digest"] = self.digest.raw
+        if self.size is not None:
+            m["size"] = self.size
+        if self.expires is not None:
+            m["expires"] = self.expires
+        if self.labels:
+            m["labels"] = dict(self.labels)
+        return m
+
+
+Entry = Captured | Reference
+
+
+def entry_from_cbor(name: str, m: Any) -> Entry:
+    what = f"entry {name!r}"
+    if not isinstance(m, dict):
+        raise FormatError(f"{what}: must be a map")
+    kind = _get(m, "kind", str, what)
+    labels = _labels(m.get("labels"), what)
+    if kind == "ref":
+        uri = _get(m, "uri", str, what)
+        if not uri or len(uri) > 4096:
+            raise FormatError(f"{what}: uri must be 1-4096 characters")
+        return Reference(uri=uri, digest=_opt_digest(m.get("digest"), what),
+                         size=_get(m, "size", int, what, optional=True),
+                         expires=_get(m, "expires", int, what, optional=True), labels=labels)
+    if kind not in ("value", "blob"):
+        raise FormatError(f"{what}: unknown entry kind {kind!r} (value, blob, ref)")
+    size = _get(m, "size", int, what)
+    raw_chunks = _get(m, "chunks", list, what)
+    chunks: list[ChunkRef] = []
+    total = 0
+    for i, c in enumerate(raw_chunks):
+        if not (isinstance(c, list) and len(c) == 2):
+            raise FormatError(f"{what}: chunk {i} must be [digest, size]")
+        csize = c[1]
+        if type(csize) is not int or not (0 < csize <= MAX_CHUNK_SIZE):
+            raise FormatError(f"{what}: chunk {i} size must be 1..{MAX_CHUNK_SIZE}")
+        chunks.append(ChunkRef(_digest(c[0], f"{what} chunk {i}"), csize))
+        total += csize
+    if total != size:
+        raise FormatError(f"{what}: chunk sizes add up to {total}, but size says {size}")
+    encoding = _get(m, "encoding", str, what, optional=True)
+    if kind == "value":
+        if encoding not in VALUE_TYPES:
+            raise FormatError(f"{what}: value encoding must be one of {sorted(VALUE_TYPES)}")
+    elif encoding is not None:
+        raise FormatError(f"{what}: a blob has no encoding")
+    typ = _get(m, "type", str, what)
+    return Captured(kind=kind, type=typ, size=size, digest=_digest(m.get("digest"), what),
+                    chunks=tuple(chunks), encoding=encoding, labels=labels)
+
+
+@attrs.frozen(slots=True)
+class Schema:
+    """The application's state schema: a name and an integer version (not the format's)."""
+
+    name: str
+    version: int
+
+    def to_cbor(self) -> dict[str, Any]:
+        return {"name": self.name, "version": self.version}
+
+    def __str__(self) -> str:
+        return f"{self.name}@{self.version}"
+
+
+@attrs.frozen(slots=True)
+class Manifest:
+    """One snapshot of a run: where it sits in its run's history and what it holds."""
+
+    run: str
+    seq: int
+    boundary: str
+    created: int
+    writer: str
+    schema: Schema
+    entries: Mapping[str, Entry]
+    parent: Digest | None = None
+    resumed_from: Digest | None = None
+    attempt: int = 1
+    ledger: Mapping[str, Any] | None = None
+    labels: Mapping[str, str] = attrs.field(factory=dict)
+    expires: int | None = None
+    required: tuple[str, ...] = ()
+    extra: Mapping[str, Any] = attrs.field(factory=dict)
+
+    def to_cbor(self) -> dict[str, Any]:
+        m: dict[str, Any] = dict(self.extra)
+        m.update({
+            "format": FORMAT_VERSION, "run": self.run, "seq": self.seq,
+            "boundary": self.boundary, "created": self.created, "writer": self.writer,
+            "schema": self.schema.to_cbor(),
+            "entries": {k: e.to_cbor() for k, e in self.entries.items()},
+            "parent": self.parent.raw if self.parent else None,
+            "resumed_from": self.resumed_from.raw if self.resumed_from else None,
+            "attempt": self.attempt, "ledger": dict(self.ledger) if self.ledger else None,
+            "labels": dict(self.labels), "expires": self.expires,
+        })
+        if self.required:
+            m["required"] = list(self.required)
+        return m
+
+    def to_bytes(self) -> bytes:
+        return cbor.encode(self.to_cbor())
+
+    @classmethod
+    def from_bytes(cls, data: bytes, *, what: str = "manifest") -> Manifest:
+        return cls.from_cbor(cbor.decode(data, what=what), what=what)
+
+    @classmethod
+    def from_cbor(cls, m: Any, *, what: str = "manifest") -> Manifest:
+        if not isinstance(m, dict):
+            raise FormatError(f"{what}: must be a CBOR map")
+        version = _get(m, "format", int, what)
+        if version != FORMAT_VERSION:
+            raise UnsupportedVersion(
+                f"{what} is format version {version}; this ckptfs reads version "
+                f"{FORMAT_VERSION} only. Upgrade ckptfs to read it."
+            )
+        required = check_features(m.get("required"), what)
+        try:
+            run = check_run_id(_get(m, "run", str, what))
+            boundary = check_boundary(_get(m, "boundary", str, what))
+        except ValueError as e:
+            raise FormatError(f"{what}: {e}") from e
+        seq = _get(m, "seq", int, what)
+        if seq < 1:
+            raise FormatError(f"{what}: seq starts at 1")
+        sch = _get(m, "schema", dict, what)
+        schema = Schema(_get(sch, "name", str, f"{what} schema"),
+                        _get(sch, "version", int, f"{what} schema"))
+        raw_entries = _get(m, "entries", dict, what)
+        entries: dict[str, Entry] = {}
+        for name, e in raw_entries.items():
+            try:
+                check_entry_name(name)
+            except ValueError as err:
+                raise FormatError(f"{what}: {err}") from err
+            entries[name] = entry_from_cbor(name, e)
+        attempt = _get(m, "attempt", int, what)
+        if attempt < 1:
+            raise FormatError(f"{what}: attempt starts at 1")
+        ledger = _get(m, "ledger", dict, what, optional=True)
+        known = {"format", "run", "seq", "boundary", "created", "writer", "schema", "entries",
+                 "parent", "resumed_from", "attempt", "ledger", "labels", "expires", "required"}
+        return cls(
+            run=run, seq=seq, boundary=boundary, created=_get(m, "created", int, what),
+            writer=_get(m, "writer", str, what), schema=schema, entries=entries,
+            parent=_opt_digest(_get(m, "parent", bytes, what, optional=True), f"{what} parent"),
+            resumed_from=_opt_digest(_get(m, "resumed_from", bytes, what, optional=True),
+                                     f"{what} resumed_from"),
+            attempt=attempt, ledger=ledger, labels=_labels(m.get("labels"), what),
+            expires=_get(m, "expires", int, what, optional=True), required=required,
+            extra={k: v for k, v in m.items() if k not in known},
+        )
+
+
+@attrs.frozen(slots=True)
+class RunRecord:
+    """The commit point of a snapshot: ``runs/<run>/<seq>``, created only if absent."""
+
+    run: str
+    seq: int
+    snapshot: Digest
+    size: int
+    created: int
+
+    def to_cbor(self) -> dict[str, Any]:
+        return {"run": self.run, "seq": self.seq, "snapshot": self.snapshot.raw,
+                "size": self.size, "created": self.created}
+
+    def to_bytes(self) -> bytes:
+        return cbor.encode(self.to_cbor())
+
+    @classmethod
+    def from_bytes(cls, data: bytes, *, what: str) -> RunRecord:
+        if len(data) > MAX_RECORD_SIZE:
+            raise FormatError(f"{what}: {len(data)} bytes is larger than a run record can be")
+        m = cbor.decode(data, what=what)
+        if not isinstance(m, dict):
+            raise FormatError(f"{what}: must be a CBOR map")
+        size = _get(m, "size", int, what)
+        if size > MAX_MANIFEST_SIZE:
+            raise FormatError(f"{what}: manifest size {size} exceeds {MAX_MANIFEST_SIZE}")
+        try:
+            run = check_run_id(_get(m, "run", str, what))
+        except ValueError as e:
+            raise FormatError(f"{what}: {e}") from e
+        return cls(run=run, seq=_get(m, "seq", int, what),
+                   snapshot=_digest(m.get("snapshot"), f"{what} snapshot"), size=size,
+                   created=_get(m, "created", int, what))
+
+
+@attrs.frozen(slots=True)
+class StoreConfig:
+    """The store marker ``ckptfs.cbor``: format, hash, chunker and feature flags."""
+
+    chunker: ChunkerParams = attrs.field(factory=ChunkerParams)
+    created: int = 0
+    required: tuple[str, ...] = ()
+    optional: tuple[str, ...] = ()
+    settings: Mapping[str, Any] = attrs.field(factory=dict)
+
+    def to_cbor(self) -> dict[str, Any]:
+        return {"format": FORMAT_NAME, "version": FORMAT_VERSION, "hash": "blake3",
+                "chunker": self.chunker.to_cbor(), "created": self.created,
+                "required": list(self.required), "optional": list(self.optional),
+                "settings": dict(self.settings)}
+
+    def to_bytes(self) -> bytes:
+        return cbor.encode(self.to_cbor())
+
+    @classmethod
+    def from_bytes(cls, data: bytes, *, what: str = "store config") -> StoreConfig:
+        if len(data) > MAX_CONFIG_SIZE:
+            raise FormatError(f"{what}: too large ({len(data)} bytes)")
+        m = cbor.decode(data, what=what)
+        if not isinstance(m, dict):
+            raise FormatError(f"{what}: must be a CBOR map")
+        if m.get("format") != FORMAT_NAME:
+            raise FormatError(f"{what}: 'format' must be {FORMAT_NAME!r}; this is not a ckptfs store")
+        version = _get(m, "version", int, what)
+        if version != FORMAT_VERSION:
+            raise UnsupportedVersion(
+                f"this store is ckptfs format version {version}; this ckptfs reads version "
+                f"{FORMAT_VERSION}. Use a ckptfs release that supports format {version}."
+            )
+        if m.get("hash") != "blake3":
+            raise UnsupportedFeature(f"{what}: hash {m.get('hash')!r} is not supported (blake3)")
+        required = check_features(m.get("required"), what)
+        optional = m.get("optional") or []
+        if not isinstance(optional, list) or not all(type(f) is str for f in optional):
+            raise FormatError(f"{what}: 'optional' must be a list of feature names")
+        settings = _get(m, "settings", dict, what, optional=True) or {}
+        return cls(chunker=ChunkerParams.from_cbor(m.get("chunker")),
+                   created=_get(m, "created", int, what), required=required,
+                   optional=tuple(optional), settings=settings)

@@ -1,0 +1,1 @@
+"""The runtime: runs, checkpoints at named boundaries, resume, references."""

@@ -1,0 +1,134 @@
+"""A run: its id, schema, position in its history, and checkpoints at named boundaries."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ckptfs.errors import BoundaryError, ConflictError
+from ckptfs.format.digest import Digest
+from ckptfs.format.models import Manifest, Schema
+from ckptfs.format.names import check_boundary, check_label_key
+from ckptfs.format.values import Blob, Ref
+from ckptfs.runtime.refs import capture
+from ckptfs.store.entries import EntryWriter
+from ckptfs.store.repository import Snapshot, now_ms
+
+if TYPE_CHECKING:
+    from ckptfs.runtime.store import Store
+
+#: Boundaries the runtime itself uses; callers may add their own names.
+STANDARD_BOUNDARIES = ("start", "step", "before_effect", "after_effect", "approval", "final")
+
+
+def expiry_ms(expires_at: Any) -> int | None:
+    """Accept a Unix time in seconds, an aware datetime, or a timedelta from now."""
+    if expires_at is None:
+        return None
+    if isinstance(expires_at, datetime.timedelta):
+        return now_ms() + int(expires_at.total_seconds() * 1000)
+    if isinstance(expires_at, datetime.datetime):
+        if expires_at.tzinfo is None:
+            raise ValueError("expires_at datetime must be timezone-aware")
+        return int(expires_at.timestamp() * 1000)
+    if isinstance(expires_at, (int, float)) and not isinstance(expires_at, bool):
+        return int(expires_at * 1000)
+    raise TypeError(f"expires_at takes seconds since the epoch, a datetime or a timedelta, "
+                    f"not {type(expires_at).__name__}")
+
+
+def check_labels(labels: Mapping[str, str] | None) -> dict[str, str]:
+    out = {}
+    for k, v in (labels or {}).items():
+        check_label_key(k)
+        if not isinstance(v, str):
+            raise TypeError(f"label {k!r} must be a str, not {type(v).__name__}")
+        out[k] = v
+    return out
+
+
+class Run:
+    """A live run. Checkpoints commit at ``seq + 1``; losing that race fences this object."""
+
+    def __init__(self, store: Store, run_id: str, schema: Schema, *, head: Snapshot | None,
+                 resumed_from: Digest | None, attempt: int, state: dict[str, Any],
+                 writer: EntryWriter, expires: int | None = None,
+                 extra: Mapping[str, Any] | None = None, fork_of: Snapshot | None = None) -> None:
+        self.store = store
+        self.id = run_id
+        self.schema = schema
+        self.snapshot = head
+        self.state = state
+        self.attempt = attempt
+        self._resumed_from = resumed_from
+        self._writer = writer
+        self._fenced: str | None = None
+        self._open_effect: str | None = None
+        self.run_expires = expires
+        #: for a fork: the snapshot (of another run) that the first commit names as parent
+        self.fork_of = fork_of
+        #: manifest fields that the next commit carries once (e.g. migration provenance)
+        self._next_extra: dict[str, Any] = dict(extra or {})
+
+    @property
+    def seq(self) -> int:
+        return self.snapshot.seq if self.snapshot else 0
+
+    @property
+    def resumed_from(self) -> str | None:
+        """The snapshot this process resumed from (also recorded in its first commit)."""
+        return self._resumed_from.text if self._resumed_from else None
+
+    def checkpoint(self, state: Mapping[str, Any], boundary: str = "step", *,
+                   labels: Mapping[str, str] | None = None, expires_at: Any = None,
+                   entry_labels: Mapping[str, Mapping[str, str]] | None = None) -> Snapshot:
+        """Durably commit ``state`` as the run's next snapshot, at a named boundary."""
+        if self._open_effect is not None and boundary not in ("before_effect", "after_effect"):
+            raise BoundaryError(
+                f"run {self.id!r}: cannot checkpoint at {boundary!r} while effect "
+                f"{self._open_effect!r} is in progress; snapshots are only taken at boundaries")
+        return self._commit(state, boundary, labels=labels, expires_at=expires_at,
+                            entry_labels=entry_labels)
+
+    def _ledger_cbor(self) -> dict[str, Any] | None:
+        """The ledger field of the next manifest (the effect ledger fills it)."""
+        return None
+
+    def _commit(self, state: Mapping[str, Any], boundary: str, *,
+                labels: Mapping[str, str] | None = None, expires_at: Any = None,
+                entry_labels: Mapping[str, Mapping[str, str]] | None = None) -> Snapshot:
+        if self._fenced:
+            raise ConflictError(self._fenced)
+        check_boundary(boundary)
+        prepared = {k: capture(v) if isinstance(v, Ref) and v.capture else v
+                    for k, v in state.items()}
+        entries = self._writer.encode_state(prepared, entry_labels)
+        expires = expiry_ms(expires_at)
+        if expires is None:
+            expires = self.run_expires
+        manifest = Manifest(
+            run=self.id, seq=self.seq + 1, boundary=boundary, created=now_ms(),
+            writer=self.store.writer_name, schema=self.schema, entries=entries,
+            parent=(self.snapshot.digest if self.snapshot
+                    else self.fork_of.digest if self.fork_of else None),
+            resumed_from=self._resumed_from if self._pending_resume() else None,
+            attempt=self.attempt, ledger=self._ledger_cbor(), labels=check_labels(labels),
+            expires=expires, extra=self._next_extra)
+        try:
+            snap = self.store.repo.commit(manifest)
+        except ConflictError as e:
+            self._fenced = str(e)
+            raise
+        self.snapshot = snap
+        self._next_extra = {}
+        self.state = {k: v for k, v in prepared.items() if not isinstance(v, Blob)
+                      or isinstance(v.source, bytes)}
+        return snap
+
+    def _pending_resume(self) -> bool:
+        return (self._resumed_from is not None and self.snapshot is not None
+                and self.snapshot.digest == self._resumed_from)
+
+    def __repr__(self) -> str:
+        return f"<Run {self.id!r} seq={self.seq} attempt={self.attempt} schema={self.schema}>"

@@ -1,0 +1,9 @@
+"""Storage: the few primitives the commit protocol needs, one class per kind of backend.
+
+Nothing above this package knows which backend it has; it asks ``Storage.capabilities``.
+"""
+
+from ckptfs.storage.base import Capabilities, Storage
+from ckptfs.storage.open import open_storage
+
+__all__ = ["Capabilities", "Storage", "open_storage"]

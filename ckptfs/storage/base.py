@@ -1,0 +1,100 @@
+"""The storage contract shared by every backend.
+
+Paths are relative, '/'-separated, made only by ``ckptfs.format.names``; a backend still refuses
+any path that is absolute, empty, or has '.', '..' or empty segments (defence in depth).
+Missing objects raise ``FileNotFoundError``; a create-only write that finds the object present
+raises ``FileExistsError``; every other failure raises ``ckptfs.errors.StorageError``.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterable
+
+import attrs
+
+from ckptfs.errors import InvalidName
+
+
+@attrs.frozen
+class Capabilities:
+    """What a backend can promise, discovered (probed) when it is opened."""
+
+    #: create-only writes are atomic and exclusive across processes and hosts.
+    create_only: bool
+    #: how create-only is achieved, for humans: "link(2)", "If-None-Match", "filelock", ...
+    create_only_how: str
+    #: data is on stable storage when a write returns.
+    durable: bool
+    writable: bool = True
+    deletable: bool = True
+    listable: bool = True
+
+
+def check_path(path: str) -> str:
+    """Refuse any path that could leave the store root."""
+    if (not path or path.startswith("/") or "\\" in path or "\x00" in path
+            or any(seg in ("", ".", "..") for seg in path.split("/"))):
+        raise InvalidName(f"refusing store path {path!r:.200}: paths are relative, no '.' or '..'")
+    return path
+
+
+class Storage(abc.ABC):
+    """Primitive operations on one store root."""
+
+    url: str
+    capabilities: Capabilities
+
+    @abc.abstractmethod
+    def read(self, path: str) -> bytes:
+        """The whole object at ``path``."""
+
+    @abc.abstractmethod
+    def write(self, path: str, data: bytes) -> None:
+        """Store an immutable, content-named object. Writing the same bytes again is a no-op;
+        a reader never sees a partial object."""
+
+    def write_many(self, items: Iterable[tuple[str, bytes]]) -> None:
+        """Write several objects; durable and visible when this returns. Backends overlap them."""
+        for path, data in items:
+            self.write(path, data)
+
+    def read_many(self, paths: list[str]) -> list[bytes | None]:
+        """Read several objects (None for a missing one). Backends overlap the requests."""
+        out: list[bytes | None] = []
+        for p in paths:
+            try:
+                out.append(self.read(p))
+            except FileNotFoundError:
+                out.append(None)
+        return out
+
+    @abc.abstractmethod
+    def create(self, path: str, data: bytes) -> None:
+        """Create ``path`` only if absent, atomically; raise FileExistsError if present."""
+
+    @abc.abstractmethod
+    def replace(self, path: str, data: bytes) -> None:
+        """Write or overwrite a small mutable object atomically (leases, hints; never commits)."""
+
+    @abc.abstractmethod
+    def list(self, prefix: str) -> list[str]:
+        """Names of the immediate children of folder ``prefix`` (empty if it does not exist)."""
+
+    @abc.abstractmethod
+    def delete(self, path: str) -> None:
+        """Remove an object; absent is fine."""
+
+    @abc.abstractmethod
+    def size(self, path: str) -> int | None:
+        """Stored size in bytes of ``path``, or None when it does not exist."""
+
+    def exists(self, path: str) -> bool:
+        return self.size(path) is not None
+
+    def mtime(self, path: str) -> float | None:
+        """Modification time (seconds since the epoch) of ``path``, or None."""
+        return None
+
+    def close(self) -> None:
+        """Release resources; the default has none."""

@@ -1,0 +1,212 @@
+"""fsspec backends (object stores, memory, archives, HTTP): PUTs are atomic; the commit record
+uses fsspec's exclusive ``"xb"`` open (s3fs: ``If-None-Match: *``; gcsfs:
+``ifGenerationMatch=0``; adlfs: ``overwrite=False``; memory: checked under its lock).
+
+Create-only is *probed* when a store is first written: the probe object is created twice and
+the second attempt must fail. A backend that fails the probe runs single-writer: creates are
+serialised by a lock in this process only, and ``capabilities.create_only`` says False.
+"""
+
+from __future__ import annotations
+
+import datetime
+import secrets
+import threading
+import warnings
+from collections.abc import Iterable
+from typing import Any
+
+from ckptfs.errors import CapabilityError, StorageError
+from ckptfs.storage.base import Capabilities, Storage, check_path
+
+READ_ONLY_PROTOCOLS = {"zip", "tar", "http", "https", "github", "libarchive"}
+
+
+class FsspecStorage(Storage):
+    def __init__(self, fs: Any, root: str, url: str) -> None:
+        self.fs = fs
+        self.root = root.rstrip("/")
+        self.url = url
+        protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+        self.protocol = protocol
+        writable = protocol not in READ_ONLY_PROTOCOLS
+        self._probed = not writable
+        self._lock = threading.Lock()
+        self.capabilities = Capabilities(
+            create_only=False, create_only_how="not probed yet", durable=writable,
+            writable=writable, deletable=writable)
+
+    def _abs(self, path: str) -> str:
+        p = check_path(path)
+        return f"{self.root}/{p}" if self.root else p
+
+    def _need_write(self) -> None:
+        if not self.capabilities.writable:
+            raise CapabilityError(
+                f"{self.url}: a {self.protocol}:// store is read-only; copy it to a writable "
+                "store first (ckptfs copy)")
+        if not self._probed:
+            self._probe()
+
+    def _probe(self) -> None:
+        probe = self._abs(f"tmp/probe-{secrets.token_hex(8)}")
+        exclusive = False
+        try:
+            with self.fs.open(probe, "xb") as f:
+                f.write(b"probe-1")
+            try:
+                with self.fs.open(probe, "xb") as f:
+                    f.write(b"probe-2")
+            except FileExistsError:
+                exclusive = self.fs.cat_file(probe) == b"probe-1"
+        except (OSError, ValueError, NotImplementedError):
+            exclusive = False
+        finally:
+            try:
+                self.fs.rm_file(probe)
+            except (OSError, FileNotFoundError):
+                pass
+        how = "exclusive open ('xb')" if exclusive else "process lock only (single writer)"
+        if not exclusive:
+            warnings.warn(
+                f"{self.url}: this backend does not prove create-only writes; ckptfs will run "
+                "single-writer (commits from other processes or hosts are not fenced)",
+                RuntimeWarning, stacklevel=3)
+        self.capabilities = Capabilities(create_only=exclusive, create_only_how=how,
+                                         durable=True)
+        self._probed = True
+
+    def read(self, path: str) -> bytes:
+        try:
+            data: bytes = self.fs.cat_file(self._abs(path))
+            return data
+        except FileNotFoundError:
+            raise
+        except (OSError, ValueError) as e:
+            raise _wrap(e, self.url, path) from e
+
+    def read_many(self, paths: list[str]) -> list[bytes | None]:
+        if len(paths) <= 1:
+            return super().read_many(paths)
+        full = [self._abs(p) for p in paths]
+        try:
+            got = self.fs.cat(full, on_error="return")
+        except (OSError, ValueError) as e:
+            raise _wrap(e, self.url, "(batch read)") from e
+        out: list[bytes | None] = []
+        for f, p in zip(full, paths):
+            v = got.get(f)
+            if isinstance(v, FileNotFoundError) or v is None:
+                out.append(None)
+            elif isinstance(v, BaseException):
+                raise _wrap(v, self.url, p)
+            else:
+                out.append(v)
+        return out
+
+    def write(self, path: str, data: bytes) -> None:
+        self._need_write()
+        try:
+            self.fs.pipe_file(self._abs(path), data)
+        except (OSError, ValueError) as e:
+            raise _wrap(e, self.url, path) from e
+
+    def write_many(self, items: Iterable[tuple[str, bytes]]) -> None:
+        self._need_write()
+        batch = {self._abs(p): d for p, d in items}
+        if not batch:
+            return
+        try:
+            self.fs.pipe(batch)
+        except (OSError, ValueError) as e:
+            raise _wrap(e, self.url, "(batch)") from e
+
+    def create(self, path: str, data: bytes) -> None:
+        self._need_write()
+        full = self._abs(path)
+        try:
+            if self.capabilities.create_only:
+                with self.fs.open(full, "xb") as f:
+                    f.write(data)
+                return
+            with self._lock:
+                if self.fs.exists(full):
+                    raise FileExistsError(path)
+                self.fs.pipe_file(full, data)
+        except FileExistsError:
+            raise
+        except (OSError, ValueError) as e:
+            raise _wrap(e, self.url, path) from e
+
+    def replace(self, path: str, data: bytes) -> None:
+        self.write(path, data)
+
+    def list(self, prefix: str) -> list[str]:
+        full = self._abs(prefix) if prefix else self.root
+        try:
+            names = self.fs.ls(full, detail=False, refresh=True) if _takes_refresh(self.fs) \
+                else self.fs.ls(full, detail=False)
+        except FileNotFoundError:
+            return []
+        except (OSError, ValueError) as e:
+            raise _wrap(e, self.url, prefix) from e
+        out = set()
+        for n in names:
+            n = n.rstrip("/")
+            base = n.rsplit("/", 1)[-1]
+            if base and n != full.rstrip("/"):
+                out.add(base)
+        return sorted(out)
+
+    def delete(self, path: str) -> None:
+        self._need_write()
+        try:
+            self.fs.rm_file(self._abs(path))
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError) as e:
+            raise _wrap(e, self.url, path) from e
+
+    def _info(self, path: str) -> dict[str, Any] | None:
+        try:
+            info: dict[str, Any] = self.fs.info(self._abs(path))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as e:
+            raise _wrap(e, self.url, path) from e
+        if info.get("type") == "directory":
+            return None
+        return info
+
+    def size(self, path: str) -> int | None:
+        info = self._info(path)
+        return None if info is None else int(info.get("size") or 0)
+
+    def mtime(self, path: str) -> float | None:
+        info = self._info(path)
+        if info is None:
+            return None
+        for key in ("LastModified", "mtime", "created", "last_modified", "updated"):
+            v = info.get(key)
+            if isinstance(v, datetime.datetime):
+                return v.timestamp()
+            if isinstance(v, (int, float)):
+                return float(v)
+            if isinstance(v, str):
+                try:
+                    return datetime.datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp()
+                except ValueError:
+                    continue
+        return None
+
+
+def _takes_refresh(fs: Any) -> bool:
+    return fs.protocol in ("s3", "s3a") or (isinstance(fs.protocol, tuple) and "s3" in fs.protocol)
+
+
+def _wrap(e: Exception, url: str, path: str) -> StorageError:
+    hint = ""
+    text = str(e)
+    if "credential" in text.lower() or "AccessDenied" in text or "403" in text:
+        hint = " Check the credentials passed as storage_options or in the environment."
+    return StorageError(f"{url}: {path}: {type(e).__name__}: {text}.{hint}")

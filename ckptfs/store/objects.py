@@ -1,0 +1,106 @@
+"""Reading and writing content-addressed objects: chunks and manifests, verified on read."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ckptfs.errors import CorruptObject, CorruptSnapshot, MissingObject
+from ckptfs.format import framing
+from ckptfs.format.digest import Digest
+from ckptfs.format.models import MAX_CHUNK_SIZE, MAX_MANIFEST_SIZE, ChunkRef, Manifest
+from ckptfs.format.names import chunk_path, snapshot_path
+from ckptfs.storage.base import Storage
+
+
+class ObjectStore:
+    """Chunks and manifests over a storage backend. Remembers which chunks it knows exist."""
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+        self.known: set[Digest] = set()
+        self.chunk_puts = 0
+
+    # -- chunks ------------------------------------------------------------------------------
+    def put_chunks(self, chunks: Iterable[tuple[Digest, bytes | memoryview]]) -> int:
+        """Store chunks not already known to exist; returns the number written."""
+        batch: list[tuple[str, bytes]] = []
+        seen: set[Digest] = set()
+        for d, data in chunks:
+            if d in self.known or d in seen:
+                continue
+            seen.add(d)
+            batch.append((chunk_path(d), framing.frame(data)))
+        if batch:
+            self.storage.write_many(batch)
+            self.chunk_puts += len(batch)
+        self.known.update(seen)
+        return len(batch)
+
+    def get_chunk(self, ref: ChunkRef, *, where: str) -> bytes:
+        path = chunk_path(ref.digest)
+        try:
+            stored = self.storage.read(path)
+        except FileNotFoundError:
+            raise MissingObject(
+                f"{where}: chunk {ref.digest} is missing from the store ({path}); the snapshot "
+                "cannot be restored. Run 'ckptfs verify' to list every affected snapshot."
+            ) from None
+        try:
+            data = framing.unframe(stored, ref.size, what=f"{where}: chunk {ref.digest}")
+        except CorruptObject as e:
+            raise CorruptSnapshot(str(e)) from e
+        if Digest.of(data) != ref.digest:
+            raise CorruptSnapshot(
+                f"{where}: chunk {ref.digest} does not match its digest (bytes flipped on disk?)")
+        return data
+
+    def chunk_exists(self, d: Digest) -> bool:
+        return self.storage.exists(chunk_path(d))
+
+    # -- manifests ---------------------------------------------------------------------------
+    def put_manifest(self, manifest: Manifest) -> tuple[Digest, int]:
+        data = manifest.to_bytes()
+        if len(data) > MAX_MANIFEST_SIZE:
+            raise CorruptObject(f"manifest would be {len(data)} bytes, over {MAX_MANIFEST_SIZE}")
+        d = Digest.of(data)
+        self.storage.write(snapshot_path(d), framing.frame(data))
+        return d, len(data)
+
+    def get_manifest(self, d: Digest, size: int | None = None) -> Manifest:
+        path = snapshot_path(d)
+        what = f"snapshot {d}"
+        try:
+            stored = self.storage.read(path)
+        except FileNotFoundError:
+            raise MissingObject(f"{what}: manifest file {path} is missing") from None
+        if size is None:
+            size = _declared_size(stored, what)
+        try:
+            data = framing.unframe(stored, size, what=f"{what} manifest")
+        except CorruptObject as e:
+            raise CorruptSnapshot(str(e)) from e
+        if Digest.of(data) != d:
+            raise CorruptSnapshot(f"{what}: manifest bytes do not match the snapshot id")
+        return Manifest.from_bytes(data, what=what)
+
+
+def _declared_size(stored: bytes, what: str) -> int:
+    """Size of a framed object when no record names it: zstd frames carry it, raw is explicit."""
+    import zstandard
+
+    if not stored:
+        raise CorruptSnapshot(f"{what}: manifest file is empty (truncated)")
+    if stored[0] == framing.CODEC_RAW:
+        return len(stored) - 1
+    if stored[0] == framing.CODEC_ZSTD:
+        try:
+            n = int(zstandard.frame_content_size(stored[1:]))
+        except zstandard.ZstdError as e:
+            raise CorruptSnapshot(f"{what}: manifest zstd header damaged ({e})") from e
+        if 0 <= n <= MAX_MANIFEST_SIZE:
+            return n
+        raise CorruptSnapshot(f"{what}: manifest declares an impossible size ({n})")
+    raise CorruptSnapshot(f"{what}: unknown codec byte 0x{stored[0]:02x}")
+
+
+__all__ = ["ObjectStore", "MAX_CHUNK_SIZE"]

@@ -1,0 +1,250 @@
+"""The commit protocol over a Storage, and every lookup: config, runs, heads, snapshots.
+
+Commit order (spec "Commit protocol"): chunks, then the manifest, then the run record created
+only if absent. Until the record exists nothing of a commit is visible; a second writer racing
+for the same sequence number gets ConflictError and its manifest stays an unreferenced object
+that garbage collection removes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+
+from ckptfs.errors import (
+    ConflictError,
+    CorruptSnapshot,
+    FormatError,
+    InvalidName,
+    MissingObject,
+    NotAStore,
+    NotFound,
+)
+from ckptfs.format.cdc import ChunkerParams
+from ckptfs.format.digest import Digest
+from ckptfs.format.models import Manifest, RunRecord, StoreConfig
+from ckptfs.format.names import (
+    CONFIG_PATH,
+    RUN_ID,
+    RUNS,
+    SNAPSHOTS,
+    check_run_id,
+    parse_seq_name,
+    record_path,
+    run_dir,
+)
+from ckptfs.storage.base import Storage
+from ckptfs.store.objects import ObjectStore
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@attrs.frozen
+class Snapshot:
+    """A committed snapshot: its id and the manifest it names."""
+
+    digest: Digest
+    manifest: Manifest = attrs.field(repr=False)
+
+    @property
+    def id(self) -> str:
+        return self.digest.text
+
+    @property
+    def run(self) -> str:
+        return self.manifest.run
+
+    @property
+    def seq(self) -> int:
+        return self.manifest.seq
+
+    @property
+    def parent(self) -> str | None:
+        return self.manifest.parent.text if self.manifest.parent else None
+
+    @property
+    def resumed_from(self) -> str | None:
+        return self.manifest.resumed_from.text if self.manifest.resumed_from else None
+
+    @property
+    def attempt(self) -> int:
+        return self.manifest.attempt
+
+    @property
+    def boundary(self) -> str:
+        return self.manifest.boundary
+
+    @property
+    def created(self) -> int:
+        return self.manifest.created
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return dict(self.manifest.labels)
+
+    @property
+    def expires(self) -> int | None:
+        return self.manifest.expires
+
+
+class Repository:
+    """One store: config, objects and run logs over a storage backend."""
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+        self.objects = ObjectStore(storage)
+        self._config: StoreConfig | None = None
+
+    @property
+    def url(self) -> str:
+        return self.storage.url
+
+    # -- config ------------------------------------------------------------------------------
+    def load_config(self) -> StoreConfig | None:
+        """The store config, or None when the URL holds no store yet."""
+        if self._config is None:
+            try:
+                data = self.storage.read(CONFIG_PATH)
+            except FileNotFoundError:
+                return None
+            self._config = StoreConfig.from_bytes(data)
+        return self._config
+
+    @property
+    def config(self) -> StoreConfig:
+        cfg = self.load_config()
+        if cfg is None:
+            raise NotAStore(
+                f"{self.url}: no ckptfs store here (no {CONFIG_PATH}); create one with "
+                "'ckptfs init URL' or by writing a first checkpoint")
+        return cfg
+
+    def init(self, chunker: ChunkerParams | None = None,
+             settings: dict[str, Any] | None = None) -> StoreConfig:
+        """Create the store config if absent (create-only); return the config in force."""
+        existing = self.load_config()
+        if existing is not None:
+            return existing
+        cfg = StoreConfig(chunker=chunker or ChunkerParams(), created=now_ms(),
+                          settings=settings or {})
+        try:
+            self.storage.create(CONFIG_PATH, cfg.to_bytes())
+            self._config = cfg
+        except FileExistsError:
+            self._config = None
+            return self.config
+        return cfg
+
+    # -- runs and records ----------------------------------------------------------------------
+    def run_ids(self) -> list[str]:
+        return [n for n in self.storage.list(RUNS) if RUN_ID.match(n) and not n.endswith(".")]
+
+    def seqs(self, run_id: str) -> list[int]:
+        """Sequence numbers with a committed record, ascending."""
+        out = []
+        for name in self.storage.list(run_dir(run_id)):
+            s = parse_seq_name(name)
+            if s is not None and s >= 1:
+                out.append(s)
+        return sorted(out)
+
+    def record(self, run_id: str, seq: int) -> RunRecord:
+        path = record_path(run_id, seq)
+        what = f"run record {path}"
+        try:
+            data = self.storage.read(path)
+        except FileNotFoundError:
+            raise NotFound(f"run {run_id!r} has no snapshot with sequence number {seq}") from None
+        try:
+            rec = RunRecord.from_bytes(data, what=what)
+        except FormatError as e:
+            raise CorruptSnapshot(f"{e} (the file may be truncated or edited)") from e
+        if rec.run != run_id or rec.seq != seq:
+            raise CorruptSnapshot(f"{what}: names run {rec.run!r} seq {rec.seq}, not its own path")
+        return rec
+
+    def head(self, run_id: str) -> RunRecord | None:
+        check_run_id(run_id)
+        seqs = self.seqs(run_id)
+        return self.record(run_id, seqs[-1]) if seqs else None
+
+    def commit(self, manifest: Manifest) -> Snapshot:
+        """Write the manifest, then create its run record only if absent."""
+        self.config  # a commit needs a store
+        d, size = self.objects.put_manifest(manifest)
+        rec = RunRecord(run=manifest.run, seq=manifest.seq, snapshot=d, size=size,
+                        created=manifest.created)
+        try:
+            self.storage.create(record_path(manifest.run, manifest.seq), rec.to_bytes())
+        except FileExistsError:
+            raise ConflictError(
+                f"run {manifest.run!r}: sequence number {manifest.seq} was committed by another "
+                "writer first (the run was resumed twice, or two processes share it). This "
+                "commit did not happen; resume again from the new head to continue."
+            ) from None
+        return Snapshot(d, manifest)
+
+    # -- snapshots -----------------------------------------------------------------------------
+    def snapshot(self, d: Digest, *, size: int | None = None, check_committed: bool = True) -> Snapshot:
+        """The committed snapshot with id ``d`` (its record must point at it)."""
+        try:
+            m = self.objects.get_manifest(d, size)
+        except MissingObject:
+            raise NotFound(f"no snapshot {d} in {self.url}") from None
+        if check_committed:
+            try:
+                rec = self.record(m.run, m.seq)
+            except NotFound:
+                raise NotFound(f"snapshot {d} was written but never committed "
+                               f"(run {m.run!r} has no record {m.seq}); it is garbage") from None
+            if rec.snapshot != d:
+                raise NotFound(f"snapshot {d} lost the race for run {m.run!r} seq {m.seq} "
+                               f"to {rec.snapshot}; it was never committed")
+        return Snapshot(d, m)
+
+    def snapshot_at(self, run_id: str, seq: int) -> Snapshot:
+        rec = self.record(run_id, seq)
+        return self.snapshot(rec.snapshot, size=rec.size, check_committed=False)
+
+    def snapshots(self, run_id: str) -> Iterator[Snapshot]:
+        for seq in self.seqs(run_id):
+            yield self.snapshot_at(run_id, seq)
+
+    def resolve(self, ref: str) -> Snapshot:
+        """A snapshot from ``blake3:<hex>``, a unique hex prefix (>= 6), ``RUN`` (its head) or
+        ``RUN@SEQ``."""
+        ref = ref.strip()
+        if ref.startswith("blake3:") or (len(ref) == 64 and _is_hex(ref)):
+            return self.snapshot(Digest.parse(ref))
+        if "@" in ref:
+            run_id, _, seq_text = ref.rpartition("@")
+            check_run_id(run_id)
+            if seq_text == "head":
+                return self._head_snapshot(run_id)
+            if not seq_text.isdigit():
+                raise InvalidName(f"{ref!r}: expected RUN@SEQ with a decimal sequence number")
+            return self.snapshot_at(run_id, int(seq_text))
+        if _is_hex(ref) and len(ref) >= 6 and ref not in self.run_ids():
+            matches = [n for n in self.storage.list(f"{SNAPSHOTS}/{ref[:2]}") if n.startswith(ref)]
+            if len(matches) > 1:
+                raise NotFound(f"snapshot prefix {ref!r} is ambiguous ({len(matches)} matches)")
+            if matches:
+                return self.snapshot(Digest.parse(matches[0]))
+        if RUN_ID.match(ref):
+            return self._head_snapshot(ref)
+        raise NotFound(f"{ref!r} names no snapshot or run in {self.url}")
+
+    def _head_snapshot(self, run_id: str) -> Snapshot:
+        rec = self.head(run_id)
+        if rec is None:
+            raise NotFound(f"no run {run_id!r} in {self.url}")
+        return self.snapshot(rec.snapshot, size=rec.size, check_committed=False)
+
+
+def _is_hex(s: str) -> bool:
+    return bool(s) and all(c in "0123456789abcdef" for c in s)
