@@ -1,0 +1,68 @@
+"""The ``ckptfs`` command line: argument parsing and printing only.
+
+Each subcommand lives in a module ``ckptfs/cli/cmd_<name>.py`` that defines
+``register(subparsers) -> None``; modules are discovered, so adding a command touches no
+shared file. Exit codes: 0 success, 1 the check found problems, 2 usage error, 3 store error
+(not found, corrupt, conflict, ...), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import pkgutil
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from ckptfs.errors import CkptfsError
+
+EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, EXIT_STORE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from ckptfs import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="ckptfs",
+        description="Inspect, verify, copy and maintain ckptfs snapshot stores. "
+                    "STORE is a local path or any fsspec URL (s3://bucket/prefix, memory://x, ...).",
+        epilog="Exit codes: 0 ok, 1 problems found, 2 usage, 3 store error. "
+               "Every read command takes --json for scripts.")
+    parser.add_argument("--version", action="version", version=f"ckptfs {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    import ckptfs.cli as pkg
+
+    for mod in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
+        if mod.name.startswith("cmd_"):
+            importlib.import_module(f"ckptfs.cli.{mod.name}").register(sub)
+    return parser
+
+
+def print_json(obj: Any) -> None:
+    json.dump(obj, sys.stdout, indent=2, sort_keys=True, default=str)
+    sys.stdout.write("\n")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        rc: int = args.func(args)
+        return rc
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except CkptfsError as e:
+        print(f"ckptfs: error ({e.category}): {e}", file=sys.stderr)
+        return EXIT_STORE
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Operations on whole stores: verify, copy, retention and GC, erase, usage, checks."""
