@@ -169,9 +169,10 @@ class Repository:
         return rec
 
     def head(self, run_id: str) -> RunRecord | None:
-        check_run_id(run_id)
-        seqs = self.seqs(run_id)
-        return self.record(run_id, seqs[-1]) if seqs else None
+        """The record with the highest sequence number (names are zero-padded, so the greatest
+        valid name is the head)."""
+        names = [n for n in self.storage.list(run_dir(run_id)) if parse_seq_name(n)]
+        return self.record(run_id, int(max(names))) if names else None
 
     def commit(self, manifest: Manifest,
                chunks: list[tuple[Digest, bytes | memoryview]] | None = None) -> Snapshot:
