@@ -217,36 +217,51 @@ class Ledger:
 
 @attrs.frozen(slots=True)
 class LedgerRef:
-    """The manifest's ``ledger`` field: where the ledger's CBOR sequence lies in chunks."""
+    """The manifest's ``ledger`` field: the record count, and the ledger content (the CBOR
+    sequence of its records) held exactly like a ``cbor-seq`` value entry: chunks, or inline."""
 
     count: int
     size: int
     digest: Digest
-    chunks: tuple[ChunkRef, ...]
+    chunks: tuple[ChunkRef, ...] = ()
+    inline: bytes | None = None
+
+    @classmethod
+    def of(cls, count: int, entry: Captured) -> LedgerRef:
+        return cls(count, entry.size, entry.digest, entry.chunks, entry.inline)
 
     def to_cbor(self) -> dict[str, Any]:
-        return {"count": self.count, "size": self.size, "digest": self.digest.raw,
-                "chunks": [c.to_cbor() for c in self.chunks]}
+        m: dict[str, Any] = {"count": self.count}
+        content = self.as_entry().to_cbor()
+        for k in ("size", "digest", "chunks", "inline"):
+            if k in content:
+                m[k] = content[k]
+        return m
 
     def as_entry(self) -> Captured:
         """The ledger content described as the ``cbor-seq`` value entry it is read like."""
         return Captured(kind="value", type="application/cbor-seq", size=self.size,
-                        digest=self.digest, chunks=self.chunks, encoding="cbor-seq")
+                        digest=self.digest, chunks=self.chunks, encoding="cbor-seq",
+                        inline=self.inline)
 
     @classmethod
     def from_cbor(cls, m: Any, *, what: str = "manifest ledger") -> LedgerRef:
-        """Validate the map; its chunk rules are those of a value entry."""
-        if not isinstance(m, dict) or set(m) != {"count", "size", "digest", "chunks"}:
-            raise FormatError(f"{what}: must be a map of exactly count, size, digest, chunks")
+        """Validate the map; its content rules are those of a value entry."""
+        if not isinstance(m, dict) or not ({"count", "size", "digest"} <= set(m) <= {
+                "count", "size", "digest", "chunks", "inline"}):
+            raise FormatError(f"{what}: must be a map of count, size, digest and chunks or inline")
         count = _uint(m, "count", what)
-        entry = entry_from_cbor("ledger", {"kind": "value", "type": "application/cbor-seq",
-                                           "encoding": "cbor-seq", "size": m["size"],
-                                           "digest": m["digest"], "chunks": m["chunks"]})
+        fields = {k: v for k, v in m.items() if k != "count"}
+        fields.update(kind="value", type="application/cbor-seq", encoding="cbor-seq")
+        try:
+            entry = entry_from_cbor("ledger", fields)
+        except FormatError as e:
+            raise FormatError(f"{what}: {e}") from e
         assert isinstance(entry, Captured)
         if count < 1 or entry.size < count:
             raise FormatError(f"{what}: count {count} does not fit size {entry.size}; "
                               "an empty ledger is written as null")
-        return cls(count=count, size=entry.size, digest=entry.digest, chunks=entry.chunks)
+        return cls.of(count, entry)
 
 
 def _text(m: Mapping[str, Any], key: str, what: str, limit: int) -> str:

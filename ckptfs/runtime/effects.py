@@ -23,6 +23,7 @@ from ckptfs.errors import (
     EffectMismatch,
 )
 from ckptfs.format import cbor
+from ckptfs.format.digest import Digest
 from ckptfs.format.ledger import (
     INLINE_RESULT_MAX,
     MAX_ERROR_TEXT,
@@ -67,23 +68,23 @@ def perform(run: Run, name: str, fn: Callable[..., Any], args: tuple[Any, ...],
             raise EffectInDoubt(known)
         found = reconcile(known)
         if found is not NOT_DONE:
-            _append(run, _settle(known, run, "completed", via="reconcile", result=found),
-                    "after_effect")
+            _append(run, *_settle(known, run, "completed", via="reconcile", result=found),
+                    boundary="after_effect")
             return found
     _check_closed(run, key)
     intent = Record(key=key, kind="effect", name=name, args=digest, status="intended",
                     at=now_ms(), attempt=run.attempt)
     run._open_effect = key
     try:
-        _append(run, intent, "before_effect")
+        _append(run, intent, boundary="before_effect")
         try:
             result = fn(*args, **kwargs)
         except Exception as e:  # BaseException (SIGINT, exit) leaves the effect in doubt
-            failed = _settle(run.ledger.effects[key], run, "failed", via="call", error=e)
-            _append(run, failed, "after_effect")
+            _append(run, *_settle(run.ledger.effects[key], run, "failed", via="call", error=e),
+                    boundary="after_effect")
             raise
-        _append(run, _settle(run.ledger.effects[key], run, "completed", via="call",
-                             result=result), "after_effect")
+        _append(run, *_settle(run.ledger.effects[key], run, "completed", via="call",
+                              result=result), boundary="after_effect")
         return result
     finally:
         run._open_effect = None
@@ -98,10 +99,10 @@ def settle(run: Run, key: str, *, result: Any = NOT_DONE,
         raise EffectMismatch(f"effect {key!r} {state}; only an in-doubt effect can be settled")
     if (result is NOT_DONE) == (failed is None):
         raise ValueError("settle_effect takes exactly one of result= or failed=")
-    rec = (_settle(eff, run, "completed", via="manual", result=result) if failed is None
-           else _settle(eff, run, "failed", via="manual", error=failed))
+    settled = (_settle(eff, run, "completed", via="manual", result=result) if failed is None
+               else _settle(eff, run, "failed", via="manual", error=failed))
     _check_closed(run, key)
-    _append(run, rec, "after_effect")
+    _append(run, *settled, boundary="after_effect")
     return run.ledger.effects[key]
 
 
@@ -122,7 +123,7 @@ def wait_for_approval(run: Run, request: Any, *, key: str, name: str = "approval
     if known is None:
         _check_closed(run, key)
         _append(run, Record(key=key, kind="approval", name=name, args=digest, status="intended",
-                            at=now_ms(), attempt=run.attempt, request=request), "approval")
+                            at=now_ms(), attempt=run.attempt, request=request), boundary="approval")
         known = run.ledger.effects[key]
     if known.status == "intended":
         raise ApprovalPending(known)
@@ -139,8 +140,8 @@ def decide(run: Run, key: str, *, approved: bool, decision: Any) -> Effect:
                  if eff.kind == "approval" else "is an effect, not an approval")
         raise EffectMismatch(f"approval {key!r} {state}; a request is decided once")
     _check_closed(run, key)
-    _append(run, _settle(eff, run, "completed", via="manual",
-                         result={"approved": approved, "decision": decision}), "approval")
+    _append(run, *_settle(eff, run, "completed", via="manual",
+                          result={"approved": approved, "decision": decision}), boundary="approval")
     return run.ledger.effects[key]
 
 
@@ -172,21 +173,26 @@ def _check_closed(run: Run, key: str) -> None:
                             f"{run._open_effect!r}; effects do not nest")
 
 
+Chunks = list[tuple[Digest, bytes | memoryview]]
+
+
 def _settle(eff: Effect, run: Run, status: Any, *, via: Via, result: Any = None,
-            error: str | BaseException | None = None) -> Record:
+            error: str | BaseException | None = None) -> tuple[Record, Chunks]:
+    """The settling record, and the chunks a large result needs."""
     content: Captured | None = None
+    chunks: Chunks = []
     if status == "completed":
-        content = _large(run, eff.key, result)
+        content, chunks = _large(run, eff.key, result)
     err = None
     if error is not None:
         err = {"type": "str" if isinstance(error, str) else type(error).__qualname__,
                "message": (error if isinstance(error, str) else str(error))[:MAX_ERROR_TEXT]}
     return Record(key=eff.key, kind=eff.kind, name=eff.name, args=eff.args, status=status,
                   at=now_ms(), attempt=run.attempt, result=None if content else result,
-                  result_content=content, error=err, via=via)
+                  result_content=content, error=err, via=via), chunks
 
 
-def _large(run: Run, key: str, result: Any) -> Captured | None:
+def _large(run: Run, key: str, result: Any) -> tuple[Captured | None, Chunks]:
     """Chunks for a result too big to sit in the ledger record (None: it is stored inline)."""
     try:
         cbor.check_plain(result, what=f"result of effect {key!r}")
@@ -194,20 +200,21 @@ def _large(run: Run, key: str, result: Any) -> Captured | None:
         raise TypeError(f"{e} The effect happened but its result cannot be recorded: it stays "
                         "in doubt until run.settle_effect() records a plain result.") from None
     if len(cbor.encode(result)) <= INLINE_RESULT_MAX:
-        return None
-    w = run._ledger_writer
-    entry = EntryWriter(w.objects, w.params).encode_state({"result": result})["result"]
+        return None, []
+    w = EntryWriter(run._ledger_writer.objects, run._ledger_writer.params)
+    entry = w.encode_state({"result": result})["result"]
     assert isinstance(entry, Captured)
-    return entry
+    return entry, w.pending
 
 
-def _append(run: Run, rec: Record, boundary: str) -> Snapshot:
+def _append(run: Run, rec: Record, chunks: Chunks | None = None, *, boundary: str) -> Snapshot:
     """Commit the last snapshot's state with ``rec`` added to the ledger; on any failure the
     run's ledger stays as it was (the commit did not happen)."""
     before = run._ledger
     run._ledger = before.append(rec, what=f"run {run.id!r} ledger")
     try:
-        return run._commit(None, boundary, labels={"ckptfs.effect": rec.key[:1024]})
+        return run._commit(None, boundary, labels={"ckptfs.effect": rec.key[:1024]},
+                           chunks=chunks)
     except BaseException:
         run._ledger = before
         raise

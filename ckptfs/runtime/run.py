@@ -135,31 +135,36 @@ class Run:
         """Reject a pending request (recorded in the ledger; it is never asked again)."""
         return fx.decide(self, key, approved=False, decision=reason)
 
-    def _ledger_cbor(self) -> dict[str, Any] | None:
-        """The ledger field of the next manifest: null while empty, else where its chunks are."""
+    def _ledger_cbor(self, chunks: list[tuple[Digest, bytes | memoryview]]
+                     ) -> dict[str, Any] | None:
+        """The ledger field of the next manifest (null while empty); adds the chunks that only
+        the new records need to ``chunks``."""
         if not self._ledger.records:
             return None
         e = self._ledger_writer.encode_state({"ledger": self._ledger.to_cbor()})["ledger"]
         assert not isinstance(e, Reference)
-        return LedgerRef(len(self._ledger), e.size, e.digest, e.chunks).to_cbor()
+        chunks.extend(self._ledger_writer.pending)
+        return LedgerRef.of(len(self._ledger), e).to_cbor()
 
     def _commit(self, state: Mapping[str, Any] | None, boundary: str, *,
                 labels: Mapping[str, str] | None = None, expires_at: Any = None,
-                entry_labels: Mapping[str, Mapping[str, str]] | None = None) -> Snapshot:
-        """Commit ``state`` (None: the last snapshot's entries unchanged, for ledger commits)."""
+                entry_labels: Mapping[str, Mapping[str, str]] | None = None,
+                chunks: list[tuple[Digest, bytes | memoryview]] | None = None) -> Snapshot:
+        """Commit ``state`` (None: the last snapshot's entries unchanged, for ledger commits),
+        writing ``chunks`` too."""
         if self._fenced:
             raise ConflictError(self._fenced)
         check_boundary(boundary)
+        chunks = list(chunks or [])
         prepared: dict[str, Any] | None = None
         entries: Mapping[str, Entry]
-        if state is not None:
+        if state is not None or self.snapshot is None:
             prepared = {k: capture(v) if isinstance(v, Ref) and v.capture else v
-                        for k, v in state.items()}
+                        for k, v in (self.state if state is None else state).items()}
             entries = self._writer.encode_state(prepared, entry_labels)
-        elif self.snapshot is not None:
-            entries = self.snapshot.manifest.entries
+            chunks.extend(self._writer.pending)
         else:
-            entries = self._writer.encode_state(self.state)
+            entries = self.snapshot.manifest.entries
         expires = expiry_ms(expires_at)
         if expires is None:
             expires = self.run_expires
@@ -169,10 +174,10 @@ class Run:
             parent=(self.snapshot.digest if self.snapshot
                     else self.fork_of.digest if self.fork_of else None),
             resumed_from=self._resumed_from if self._pending_resume() else None,
-            attempt=self.attempt, ledger=self._ledger_cbor(), labels=check_labels(labels),
+            attempt=self.attempt, ledger=self._ledger_cbor(chunks), labels=check_labels(labels),
             expires=expires, extra=self._next_extra)
         try:
-            snap = self.store.repo.commit(manifest, self._writer.pending)
+            snap = self.store.repo.commit(manifest, chunks)
         except ConflictError as e:
             self._fenced = str(e)
             raise
