@@ -13,6 +13,7 @@ from ckptfs.format.names import check_boundary, check_label_key
 from ckptfs.format.values import Blob, Ref
 from ckptfs.runtime.refs import capture
 from ckptfs.store.entries import EntryWriter
+from ckptfs.store.lifecycle import default_expiry, set_run_expiry
 from ckptfs.store.repository import Snapshot, now_ms
 
 if TYPE_CHECKING:
@@ -54,7 +55,8 @@ class Run:
     def __init__(self, store: Store, run_id: str, schema: Schema, *, head: Snapshot | None,
                  resumed_from: Digest | None, attempt: int, state: dict[str, Any],
                  writer: EntryWriter, expires: int | None = None,
-                 extra: Mapping[str, Any] | None = None, fork_of: Snapshot | None = None) -> None:
+                 extra: Mapping[str, Any] | None = None, fork_of: Snapshot | None = None,
+                 new_run: bool = False) -> None:
         self.store = store
         self.id = run_id
         self.schema = schema
@@ -66,6 +68,8 @@ class Run:
         self._fenced: str | None = None
         self._open_effect: str | None = None
         self.run_expires = expires
+        #: a new run records its run-wide expiry (``start_run(expires_at=)``) at its first commit
+        self._record_run_expiry = new_run and expires is not None
         #: for a fork: the snapshot (of another run) that the first commit names as parent
         self.fork_of = fork_of
         #: manifest fields that the next commit carries once (e.g. migration provenance)
@@ -104,11 +108,14 @@ class Run:
         prepared = {k: capture(v) if isinstance(v, Ref) and v.capture else v
                     for k, v in state.items()}
         entries = self._writer.encode_state(prepared, entry_labels)
+        created = now_ms()
         expires = expiry_ms(expires_at)
         if expires is None:
             expires = self.run_expires
+        if expires is None:
+            expires = default_expiry(self.store.repo.config.settings, created)
         manifest = Manifest(
-            run=self.id, seq=self.seq + 1, boundary=boundary, created=now_ms(),
+            run=self.id, seq=self.seq + 1, boundary=boundary, created=created,
             writer=self.store.writer_name, schema=self.schema, entries=entries,
             parent=(self.snapshot.digest if self.snapshot
                     else self.fork_of.digest if self.fork_of else None),
@@ -122,6 +129,9 @@ class Run:
             raise
         self.snapshot = snap
         self._next_extra = {}
+        if self._record_run_expiry:
+            set_run_expiry(self.store.storage, self.id, self.run_expires)
+            self._record_run_expiry = False
         self.state = {k: v for k, v in prepared.items() if not isinstance(v, Blob)
                       or isinstance(v.source, bytes)}
         return snap

@@ -111,15 +111,26 @@ class LocalStorage(Storage):
         except OSError as e:
             raise _wrap(e, path) from e
 
+    def _freshen(self, path: str) -> bool:
+        """Touch an existing object so garbage collection's grace period starts again
+        (spec/retention.md "Grace rule"); False when it does not exist."""
+        try:
+            os.utime(self._abs(path))
+            return True
+        except FileNotFoundError:
+            return False
+        except OSError as e:
+            raise _wrap(e, path) from e
+
     def write(self, path: str, data: bytes) -> None:
-        if os.path.exists(self._abs(path)):
+        if self._freshen(path):
             return
         self._link(data, path, exclusive=False)
 
     def write_many(self, items: Iterable[tuple[str, bytes]]) -> None:
         dirs: set[str] = set()
         for path, data in items:
-            if os.path.exists(self._abs(path)):
+            if self._freshen(path):
                 continue
             dirs.add(self._link(data, path, exclusive=False, sync_dir=False))
         for d in dirs:
