@@ -2,10 +2,11 @@
 
 Order (spec/retention.md "Erase"): 1. a retired marker that fences the whole run, so no writer
 can commit to it again; 2. the tombstone, state ``erasing`` (readers now get ErasedError);
-3. run records; 4. every manifest of the erased snapshots, committed or not; 5. every chunk
-they use that no other retained (or in-flight) snapshot uses, without waiting for the grace
-period; 6. the tombstone again, state ``erased``, with counts. Running it again after a crash
-finishes the job; a crash at any step leaves a store that verifies.
+3. run records (now nothing of the run is visible); 4. every chunk the erased manifests use
+that no other retained (or in-flight) snapshot uses, without waiting for the grace period;
+5. every manifest of the erased snapshots, committed or not (last, so that a rerun after a
+crash still finds the chunks through them); 6. the tombstone again, state ``erased``, with
+counts. A crash at any step leaves a store that verifies; running erase again finishes.
 """
 
 from __future__ import annotations
@@ -89,13 +90,8 @@ def erase(repo: Repository, run_id: str, *, reason: str, seq: int | None = None,
                 victim_chunks |= _chunks(m)
             elif not _old(st, path, cutoff_s):
                 protected |= _chunks(m)  # an in-flight commit of someone else
-        # 4. manifests, 5. chunks
+        # 4. chunks, while the (now invisible) manifests still name them for a rerun
         lease.check()
-        manifests_deleted = 0
-        for d in victims:
-            if st.exists(snapshot_path(d)):
-                st.delete(snapshot_path(d))
-                manifests_deleted += 1
         deleted = nbytes = 0
         for d in victim_chunks - protected:
             size = st.size(chunk_path(d))
@@ -103,6 +99,12 @@ def erase(repo: Repository, run_id: str, *, reason: str, seq: int | None = None,
                 st.delete(chunk_path(d))
                 deleted += 1
                 nbytes += size
+        # 5. manifests
+        manifests_deleted = 0
+        for d in victims:
+            if st.exists(snapshot_path(d)):
+                st.delete(snapshot_path(d))
+                manifests_deleted += 1
         if seq is None:
             st.delete(expiry_path(run_id))
         for s in targets:
