@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import zstandard
 
@@ -16,10 +16,13 @@ class InjectedCrash(Exception):
 
 class CrashingStorage(Storage):
     """Passes everything to ``inner`` but fails every mutating operation from the k-th on
-    (as if the process had died there); ``ops`` counts the mutations attempted."""
+    (as if the process had died there); ``ops`` counts the mutations attempted.
+    ``before(op, path)`` runs before every write and create (to interleave other work)."""
 
-    def __init__(self, inner: Storage, crash_at: int | None) -> None:
+    def __init__(self, inner: Storage, crash_at: int | None,
+                 before: Callable[[str, str], None] | None = None) -> None:
         self.inner = inner
+        self.before = before
         self.url = inner.url
         self.capabilities = inner.capabilities
         self.crash_at = crash_at
@@ -34,6 +37,8 @@ class CrashingStorage(Storage):
         return self.inner.read(path)
 
     def write(self, path: str, data: bytes) -> None:
+        if self.before is not None:
+            self.before("write", path)
         self._tick()
         self.inner.write(path, data)
 
@@ -42,6 +47,8 @@ class CrashingStorage(Storage):
             self.write(p, d)
 
     def create(self, path: str, data: bytes) -> None:
+        if self.before is not None:
+            self.before("create", path)
         self._tick()
         self.inner.create(path, data)
 
