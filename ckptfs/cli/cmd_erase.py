@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from ckptfs.cli._usage import usage_error
 from ckptfs.cli import EXIT_OK, print_json
 
 
@@ -35,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             snap = repo.resolve(ref)
             if snap.run != args.run_id:
-                raise SystemExit(f"ckptfs erase: {ref} belongs to run {snap.run!r}, not "
+                return usage_error("erase", f"{ref} belongs to run {snap.run!r}, not "
                                  f"{args.run_id!r}")
             seq = snap.seq
     stone = erase(repo, args.run_id, seq=seq, reason=args.reason)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import datetime
 
+from ckptfs.cli._usage import usage_error
 from ckptfs.cli import EXIT_OK, print_json
 
 
@@ -32,19 +33,22 @@ def run(args: argparse.Namespace) -> int:
 
     now = int(time.time() * 1000)
     expires: int | None = None
-    if args.at:
-        t = datetime.datetime.fromisoformat(args.at.replace("Z", "+00:00"))
-        if t.tzinfo is None:
-            raise SystemExit("ckptfs expire: --at needs a time zone (e.g. ...Z or +02:00)")
-        expires = int(t.timestamp() * 1000)
-    elif args.within:
-        expires = now + parse_duration(args.within)
-    e = set_expiry(ckptfs.open_store(args.store).repo, args.target, expires, now)
+    try:
+        if args.at:
+            t = datetime.datetime.fromisoformat(args.at.replace("Z", "+00:00"))
+            if t.tzinfo is None:
+                raise ValueError("--at needs a time zone (e.g. ...Z or +02:00)")
+            expires = int(t.timestamp() * 1000)
+        elif args.within:
+            expires = now + parse_duration(args.within)
+    except ValueError as e:
+        return usage_error("expire", str(e))
+    got = set_expiry(ckptfs.open_store(args.store).repo, args.target, expires, now)
     if args.json:
-        print_json({"run": e.run, "seq": e.seq, "expires": e.expires})
+        print_json({"run": got.run, "seq": got.seq, "expires": got.expires})
     else:
-        what = e.run if e.seq is None else f"{e.run}@{e.seq}"
-        when = "never" if e.expires is None else time.strftime(
-            "%Y-%m-%dT%H:%M:%SZ", time.gmtime(e.expires / 1000))
+        what = got.run if got.seq is None else f"{got.run}@{got.seq}"
+        when = "never" if got.expires is None else time.strftime(
+            "%Y-%m-%dT%H:%M:%SZ", time.gmtime(got.expires / 1000))
         print(f"{what} expires {when}")
     return EXIT_OK

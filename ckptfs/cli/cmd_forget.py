@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from ckptfs.cli._usage import usage_error
 from ckptfs.cli import EXIT_OK, EXIT_PROBLEMS, print_json
 
 
@@ -33,15 +34,18 @@ def run(args: argparse.Namespace) -> int:
     for kv in args.keep_label:
         k, eq, v = kv.partition("=")
         if not eq:
-            raise SystemExit(f"ckptfs forget: --keep-label takes K=V, not {kv!r}")
+            return usage_error("forget", f"--keep-label takes K=V, not {kv!r}")
         labels.append((k, v))
     if args.keep_last is not None and args.keep_last < 1:
-        raise SystemExit("ckptfs forget: --keep-last must be at least 1")
-    policy = Policy(keep_last=args.keep_last,
-                    keep_within_ms=parse_duration(args.keep_within) if args.keep_within else None,
+        return usage_error("forget", "--keep-last must be at least 1")
+    try:
+        within = parse_duration(args.keep_within) if args.keep_within else None
+    except ValueError as e:
+        return usage_error("forget", str(e))
+    policy = Policy(keep_last=args.keep_last, keep_within_ms=within,
                     keep_labels=tuple(labels), keep_unfinished_heads=args.keep_unfinished_heads)
     if policy.empty:
-        raise SystemExit("ckptfs forget: give at least one --keep rule")
+        return usage_error("forget", "give at least one --keep rule")
     report = forget(ckptfs.open_store(args.store).repo, policy, runs=args.runs,
                     dry_run=args.dry_run)
     if args.json:

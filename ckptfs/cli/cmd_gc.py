@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from ckptfs.cli._usage import usage_error
 from ckptfs.cli import EXIT_OK, EXIT_PROBLEMS, print_json
 
 
@@ -26,7 +27,10 @@ def run(args: argparse.Namespace) -> int:
     from ckptfs.ops.gc import gc
     from ckptfs.ops.retention import parse_duration
 
-    grace = parse_duration(args.grace) if args.grace is not None else None
+    try:
+        grace = parse_duration(args.grace) if args.grace is not None else None
+    except ValueError as e:
+        return usage_error("gc", str(e))
     r = gc(ckptfs.open_store(args.store).repo, grace_ms=grace, dry_run=args.dry_run)
     if args.json:
         print_json(r.to_json())
