@@ -43,11 +43,11 @@ def _build(root: str) -> dict[str, object]:
         a.checkpoint({"messages": list(msgs), "note": f"{SECRET} note {i}"},
                      entry_labels={"messages": {"pii": "true"}})
     b = store.fork("a@3", "b")
-    b.checkpoint({"messages": msgs[:3] + ["b's own line " * 20]})
-    b.checkpoint({"messages": msgs[:3] + ["b's own line " * 20, "b again " * 20]})
+    b.checkpoint({"messages": msgs[:3] + ["b's own line " * 200]})
+    b.checkpoint({"messages": msgs[:3] + ["b's own line " * 200, "b again " * 200]})
     c = store.start_run("c")
-    c.checkpoint({"tmp": "short-lived " * 50}, expires_at=datetime.timedelta(seconds=-1))
-    c.checkpoint({"tmp": "short-lived 2 " * 50}, expires_at=datetime.timedelta(seconds=-1))
+    c.checkpoint({"tmp": "short-lived " * 400}, expires_at=datetime.timedelta(seconds=-1))
+    c.checkpoint({"tmp": "short-lived 2 " * 400}, expires_at=datetime.timedelta(seconds=-1))
     forget(store.repo, Policy(keep_last=2), runs=["a"])
     return {"b": store.read("b"), "a": store.read("a")}
 
@@ -163,7 +163,7 @@ def test_gc_keeps_young_unreferenced_objects(tmp_path: Path) -> None:
     store = ckptfs.open_store(str(tmp_path / "s"))
     run = store.start_run("r")
     for i in range(4):
-        run.checkpoint({"x": f"value {i} " * 100})
+        run.checkpoint({"x": f"value {i} " * 800})
     forget(store.repo, Policy(keep_last=1))
     young = gc(store.repo)  # default grace: one hour
     assert young.chunks_deleted == 0 and young.manifests_deleted == 0 and young.young_kept == 3
