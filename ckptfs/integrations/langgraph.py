@@ -77,6 +77,7 @@ MAX_ID = 1024  # label values are at most 1024 characters
 #: runs whose entry writers (the previous content of each channel, for append dedup) are kept
 WARM_RUNS = 64
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+_Chunks = builtins.list[tuple[Digest, bytes | memoryview]]
 
 
 def _h(domain: str, text: str) -> str:
@@ -279,12 +280,17 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
     def _unpack_channel(self, data: Any) -> Any:
         return [self._unpack(x) for x in data] if type(data) is list else self._unpack(data)
 
-    def _encode(self, idx: _RunIndex, name: str, data: Any, labels: dict[str, str]) -> Entry:
+    def _encode(self, idx: _RunIndex, name: str, data: Any, labels: dict[str, str],
+                chunks: _Chunks) -> Entry:
+        """Encode one entry with the run's writer for that name (so appends reuse chunks);
+        the chunks the commit must write are added to ``chunks``."""
         writer = idx.writers.get(name)
         if writer is None:
             repo = self.store.repo
             writer = idx.writers[name] = EntryWriter(repo.objects, repo.config.chunker)
-        return writer.encode_state({name: data}, {name: labels})[name]
+        entry = writer.encode_state({name: data}, {name: labels})[name]
+        chunks.extend(writer.pending)
+        return entry
 
     def _entry_value(self, snap: Snapshot, name: str) -> Any:
         entry = snap.manifest.entries[name]
@@ -309,18 +315,22 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
 
     # -- committing --------------------------------------------------------------------------
     def _commit(self, idx: _RunIndex, boundary: str, entries: Mapping[str, Entry],
-                labels: dict[str, str], parent: Digest | None) -> Snapshot:
+                labels: dict[str, str], parent: Digest | None,
+                chunks: _Chunks | None = None) -> Snapshot:
         """Commit at the next free sequence number; LangGraph's own ids make a retry safe."""
         for _ in range(1000):
             manifest = Manifest(run=idx.run_id, seq=idx.top + 1, boundary=boundary,
                                 created=now_ms(), writer=self.store.writer_name, schema=SCHEMA,
                                 entries=entries, parent=parent, labels=labels)
             try:
-                snap = self.store.repo.commit(manifest)
+                snap = self.store.repo.commit(manifest, chunks)
             except ConflictError:
                 self._refresh(idx)
                 idx.top = max(idx.top, manifest.seq)
                 continue
+            except BaseException:
+                idx.writers.clear()  # they remember chunks this commit may not have written
+                raise
             with idx.lock:
                 idx.add(snap)
             return snap
@@ -418,22 +428,25 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
                 if parent_cid and parent is None:
                     self._refresh(idx)
                     parent = idx.checkpoints.get(parent_cid)
-                entries = self._channel_entries(idx, checkpoint, new_versions, parent)
+                chunks: _Chunks = []
+                entries = self._channel_entries(idx, checkpoint, new_versions, parent, chunks)
                 doc = {k: v for k, v in checkpoint.items() if k != "channel_values"}
-                entries["checkpoint"] = self._encode(idx, "checkpoint", self._pack(doc), {})
-                entries["metadata"] = self._encode(idx, "metadata", self._pack(meta), {})
+                entries["checkpoint"] = self._encode(idx, "checkpoint", self._pack(doc), {},
+                                                     chunks)
+                entries["metadata"] = self._encode(idx, "metadata", self._pack(meta), {}, chunks)
                 labels = {L_KIND: "checkpoint", L_THREAD: tid, L_NS: ns, L_CID: checkpoint["id"]}
                 if parent_cid:
                     labels[L_PARENT] = parent_cid
                 for k, v in meta.items():
                     if type(v) in (str, int, float, bool) and LABEL_KEY.match(f"lg.meta.{k}"):
                         labels[f"lg.meta.{k}"] = (v if type(v) is str else json.dumps(v))[:MAX_ID]
-                self._commit(idx, "step", entries, labels, parent.digest if parent else None)
+                self._commit(idx, "step", entries, labels, parent.digest if parent else None,
+                             chunks)
         return _config(config["configurable"]["thread_id"], ns, checkpoint["id"])
 
     def _channel_entries(self, idx: _RunIndex, checkpoint: Checkpoint,
-                         new_versions: ChannelVersions, parent: Snapshot | None
-                         ) -> dict[str, Entry]:
+                         new_versions: ChannelVersions, parent: Snapshot | None,
+                         chunks: _Chunks) -> dict[str, Entry]:
         """One entry per channel value; a channel not bumped since the parent reuses its entry."""
         values, versions = checkpoint["channel_values"], checkpoint["channel_versions"]
         old_entries = parent.manifest.entries if parent else {}
@@ -449,7 +462,7 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
                 entries[name] = old
             elif ch in values:
                 entries[name] = self._encode(idx, name, self._pack_channel(values[ch]),
-                                             {L_CHANNEL: ch, L_VERSION: version})
+                                             {L_CHANNEL: ch, L_VERSION: version}, chunks)
         return entries
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
@@ -479,9 +492,11 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
                     return
                 older = idx.writes.get(cid)
                 prev = older[-1] if older else idx.checkpoints.get(cid)
-                entries = {"writes": self._encode(idx, "writes", rows, {})}
+                chunks: _Chunks = []
+                entries = {"writes": self._encode(idx, "writes", rows, {}, chunks)}
                 labels = {L_KIND: "writes", L_THREAD: tid, L_NS: ns, L_CID: cid}
-                snap = self._commit(idx, "writes", entries, labels, prev.digest if prev else None)
+                snap = self._commit(idx, "writes", entries, labels, prev.digest if prev else None,
+                                    chunks)
                 idx.rows = {snap.digest: rows}
 
     # -- deleting and copying ------------------------------------------------------------------
