@@ -139,7 +139,7 @@ def test_unchanged_channel_reuses_parent_entry_and_writes_no_chunk(tmp_path: Pat
     assert t is not None and t.checkpoint["channel_values"] == {"big": big, "n": 2}
 
 
-# -- persistence ------------------------------------------------------------------------------------
+# -- persistence -----------------------------------------------------------------------------------
 def test_reopened_store_sees_everything_and_continues(store_url: str) -> None:
     a = CkptfsSaver(store_url)
     c1 = a.put(cfg("t"), ckpt({"msgs": ["hi"] * 500}, {"msgs": 1}), {"source": "input", "step": -1},
@@ -198,7 +198,7 @@ def test_serde_refuses_pickle_and_constructs_only_registered_types(tmp_path: Pat
     assert t is not None and t.checkpoint["channel_values"]["p"] == Point(1, 2)
 
 
-# -- concurrency ------------------------------------------------------------------------------------
+# -- concurrency -----------------------------------------------------------------------------------
 def test_concurrent_writes_and_puts_from_worker_threads(tmp_path: Path) -> None:
     saver = CkptfsSaver(str(tmp_path / "s"))
     c = saver.put(cfg("t"), ckpt({}, {}), {}, {})
@@ -242,7 +242,7 @@ def test_delete_keeps_data_shared_with_other_threads_and_copy_writes_no_chunks(
     assert cli("verify", "--read-data", str(root)).returncode == 0
 
 
-# -- real graphs -------------------------------------------------------------------------------------
+# -- real graphs -----------------------------------------------------------------------------------
 class State(TypedDict):
     messages: Annotated[list[Any], add_messages]
     done: Annotated[list[str], operator.add]
@@ -313,3 +313,15 @@ def test_stategraph_appended_messages_dedup(tmp_path: Path) -> None:
     payload = 40 * 2000
     chunk_bytes = sum(p.stat().st_size for p in (root / "chunks").rglob("*") if p.is_file())
     assert payload <= chunk_bytes < 3 * payload, chunk_bytes  # full copies: ~20x payload
+
+
+def test_readme_example_runs_and_sends_once(tmp_path: Path) -> None:
+    store = tmp_path / "demo"
+    example = Path(__file__).parent.parent / "examples" / "langgraph_agent.py"
+    for _ in range(2):  # rerunnable on the same store
+        done = subprocess.run([sys.executable, str(example), str(store)], capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        assert "AIMessage: Done: sent to ops@example.com" in done.stdout
+        assert "0 problem(s)" in done.stdout
+        assert len(Path(f"{store}.outbox").read_text().splitlines()) == 1

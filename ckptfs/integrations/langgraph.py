@@ -356,7 +356,8 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
             channel = entry.labels.get(L_CHANNEL)
             if name.startswith("channels/") and channel is not None:
                 values[channel] = self._unpack_channel(state[name])
-        checkpoint = cast(Checkpoint, {**self._unpack(state["checkpoint"]), "channel_values": values})
+        doc = self._unpack(state["checkpoint"])
+        checkpoint = cast(Checkpoint, {**doc, "channel_values": values})
         cid = checkpoint["id"]
         parent = snap.manifest.labels.get(L_PARENT)
         rows = sorted(self._rows(idx, cid), key=lambda r: writes_sort_key(r[3], r[0], r[2]))
