@@ -28,7 +28,11 @@ import ckptfs  # noqa: E402
 from ckptfs.errors import CorruptSnapshot  # noqa: E402
 from ckptfs.format.models import Captured  # noqa: E402
 from ckptfs.format.names import RUN_ID  # noqa: E402
-from ckptfs.integrations.langgraph import CkptfsSaver, run_id_for  # noqa: E402
+from ckptfs.integrations.langgraph import (  # noqa: E402
+    CkptfsSaver,
+    effects_run_id,
+    run_id_for,
+)
 
 
 def cfg(tid: str, ns: str = "", cid: str | None = None) -> dict[str, Any]:
@@ -318,10 +322,50 @@ def test_stategraph_appended_messages_dedup(tmp_path: Path) -> None:
 def test_readme_example_runs_and_sends_once(tmp_path: Path) -> None:
     store = tmp_path / "demo"
     example = Path(__file__).parent.parent / "examples" / "langgraph_agent.py"
-    for _ in range(2):  # rerunnable on the same store
-        done = subprocess.run([sys.executable, str(example), str(store)], capture_output=True,
-                              text=True, timeout=300)
-        assert done.returncode == 0, done.stderr
-        assert "AIMessage: Done: sent to ops@example.com" in done.stdout
-        assert "0 problem(s)" in done.stdout
-        assert len(Path(f"{store}.outbox").read_text().splitlines()) == 1
+    done = subprocess.run([sys.executable, str(example), str(store)], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "AIMessage: Done: sent to ops@example.com" in done.stdout
+    assert "call-1 send_email completed" in done.stdout and "0 problem(s)" in done.stdout
+    assert len(Path(f"{store}.outbox").read_text().splitlines()) == 1  # replay sent nothing
+
+
+def test_effect_in_a_tool_node_runs_once_across_a_crash_and_a_new_saver(tmp_path: Path) -> None:
+    """The node crashes after its side effect but before LangGraph checkpoints the step; the
+    retried step (in a new saver, as after a restart) gets the recorded result, no second call."""
+    from langchain_core.runnables import RunnableConfig
+
+    url = str(tmp_path / "s")
+    calls: list[str] = []
+    crash = [True]
+
+    def charge(amount: int) -> str:
+        calls.append(f"charged {amount}")
+        return f"receipt-{amount}"
+
+    def build(saver: CkptfsSaver) -> Any:
+        def pay(state: State, config: RunnableConfig) -> dict[str, Any]:
+            receipt = saver.effect(config, "charge", charge, 120, key="invoice-7")
+            if crash[0]:
+                raise RuntimeError("process died after the charge")
+            return {"messages": [AIMessage(receipt)], "done": [receipt]}
+
+        g = StateGraph(State)
+        g.add_node("pay", pay)
+        g.add_edge(START, "pay")
+        g.add_edge("pay", END)
+        return g.compile(checkpointer=saver)
+
+    config: Any = {"configurable": {"thread_id": "order-7"}}
+    with pytest.raises(RuntimeError, match="process died"):
+        build(CkptfsSaver(url)).invoke({"messages": [HumanMessage("pay")]}, config)
+    crash[0] = False
+    saver = CkptfsSaver(url)
+    out = build(saver).invoke(None, config)  # resume the failed step
+    assert out["done"] == ["receipt-120"] and calls == ["charged 120"]
+    ledger = ckptfs.open_store(url).resume(effects_run_id("order-7")).effects()
+    assert [(e.key, e.status, e.result) for e in ledger] == [
+        ("invoice-7", "completed", "receipt-120")]
+    saver.delete_thread("order-7")  # forgets the ledger too: a new order-7 charges again
+    build(saver).invoke({"messages": [HumanMessage("pay")]}, config)
+    assert calls == ["charged 120", "charged 120"]

@@ -15,6 +15,8 @@ Layout in the store (README, section "LangGraph"):
 * the pending writes of a checkpoint are snapshots at boundary ``writes`` (label ``lg.kind``
   ``writes``): each holds all writes so far in entry ``writes``, rows ``[task_id, channel,
   idx, task_path, value]``; its parent is the previous writes snapshot or the checkpoint.
+* ``CkptfsSaver.effect`` keeps a thread's side effects in ckptfs's effect ledger, in the
+  separate run ``lgfx-<32 hex>`` (the same thread hash).
 
 Values that are not plain data go through LangGraph's serializer (strict msgpack allow-list,
 no pickle) and are kept as ``{"__lg__": type, "data": bytes}`` maps; a stored ``pickle`` type
@@ -29,7 +31,7 @@ import json
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 import attrs
@@ -53,17 +55,20 @@ except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError("ckptfs.integrations.langgraph needs LangGraph: "
                       "pip install 'ckptfs[langgraph]'") from e
 
-from ckptfs.errors import ConflictError, CorruptSnapshot
+from ckptfs.errors import ConflictError, CorruptSnapshot, NotFound
 from ckptfs.format.cbor import check_plain
 from ckptfs.format.digest import Digest, hasher
+from ckptfs.format.ledger import Effect
 from ckptfs.format.models import Captured, Entry, Manifest, Schema
 from ckptfs.format.names import ENTRY_SEGMENT, LABEL_KEY, record_path
+from ckptfs.runtime.run import Run
 from ckptfs.runtime.store import Store, open_store
 from ckptfs.store.entries import EntryWriter, decode_value, read_content
 from ckptfs.store.repository import Snapshot, now_ms
 
 SCHEMA = Schema("langgraph", 1)
 RUN_PREFIX = "lg-"
+EFFECTS_PREFIX = "lgfx-"
 TAG = "__lg__"
 L_KIND = "lg.kind"
 L_THREAD = "lg.thread_id"
@@ -94,6 +99,11 @@ def thread_prefix(thread_id: str) -> str:
 def run_id_for(thread_id: str, checkpoint_ns: str) -> str:
     """The ckptfs run holding (thread id, namespace): safe for any characters in either."""
     return thread_prefix(thread_id) + _h("ns", checkpoint_ns)[:16]
+
+
+def effects_run_id(thread_id: str) -> str:
+    """The run holding a thread's effect ledger (``CkptfsSaver.effect``), beside its checkpoints."""
+    return f"{EFFECTS_PREFIX}{_h('thread', str(thread_id))[:32]}"
 
 
 def channel_entry(channel: str) -> str:
@@ -199,6 +209,7 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
         self._lock = threading.Lock()
         self._thread_locks: dict[str, threading.RLock] = {}
         self._runs: OrderedDict[str, _RunIndex] = OrderedDict()
+        self._effect_runs: dict[str, Run] = {}
         self._ready = False
 
     # -- bookkeeping -------------------------------------------------------------------------
@@ -502,11 +513,17 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
 
     # -- deleting and copying ------------------------------------------------------------------
     def delete_thread(self, thread_id: str) -> None:
-        """Forget every checkpoint and write of a thread, in every namespace."""
+        """Forget every checkpoint and write of a thread, in every namespace, and its effect
+        ledger."""
         tid = str(thread_id)
         with self._thread_lock(tid):
             for idx in self._thread_indexes(tid):
                 self._forget(idx, idx.by_seq)
+        with self._thread_lock(f"\0effects\0{tid}"):
+            fx = effects_run_id(tid)
+            for seq in reversed(self.store.repo.seqs(fx)):
+                self.store.storage.delete(record_path(fx, seq))
+            self._effect_runs.pop(tid, None)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Forget the checkpoints (and their writes) whose metadata ``run_id`` is listed."""
@@ -559,6 +576,29 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
                                        copied.get(m.parent) if m.parent else None)
                     copied[snap.digest] = new.digest
 
+    # -- side effects ----------------------------------------------------------------------------
+    def effect(self, config: RunnableConfig, name: str, fn: Callable[..., Any], *args: Any,
+               key: str, reconcile: Callable[[Effect], Any] | None = None, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)`` at most once per ``key`` for the config's thread, through
+        ckptfs's effect ledger (``Run.effect``) in run ``effects_run_id(thread)``: the intent is
+        committed before the call and the result after, so a tool node re-run after a crash or
+        a resume gets the recorded result instead of acting twice."""
+        tid, _ = _ids(config)
+        with self._thread_lock(f"\0effects\0{tid}"):
+            run = self._effect_runs.get(tid)
+            if run is None:
+                rid = effects_run_id(tid)
+                try:
+                    run = self.store.resume(rid)
+                except NotFound:
+                    run = self.store.start_run(rid, schema=("langgraph-effects", 1))
+                self._effect_runs[tid] = run
+            try:
+                return run.effect(name, fn, *args, key=key, reconcile=reconcile, **kwargs)
+            except ConflictError:
+                del self._effect_runs[tid]  # another process moved the ledger: resume next time
+                raise
+
     # -- async twins -----------------------------------------------------------------------------
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return await asyncio.to_thread(self.get_tuple, config)
@@ -597,4 +637,4 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
             self.store.close()
 
 
-__all__ = ["CkptfsSaver", "channel_entry", "run_id_for", "thread_prefix"]
+__all__ = ["CkptfsSaver", "channel_entry", "effects_run_id", "run_id_for", "thread_prefix"]
