@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 import attrs
 
@@ -128,7 +128,7 @@ def cut_lengths(data: bytes | memoryview, params: ChunkerParams) -> list[int]:
     return [c.length for c in _native(params).cut_buf(data)]
 
 
-def iter_chunks(stream: BinaryIO, params: ChunkerParams) -> Iterator[bytes]:
+def iter_chunks(stream: IO[bytes], params: ChunkerParams) -> Iterator[bytes]:
     """Chunks of a stream, read piecewise: memory stays within a few ``max_size`` buffers."""
     if HAVE_NATIVE:
         for c in _native(params).cut_stream(stream):

@@ -64,14 +64,18 @@ class LocalStorage(Storage):
         tmp = os.path.join(self._tmp, f"{os.getpid()}-{secrets.token_hex(8)}")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            view = memoryview(data)
-            while view:
-                n = os.write(fd, view)
-                view = view[n:]
-            if self.durable:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
+            try:
+                view = memoryview(data)
+                while view:
+                    n = os.write(fd, view)
+                    view = view[n:]
+                if self.durable:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+        except BaseException:
+            os.unlink(tmp)  # a failed write leaves nothing behind, not even in tmp/
+            raise
         return tmp
 
     def _link(self, data: bytes, path: str, *, exclusive: bool, sync_dir: bool = True) -> str:
@@ -133,7 +137,11 @@ class LocalStorage(Storage):
         try:
             self._ensure_dir(os.path.dirname(final))
             tmp = self._temp(data)
-            os.replace(tmp, final)
+            try:
+                os.replace(tmp, final)
+            except OSError:
+                os.unlink(tmp)
+                raise
         except OSError as e:
             raise _wrap(e, path) from e
         self._fsync_dir(os.path.dirname(final))

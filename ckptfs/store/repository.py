@@ -209,7 +209,17 @@ class Repository:
 
     def snapshot_at(self, run_id: str, seq: int) -> Snapshot:
         rec = self.record(run_id, seq)
-        return self.snapshot(rec.snapshot, size=rec.size, check_committed=False)
+        return self._recorded(rec)
+
+    def _recorded(self, rec: RunRecord) -> Snapshot:
+        """The snapshot a record commits; its manifest must name the record's run and seq."""
+        snap = self.snapshot(rec.snapshot, size=rec.size, check_committed=False)
+        if snap.run != rec.run or snap.seq != rec.seq:
+            raise CorruptSnapshot(
+                f"run record {record_path(rec.run, rec.seq)} points at snapshot {rec.snapshot}, "
+                f"whose manifest is run {snap.run!r} seq {snap.seq}; the record was edited or "
+                "copied from elsewhere. Run 'ckptfs verify'.")
+        return snap
 
     def snapshots(self, run_id: str) -> Iterator[Snapshot]:
         for seq in self.seqs(run_id):
@@ -243,7 +253,7 @@ class Repository:
         rec = self.head(run_id)
         if rec is None:
             raise NotFound(f"no run {run_id!r} in {self.url}")
-        return self.snapshot(rec.snapshot, size=rec.size, check_committed=False)
+        return self._recorded(rec)
 
 
 def _is_hex(s: str) -> bool:
