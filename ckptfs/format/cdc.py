@@ -12,7 +12,7 @@ from typing import IO, Any
 
 import attrs
 
-from ckptfs.errors import FormatError
+from ckptfs.errors import FormatError, UnsupportedFeature
 
 ALGORITHM = "fastcdc-2020"
 _U64 = (1 << 64) - 1
@@ -44,7 +44,9 @@ class ChunkerParams:
 
     def __attrs_post_init__(self) -> None:
         if self.algorithm != ALGORITHM:
-            raise FormatError(f"unknown chunker algorithm {self.algorithm!r}; known: {ALGORITHM}")
+            raise UnsupportedFeature(
+                f"unknown chunker algorithm {self.algorithm!r} (this ckptfs knows {ALGORITHM}); "
+                "upgrade ckptfs to write to this store")
         if not (64 <= self.min_size <= 1 << 20 and 256 <= self.avg_size <= 1 << 22
                 and 1024 <= self.max_size <= 1 << 24
                 and self.min_size <= self.avg_size <= self.max_size):
