@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import os
 import secrets
+import stat
 from collections.abc import Iterable
 
 from ckptfs.errors import StorageError
@@ -168,11 +169,11 @@ class LocalStorage(Storage):
     def size(self, path: str) -> int | None:
         try:
             st = os.lstat(self._abs(path))
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError as e:
             raise _wrap(e, path) from e
-        return st.st_size
+        return None if stat.S_ISDIR(st.st_mode) else st.st_size  # folders are not objects
 
     def mtime(self, path: str) -> float | None:
         try:

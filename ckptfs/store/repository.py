@@ -213,7 +213,7 @@ class Repository:
 
     def _recorded(self, rec: RunRecord) -> Snapshot:
         """The snapshot a record commits; its manifest must name the record's run and seq."""
-        snap = self.snapshot(rec.snapshot, size=rec.size, check_committed=False)
+        snap = Snapshot(rec.snapshot, self.objects.get_manifest(rec.snapshot, rec.size))
         if snap.run != rec.run or snap.seq != rec.seq:
             raise CorruptSnapshot(
                 f"run record {record_path(rec.run, rec.seq)} points at snapshot {rec.snapshot}, "
