@@ -116,3 +116,24 @@ def test_params_cbor_round_trip_and_strictness() -> None:
                 {**m, "min": True}, [1, 2]):
         with pytest.raises(FormatError):
             ChunkerParams.from_cbor(bad)
+
+
+def test_spec_appendix_lists_the_tables_in_use() -> None:
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).parent.parent / "spec" / "format.md").read_text()
+    appendix = text[text.index("## Appendix A"):]
+    blocks = re.findall(r"```\n(.*?)```", appendix, re.S)
+    gear, masks = ([int(w, 16) for w in b.split()] for b in blocks[:2])
+    assert tuple(gear) == cdc.GEAR and tuple(masks) == cdc.MASKS
+
+
+@pytest.mark.parametrize("avg", [256, 300, 362, 363, 1000, 1448, 1449, 65536, 92681, 92682,
+                                 4194304, 2965820, 2965821])
+def test_spec_integer_rounding_of_log2_avg(avg: int) -> None:
+    bits = avg.bit_length() - 1
+    if avg * avg >= 1 << (2 * bits + 1):
+        bits += 1
+    p = ChunkerParams(min_size=64, avg_size=avg, max_size=1 << 24, normalization=1)
+    assert cdc._masks(p) == (cdc.MASKS[bits + 1], cdc.MASKS[bits - 1])
