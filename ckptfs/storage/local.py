@@ -122,6 +122,9 @@ class LocalStorage(Storage):
         self._link(data, path, exclusive=False)
 
     def write_many(self, items: Iterable[tuple[str, bytes]]) -> None:
+        items = list(items)
+        for path, _ in items:
+            check_path(path)  # refuse a bad path before writing anything
         dirs: set[str] = set()
         for path, data in items:
             if os.path.exists(self._abs(path)):
