@@ -16,8 +16,8 @@ from ckptfs.errors import CkptfsError
 from ckptfs.format import cbor, framing
 from ckptfs.format.digest import Digest
 from ckptfs.format.models import Manifest, RunRecord, StoreConfig
-from ckptfs.storage.base import Storage
 from ckptfs.store.objects import _declared_size
+from storeutil import walk
 
 CDDL = (Path(__file__).parent.parent / "spec" / "ckptfs.cddl").read_text()
 SCHEMAS = {root: pycddl.Schema(f"root = {root}\n{CDDL}")
@@ -30,17 +30,6 @@ def valid(root: str, value: Any) -> bool:
     except Exception:  # pycddl raises ValidationError (a plain Exception subclass)
         return False
     return True
-
-
-def walk(storage: Storage, prefix: str = "") -> list[str]:
-    out = []
-    for name in storage.list(prefix):
-        path = f"{prefix}/{name}" if prefix else name
-        if storage.size(path) is None:
-            out.extend(walk(storage, path))
-        else:
-            out.append(path)
-    return out
 
 
 def write_rich_store(store: ckptfs.Store, tmp: Path) -> None:

@@ -142,10 +142,12 @@ class Repository:
 
     # -- runs and records ----------------------------------------------------------------------
     def run_ids(self) -> list[str]:
+        self.load_config()  # a store this reader cannot read fails before anything else
         return [n for n in self.storage.list(RUNS) if RUN_ID.match(n) and not n.endswith(".")]
 
     def seqs(self, run_id: str) -> list[int]:
         """Sequence numbers with a committed record, ascending."""
+        self.load_config()
         out = []
         for name in self.storage.list(run_dir(run_id)):
             s = parse_seq_name(name)
@@ -156,6 +158,7 @@ class Repository:
     def record(self, run_id: str, seq: int) -> RunRecord:
         path = record_path(run_id, seq)
         what = f"run record {path}"
+        self.load_config()
         try:
             data = self.storage.read(path)
         except FileNotFoundError:
@@ -192,6 +195,7 @@ class Repository:
     # -- snapshots -----------------------------------------------------------------------------
     def snapshot(self, d: Digest, *, size: int | None = None, check_committed: bool = True) -> Snapshot:
         """The committed snapshot with id ``d`` (its record must point at it)."""
+        self.load_config()
         try:
             m = self.objects.get_manifest(d, size)
         except MissingObject:
