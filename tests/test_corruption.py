@@ -82,9 +82,9 @@ def test_flipped_byte_in_a_blob_chunk(store: ckptfs.Store, storage: Storage) -> 
 
 def test_a_chunk_with_the_wrong_codec_byte(store: ckptfs.Store, storage: Storage) -> None:
     snap = populate(store)
-    path = chunk_of(snap, "plan")
+    path = chunk_of(snap, "messages")
     overwrite(storage, path, b"\x07" + storage.read(path)[1:])
-    fails_cleanly(storage, CorruptSnapshot, lambda: store.read(snap.id), "codec", "'plan'")
+    fails_cleanly(storage, CorruptSnapshot, lambda: store.read(snap.id), "codec", "'messages'")
 
 
 def test_missing_chunk(store: ckptfs.Store, storage: Storage) -> None:

@@ -52,7 +52,8 @@ def config_map(**over: Any) -> dict[str, Any]:
 # -- manifest ----------------------------------------------------------------------------------
 def test_manifest_round_trip_is_exact() -> None:
     m = manifest_map(parent=D1.raw, resumed_from=D2.raw, attempt=3, labels={"k": "v"},
-                     expires=123, ledger={"records": []})
+                     expires=123, ledger={"count": 1, "size": 1, "digest": Digest.of(b"\x01").raw,
+                                           "inline": b"\x01"})
     data = cbor.encode(m)
     man = Manifest.from_bytes(data)
     assert man.parent == D1 and man.resumed_from == D2 and man.attempt == 3

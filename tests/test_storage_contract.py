@@ -158,14 +158,18 @@ def test_local_failed_writes_leave_nothing(local: LocalStorage, monkeypatch: pyt
 
 def test_local_temp_files_live_inside_the_store(local: LocalStorage,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    seen: list[str] = []
-    real_link = os.link
+    created: list[str] = []
+    real_open = os.open
 
-    def spy(src: str, dst: str, *a: object, **k: object) -> None:
-        seen.append(src)
-        real_link(src, dst)
+    def spy(path: str, flags: int, *a: object, **k: object) -> int:
+        tmpfile = getattr(os, "O_TMPFILE", 0)
+        if flags & os.O_CREAT or (tmpfile and flags & tmpfile == tmpfile):
+            created.append(path)
+        return real_open(path, flags, *a, **k)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(os, "link", spy)
+    monkeypatch.setattr(os, "open", spy)
+    local.write_many([("chunks/ab/x", b"x"), ("chunks/cd/y", b"y")])
     local.create("runs/r/00000000000000000001", b"x")
-    assert seen and all(s.startswith(os.path.join(local.root, "tmp") + os.sep) for s in seen)
+    tmp = os.path.join(local.root, "tmp")
+    assert created and all(p == tmp or p.startswith(tmp + os.sep) for p in created)
     assert local.capabilities.create_only and local.capabilities.create_only_how == "link(2)"
