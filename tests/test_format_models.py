@@ -239,3 +239,18 @@ def test_config_unknown_optional_feature_and_keys_are_ignored() -> None:
 
 def test_schema_text() -> None:
     assert str(Schema("agent", 3)) == "agent@3"
+
+
+def test_every_error_category_is_in_the_spec() -> None:
+    import inspect
+    import re
+    from pathlib import Path
+
+    from ckptfs import errors
+
+    text = (Path(__file__).parent.parent / "spec" / "format.md").read_text()
+    table = text[text.index("## 13. Error categories"):text.index("## 14. Versioning")]
+    listed = set(re.findall(r"`([a-z-]+)`", table))
+    used = {c.category for _, c in inspect.getmembers(errors, inspect.isclass)
+            if issubclass(c, errors.CkptfsError)}
+    assert used <= listed, f"categories missing from format.md section 13: {used - listed}"
