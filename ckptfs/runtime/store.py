@@ -11,6 +11,7 @@ from ckptfs.errors import ConflictError, ExpiredError, MissingReference, NotFoun
 from ckptfs.format.cdc import ChunkerParams
 from ckptfs.format.models import Captured, Manifest, Reference, Schema
 from ckptfs.format.names import check_run_id
+from ckptfs.runtime.migrations import Migrations, Step, apply_steps, as_schema
 from ckptfs.runtime.refs import check_reference, to_ref
 from ckptfs.runtime.run import Run, expiry_ms
 from ckptfs.storage import Storage, open_storage
@@ -18,15 +19,16 @@ from ckptfs.store.entries import EntryWriter, decode_value, read_content, stored
 from ckptfs.store.repository import Repository, Snapshot
 
 
-def _schema(schema: Schema | tuple[str, int] | None) -> Schema:
-    if schema is None:
-        return Schema("state", 1)
-    if isinstance(schema, Schema):
-        return schema
-    name, version = schema
-    if not isinstance(name, str) or not name or type(version) is not int or version < 0:
-        raise ValueError(f"schema must be (name: str, version: int >= 0), got {schema!r}")
-    return Schema(name, version)
+def _schema(schema: Schema | tuple[str, int] | str | None) -> Schema:
+    return Schema("state", 1) if schema is None else as_schema(schema)
+
+
+def _where(snap: Snapshot) -> str:
+    return f"snapshot {snap.id} (run {snap.run!r} seq {snap.seq})"
+
+
+#: a state schema as the API takes it: a Schema, ``(name, version)`` or ``"name@version"``
+SchemaLike = Schema | tuple[str, int] | str
 
 
 class Store:
@@ -56,7 +58,7 @@ class Store:
         return EntryWriter(self.repo.objects, cfg.chunker)
 
     # -- runs --------------------------------------------------------------------------------
-    def start_run(self, run_id: str | None = None, *, schema: Schema | tuple[str, int] | None = None,
+    def start_run(self, run_id: str | None = None, *, schema: SchemaLike | None = None,
                   expires_at: Any = None) -> Run:
         """A new run. Its first checkpoint claims sequence number 1 (a taken id conflicts)."""
         if run_id is None:
@@ -69,9 +71,14 @@ class Store:
         return Run(self, run_id, _schema(schema), head=None, resumed_from=None, attempt=1,
                    state={}, writer=writer, expires=expiry_ms(expires_at))
 
-    def resume(self, ref: str, *, lenient_refs: bool = False, schema: Any = None,
-               migrations: Any = None, allow_expired: bool = False) -> Run:
-        """A run positioned at the snapshot ``ref`` names (a run id means its head)."""
+    def resume(self, ref: str, *, lenient_refs: bool = False, schema: SchemaLike | None = None,
+               migrations: Migrations | None = None, allow_expired: bool = False) -> Run:
+        """A run positioned at the snapshot ``ref`` names (a run id means its head).
+
+        With ``schema`` (the code's current state schema) and ``migrations``, an older snapshot's
+        state is migrated step by step in memory and the next commit records ``migrated_from``;
+        a newer, differently named or unreachable schema raises SchemaError before anything runs.
+        """
         snap = self.repo.resolve(ref)
         head = self.repo.head(snap.run)
         if head is None or head.seq != snap.seq:
@@ -79,20 +86,44 @@ class Store:
                 f"snapshot {snap.id} is seq {snap.seq} of run {snap.run!r}, whose head is now "
                 f"seq {head.seq if head else '?'}: resuming it would fork history. Resume the "
                 "head, or fork the snapshot into a new run (store.fork / 'ckptfs fork').")
+        target, chain = self._plan(snap, schema, migrations)
         state, writer = self._restore(snap, lenient_refs=lenient_refs, allow_expired=allow_expired,
                                       seed=True)
-        return Run(self, snap.run, snap.manifest.schema, head=snap, resumed_from=snap.digest,
-                   attempt=snap.attempt + 1, state=state, writer=writer)
+        state = self._migrate(snap, chain, state)
+        return Run(self, snap.run, target, head=snap, resumed_from=snap.digest,
+                   attempt=snap.attempt + 1, state=state, writer=writer,
+                   extra=_provenance(snap, chain))
 
-    def fork(self, ref: str, new_run_id: str, *, lenient_refs: bool = False) -> Run:
-        """A new run whose first snapshot's parent is ``ref`` (in any run)."""
+    def fork(self, ref: str, new_run_id: str, *, lenient_refs: bool = False,
+             schema: SchemaLike | None = None, migrations: Migrations | None = None) -> Run:
+        """A new run whose first snapshot's parent is ``ref`` (in any run), migrated like
+        ``resume`` when ``schema`` is newer than the snapshot's."""
         snap = self.repo.resolve(ref)
         check_run_id(new_run_id)
         if self.repo.head(new_run_id) is not None:
             raise ConflictError(f"run {new_run_id!r} already exists")
+        target, chain = self._plan(snap, schema, migrations)
         state, writer = self._restore(snap, lenient_refs=lenient_refs, seed=True)
-        return Run(self, new_run_id, snap.manifest.schema, head=None, resumed_from=None,
-                   attempt=1, state=state, writer=writer, fork_of=snap)
+        state = self._migrate(snap, chain, state)
+        return Run(self, new_run_id, target, head=None, resumed_from=None,
+                   attempt=1, state=state, writer=writer, fork_of=snap,
+                   extra=_provenance(snap, chain))
+
+    # -- schema migrations -------------------------------------------------------------------
+    def _plan(self, snap: Snapshot, schema: SchemaLike | None,
+              migrations: Migrations | None) -> tuple[Schema, list[Step]]:
+        """The schema to restore ``snap`` as, and the steps to get there (SchemaError if none)."""
+        if schema is None:
+            if migrations is not None:
+                raise ValueError("migrations= needs schema=(name, version): the schema this "
+                                 "code expects, which the state is migrated to")
+            return snap.manifest.schema, []
+        target = as_schema(schema)
+        return target, (migrations or Migrations()).plan(snap.manifest.schema, target,
+                                                           what=_where(snap))
+
+    def _migrate(self, snap: Snapshot, chain: list[Step], state: dict[str, Any]) -> dict[str, Any]:
+        return apply_steps(chain, state, what=_where(snap)) if chain else state
 
     # -- reading -----------------------------------------------------------------------------
     def runs(self) -> list[str]:
@@ -109,11 +140,16 @@ class Store:
         return self.repo.resolve(ref)
 
     def read(self, ref: str | Snapshot, *, lenient_refs: bool = True,
-             allow_expired: bool = False) -> dict[str, Any]:
-        """The state of a snapshot, every chunk verified. References are checked and marked."""
+             allow_expired: bool = False, schema: SchemaLike | None = None,
+             migrations: Migrations | None = None) -> dict[str, Any]:
+        """The state of a snapshot, every chunk verified. References are checked and marked.
+
+        With ``schema`` and ``migrations`` the state is migrated in memory as ``resume`` would.
+        """
         snap = ref if isinstance(ref, Snapshot) else self.repo.resolve(ref)
+        _, chain = self._plan(snap, schema, migrations)
         state, _ = self._restore(snap, lenient_refs=lenient_refs, allow_expired=allow_expired)
-        return state
+        return self._migrate(snap, chain, state)
 
     def _restore(self, snap: Snapshot, *, lenient_refs: bool, allow_expired: bool = False,
                  seed: bool = False) -> tuple[dict[str, Any], EntryWriter]:
@@ -157,6 +193,11 @@ class Store:
 
     def __repr__(self) -> str:
         return f"<ckptfs.Store {self.url}>"
+
+
+def _provenance(snap: Snapshot, chain: list[Step]) -> dict[str, Any]:
+    """Manifest fields for the first commit after a migration (spec/migrations.md)."""
+    return {"migrated_from": snap.manifest.schema.to_cbor()} if chain else {}
 
 
 def open_store(url: str, *, chunker: ChunkerParams | None = None, **storage_options: Any) -> Store:
