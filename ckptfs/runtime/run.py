@@ -116,7 +116,7 @@ class Run:
             attempt=self.attempt, ledger=self._ledger_cbor(), labels=check_labels(labels),
             expires=expires, extra=self._next_extra)
         try:
-            snap = self.store.repo.commit(manifest)
+            snap = self.store.repo.commit(manifest, self._writer.pending)
         except ConflictError as e:
             self._fenced = str(e)
             raise
