@@ -75,6 +75,7 @@ def app_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run = store.start_run("invalid-old", schema=("agent", 1))
     run.checkpoint(_v(1, 1, goal="invalid"))
     run.checkpoint(_v(1, 2))
+    store.start_run("expired", schema=("agent", 1)).checkpoint(_v(1, 1), expires_at=1)
     store.start_run("future", schema=("agent", 4)).checkpoint({"x": 1})
     store.start_run("planner", schema=("planner", 1)).checkpoint({"x": 1})
     return root
@@ -85,7 +86,7 @@ def test_check_json_reports_every_snapshot(app_store: Path) -> None:
              "--validate", "myapp_state:validate", "--json", cwd=app_store)
     assert p.returncode == 1, p.stderr
     rep = json.loads(p.stdout)
-    assert rep["runs"] == 12 and rep["snapshots"] == 6 * 3 + 1 + 1 + 2 + 2 + 1 + 1
+    assert rep["runs"] == 13 and rep["snapshots"] == 6 * 3 + 1 + 1 + 2 + 2 + 1 + 1 + 1
     by = {(r["run"], r["seq"]): r for r in rep["results"]}
     assert not rep["ok"] and rep["failed"] == 4
     assert by["old-0", 1]["ok"] and by["old-0", 1]["steps"] == 2
@@ -95,6 +96,7 @@ def test_check_json_reports_every_snapshot(app_store: Path) -> None:
     assert (bad["stage"], bad["category"]) == ("migrate", "schema")
     assert "agent@2->3" in bad["message"] and bad["snapshot"] in bad["message"]
     assert by["broken-old", 2]["ok"]  # the head alone would have looked fine
+    assert by["expired", 1]["ok"] and by["expired", 1]["steps"] == 2  # retained, so checked
     assert by["invalid-old", 1]["stage"] == "validate" and by["invalid-old", 2]["ok"]
     assert by["future", 1]["stage"] == "schema" and "newer" in by["future", 1]["message"]
     assert by["planner", 1]["stage"] == "schema" and "planner@1" in by["planner", 1]["message"]
@@ -158,7 +160,7 @@ def test_assert_stores_load_passes_and_fails(app_store: Path, tmp_path: Path,
         assert_stores_load(tmp_path, schema=("agent", 3), migrations=myapp_state.migrations,
                            validate=myapp_state.validate)
     msg = str(ei.value)
-    assert "4 of 26 snapshots" in msg and "broken-old@1" in msg and "invalid-old@1" in msg
+    assert "4 of 27 snapshots" in msg and "broken-old@1" in msg and "invalid-old@1" in msg
     assert "broken-old@2" not in msg
     # a store that only holds healthy runs passes, and the reports are returned
     healthy = ckptfs.open_store(str(tmp_path / "healthy"))
