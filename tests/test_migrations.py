@@ -222,3 +222,15 @@ def test_migrate_convenience_runs_plan_and_steps() -> None:
                                      ckptfs.Schema("agent", 3), what="test state")
     assert out == {"goal": "book a trip", "steps": ["search", "pay"],
                    "history": [{"role": "user", "text": "hello 0"}]}
+
+
+@pytest.mark.parametrize("junk", ["agent@1", {"name": "agent"}, {"name": 1, "version": 1},
+                                  {"name": "agent", "version": -1}])
+def test_malformed_migrated_from_is_ignored(tmp_path: Path, junk: Any) -> None:
+    store = ckptfs.open_store(str(tmp_path / "s"))
+    run = store.start_run("r", schema=("agent", 2))
+    run._next_extra = {"migrated_from": junk}  # as another writer might have written it
+    run.checkpoint({"x": 1})
+    snap = store.get("r@1")
+    assert snap.manifest.extra["migrated_from"] == junk and snap.migrated_from is None
+    assert store.read("r") == {"x": 1}

@@ -19,16 +19,16 @@ from ckptfs.store.entries import EntryWriter, decode_value, read_content, stored
 from ckptfs.store.repository import Repository, Snapshot
 
 
-def _schema(schema: Schema | tuple[str, int] | str | None) -> Schema:
+#: a state schema as the API takes it: a Schema, ``(name, version)`` or ``"name@version"``
+SchemaLike = Schema | tuple[str, int] | str
+
+
+def _schema(schema: SchemaLike | None) -> Schema:
     return Schema("state", 1) if schema is None else as_schema(schema)
 
 
 def _where(snap: Snapshot) -> str:
     return f"snapshot {snap.id} (run {snap.run!r} seq {snap.seq})"
-
-
-#: a state schema as the API takes it: a Schema, ``(name, version)`` or ``"name@version"``
-SchemaLike = Schema | tuple[str, int] | str
 
 
 class Store:
