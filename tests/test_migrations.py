@@ -234,3 +234,32 @@ def test_malformed_migrated_from_is_ignored(tmp_path: Path, junk: Any) -> None:
     snap = store.get("r@1")
     assert snap.manifest.extra["migrated_from"] == junk and snap.migrated_from is None
     assert store.read("r") == {"x": 1}
+
+
+def test_ledger_results_are_migrated_on_resume(tmp_path: Path) -> None:
+    """Completed effects return their *migrated* result after a resume, and are not re-run."""
+    pytest.importorskip("ckptfs.runtime.effects", reason="the effect ledger is not merged yet")
+    store = ckptfs.open_store(str(tmp_path / "s"))
+    run = store.start_run("r", schema=("agent", 1))
+    run.checkpoint(v1_state(1))
+    calls: list[int] = []
+
+    def pay(amount: int) -> dict[str, Any]:
+        calls.append(amount)
+        return {"amount": amount, "receipt": "x" * (100_000 if amount > 100 else 1)}
+
+    assert run.effect("pay", pay, 12, key="pay-1")["amount"] == 12
+    assert run.effect("pay", pay, 500, key="pay-2")["amount"] == 500  # a large result
+    before = run.checkpoint(run.state)
+    resumed = store.resume("r", schema=("agent", 3), migrations=agent_migrations())
+    assert resumed.effect("pay", pay, 12, key="pay-1") == {"amount_cents": 1200}
+    assert resumed.effect("pay", pay, 500, key="pay-2") == {"amount_cents": 50000}
+    assert calls == [12, 500]
+    snap = resumed.checkpoint(resumed.state)
+    assert snap.migrated_from == ckptfs.Schema("agent", 1)
+    again = store.resume("r", schema=("agent", 3))  # already migrated: no registry needed
+    assert again.effect("pay", pay, 12, key="pay-1") == {"amount_cents": 1200}
+    assert calls == [12, 500]
+    # stored snapshots are never rewritten: the old head keeps the old shape
+    old = store.ledger(before.id).get("pay-1")
+    assert old is not None and old.result["amount"] == 12
