@@ -107,6 +107,9 @@ def test_blob_from_file_streams_and_round_trips(tmp_path: Path, store: ckptfs.St
     with open(src, "rb") as f:  # a file object works too, and dedups against the path
         again = run.checkpoint({"file": ckptfs.Blob(f)})
     assert again.manifest.entries["file"].digest == entry.digest  # type: ignore[union-attr]
+    # the consumed file object became a stored blob: the run's state can be committed again
+    assert isinstance(run.state["file"], ckptfs.StoredBlob)
+    assert run.checkpoint(run.state).manifest.entries["file"].chunks == entry.chunks  # type: ignore[union-attr]
     # a restored blob can be checkpointed again without reading it
     third = run.checkpoint({"file": restored})
     assert third.manifest.entries["file"] == entry
