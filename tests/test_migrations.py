@@ -263,3 +263,18 @@ def test_ledger_results_are_migrated_on_resume(tmp_path: Path) -> None:
     # stored snapshots are never rewritten: the old head keeps the old shape
     old = store.ledger(before.id).get("pay-1")
     assert old is not None and old.result["amount"] == 12
+
+
+def test_small_restored_blob_can_be_checkpointed_again(tmp_path: Path) -> None:
+    """An inline (small) blob comes back as a StoredBlob without chunks; committing it again
+    (after a migration moved it, or just run.state) keeps it inline and readable."""
+    store = ckptfs.open_store(str(tmp_path / "s"))
+    run = store.start_run("r", schema=("agent", 1))
+    run.checkpoint({"note": ckptfs.Blob(b"tiny", type="text/plain")})
+    run.checkpoint(run.state)
+    m = ckptfs.Migrations()
+    m.register("agent", 1)(lambda s: {"memo": s["note"]})
+    resumed = store.resume("r", schema=("agent", 2), migrations=m)
+    snap = resumed.checkpoint(resumed.state)
+    got = store.read(snap.id)["memo"]
+    assert got.read() == b"tiny" and got.type == "text/plain"
