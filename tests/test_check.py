@@ -149,6 +149,20 @@ def test_check_on_memory_backend_in_process() -> None:
     assert rep.ok and seen == [{"b": 1}, {"b": 2}]
 
 
+def test_check_runs_ledger_hooks_and_reports_their_failure() -> None:
+    store = ckptfs.open_store("memory://ckptfs-check-ledger")
+    run = store.start_run("r", schema=("agent", 1))
+    run.checkpoint({"a": 1})
+    run.effect("pay", lambda: {"cents": 5}, key="p1")
+    m = ckptfs.Migrations()
+    m.register("agent", 1, ledger_results=lambda effect, r: {"amount": r["euros"]})(lambda s: s)
+    rep = check(store, schemas=[ckptfs.Schema("agent", 2)], migrations=m)
+    by = {r.seq: r for r in rep.results}
+    assert by[1].ok and by[2].ok  # no ledger yet; then only the intent, no result to migrate
+    assert [r.seq for r in rep.failed] == [3] and by[3].stage == "migrate"
+    assert "'pay'" in by[3].message and "KeyError" in by[3].message  # type: ignore[operator]
+
+
 def test_assert_stores_load_passes_and_fails(app_store: Path, tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.syspath_prepend(str(app_store))

@@ -8,13 +8,14 @@ from __future__ import annotations
 import importlib.util
 import json
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
 
 import ckptfs
-from ckptfs.errors import MissingReference
+from ckptfs.errors import EffectFailed, EffectInDoubt, MissingReference
+from ckptfs.runtime.effects import result_of
 from ckptfs.ops.verify import verify
 from ckptfs.testing import assert_stores_load, copy_store
 
@@ -43,7 +44,7 @@ def _files(root: Path) -> dict[str, int]:
 
 
 def test_there_are_golden_stores() -> None:
-    assert STORES == ["v1-basic", "v1-small-chunks"]
+    assert STORES == ["v1-basic", "v1-ledger", "v1-small-chunks"]
 
 
 @pytest.mark.parametrize("name", STORES)
@@ -60,12 +61,51 @@ def test_golden_store_reads_as_written(name: str) -> None:
                "parent": snap.parent, "resumed_from": snap.resumed_from,
                "attempt": snap.attempt, "labels": snap.labels, "expires": snap.expires,
                "migrated_from": str(snap.migrated_from) if snap.migrated_from else None}
-        assert got == {k: v for k, v in want.items() if k != "state"}, key
+        assert got == {k: v for k, v in want.items() if k not in ("state", "ledger_records")}, key
         assert store.get(snap.id).id == snap.id
         assert gen.to_json(store.read(snap)) == want["state"], key
+        assert len(store.ledger(snap)) == want["ledger_records"], key
+    for key, want_effects in exp["effects"].items():
+        assert _effects(store, key) == want_effects, key
     report = verify(store.repo, read_data=True)
     assert report.ok, report.problems
     assert _files(GOLDEN / name) == before  # reading wrote nothing
+
+
+def _effects(store: ckptfs.Store, ref: str) -> dict[str, Any]:
+    """A snapshot's ledger folded per key, in the generator's terms (results read back)."""
+    out = {}
+    reader = SimpleNamespace(store=store, id=ref.partition("@")[0])
+    for key, eff in store.ledger(ref).effects.items():
+        got: dict[str, Any] = {"kind": eff.kind, "name": eff.name, "status": eff.status,
+                               "via": eff.via}
+        if eff.status == "completed":
+            got["result"] = result_of(reader, eff)  # type: ignore[arg-type]
+        if eff.result_content is not None:
+            got["large"] = True
+        if eff.error is not None:
+            got["error"] = dict(eff.error)
+        if eff.request is not None:
+            got["request"] = eff.request
+        out[key] = got
+    return out
+
+
+def test_golden_ledger_resumes_without_repeating_effects(tmp_path: Path) -> None:
+    url = copy_store(GOLDEN / "v1-ledger" / "store", tmp_path / "copy")
+    store = ckptfs.open_store(url)
+    run = store.resume("agent", schema=("shop", 2))
+    calls: list[str] = []
+    assert run.effect("search", lambda q: calls.append(q), "lisbon", key="search-1") == {
+        "count": 3, "query": "lisbon"}
+    assert len(run.effect("fetch", lambda: calls.append("fetch"), key="fetch-1")["rows"]) == 700
+    with pytest.raises(EffectFailed):
+        run.effect("charge", lambda a: calls.append("charge"), 1250, key="charge-1")
+    with pytest.raises(EffectInDoubt):
+        run.effect("email", lambda to: calls.append(to), "alice@example.com", key="email-1")
+    assert run.wait_for_approval({"refund": 1250}, key="approve-refund").approved
+    assert [e.key for e in run.pending_approvals()] == ["approve-delete"]
+    assert calls == []
 
 
 def test_golden_refs_fail_closed_unless_lenient() -> None:
@@ -95,9 +135,9 @@ def test_golden_runs_resume_and_continue(name: str, tmp_path: Path) -> None:
 
 def test_golden_stores_load_with_todays_migrations() -> None:
     """The three-line test a user writes for their own golden stores."""
-    reports = assert_stores_load(GOLDEN, schema=["agent@2", "chat@7"],
+    reports = assert_stores_load(GOLDEN, schema=["agent@2", "chat@7", "shop@2"],
                                  migrations=gen.migrations())
     assert sum(len(r.results) for r in reports) == sum(
         len(_expected(n)["snapshots"]) for n in STORES)
     with pytest.raises(AssertionError, match="agent@1->2"):
-        assert_stores_load(GOLDEN, schema=["agent@2", "chat@7"])  # no migrations: agent@1 fails
+        assert_stores_load(GOLDEN, schema=["agent@2", "chat@7", "shop@2"])  # no migrations

@@ -238,7 +238,6 @@ def test_malformed_migrated_from_is_ignored(tmp_path: Path, junk: Any) -> None:
 
 def test_ledger_results_are_migrated_on_resume(tmp_path: Path) -> None:
     """Completed effects return their *migrated* result after a resume, and are not re-run."""
-    pytest.importorskip("ckptfs.runtime.effects", reason="the effect ledger is not merged yet")
     store = ckptfs.open_store(str(tmp_path / "s"))
     run = store.start_run("r", schema=("agent", 1))
     run.checkpoint(v1_state(1))
@@ -259,10 +258,50 @@ def test_ledger_results_are_migrated_on_resume(tmp_path: Path) -> None:
     assert snap.migrated_from == ckptfs.Schema("agent", 1)
     again = store.resume("r", schema=("agent", 3))  # already migrated: no registry needed
     assert again.effect("pay", pay, 12, key="pay-1") == {"amount_cents": 1200}
+    assert again.effect("pay", pay, 500, key="pay-2") == {"amount_cents": 50000}
     assert calls == [12, 500]
+    assert again.ledger.get("pay-1").result == {"amount_cents": 1200}  # type: ignore[union-attr]
+    assert again.ledger.get("pay-2").result_content is None  # small now: back inline
     # stored snapshots are never rewritten: the old head keeps the old shape
     old = store.ledger(before.id).get("pay-1")
     assert old is not None and old.result["amount"] == 12
+    assert store.ledger(before.id).get("pay-2").result_content is not None  # type: ignore[union-attr]
+    # reading migrates in memory too
+    assert store.ledger(before.id, schema=("agent", 3), migrations=agent_migrations()).get(
+        "pay-1").result == {"amount_cents": 1200}  # type: ignore[union-attr]
+
+
+def test_large_migrated_result_goes_to_result_content(tmp_path: Path) -> None:
+    store = ckptfs.open_store(str(tmp_path / "s"))
+    run = store.start_run("r", schema=("agent", 1))
+    run.checkpoint({"x": 1})
+    run.effect("fetch", lambda: {"rows": 3}, key="f-1")
+    m = ckptfs.Migrations()
+    m.register("agent", 1, ledger_results=lambda effect, r: {**r, "blob": "y" * 100_000})(
+        lambda s: s)
+    resumed = store.resume("r", schema=("agent", 2), migrations=m)
+    resumed.checkpoint(resumed.state)
+    eff = store.ledger("r").get("f-1")
+    assert eff is not None and eff.result_content is not None and eff.result is None
+    assert resumed.effect("fetch", lambda: {"rows": 0}, key="f-1")["rows"] == 3
+    assert store.resume("r").effect("fetch", lambda: {}, key="f-1")["blob"] == "y" * 100_000
+
+
+def test_ledger_hook_raising_or_returning_non_plain_is_a_migration_error(tmp_path: Path) -> None:
+    store = ckptfs.open_store(str(tmp_path / "s"))
+    run = store.start_run("r", schema=("agent", 1))
+    run.checkpoint({"x": 1})
+    run.effect("pay", lambda: {"amount": 1}, key="p")
+    bad = ckptfs.Migrations()
+    bad.register("agent", 1, ledger_results=lambda effect, r: r["missing"])(lambda s: s)
+    with pytest.raises(MigrationError, match="ledger_results.*agent@1->2.*KeyError.*'pay'"):
+        store.resume("r", schema=("agent", 2), migrations=bad)
+    odd = ckptfs.Migrations()
+    odd.register("agent", 1, ledger_results=lambda effect, r: {1, 2})(lambda s: s)
+    with pytest.raises(MigrationError, match="migrated result of effect 'p'"):
+        store.resume("r", schema=("agent", 2), migrations=odd)
+    head = store.head("r")
+    assert [s.seq for s in store.snapshots("r")][-1] == head.seq  # nothing committed
 
 
 def test_small_restored_blob_can_be_checkpointed_again(tmp_path: Path) -> None:
@@ -278,3 +317,21 @@ def test_small_restored_blob_can_be_checkpointed_again(tmp_path: Path) -> None:
     snap = resumed.checkpoint(resumed.state)
     got = store.read(snap.id)["memo"]
     assert got.read() == b"tiny" and got.type == "text/plain"
+
+
+def test_written_schema_fields_match_the_spec_cddl(tmp_path: Path) -> None:
+    import pycddl
+
+    from ckptfs.format import cbor
+
+    cddl = (Path(__file__).parent.parent / "spec" / "ckptfs.cddl").read_text()
+    block = cddl[cddl.index("; --- schema migrations ---"):cddl.index("; --- effect ledger ---")]
+    schema = pycddl.Schema("root = migrations-schema\n" + block)
+    store = ckptfs.open_store(str(tmp_path / "s"))
+    store.start_run("r", schema=("agent", 1)).checkpoint(v1_state(1))
+    run = store.resume("r", schema=("agent", 3), migrations=agent_migrations())
+    m = run.checkpoint(run.state).manifest.to_cbor()
+    schema.validate_cbor(cbor.encode(m["schema"]))
+    schema.validate_cbor(cbor.encode(m["migrated_from"]))
+    with pytest.raises(pycddl.ValidationError):
+        schema.validate_cbor(cbor.encode({"name": "agent", "version": -1}))

@@ -7,11 +7,24 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from ckptfs.errors import ConflictError, ExpiredError, MissingReference, NotFound
+import attrs
+
+from ckptfs.errors import (
+    ConflictError,
+    CorruptSnapshot,
+    ExpiredError,
+    FormatError,
+    MigrationError,
+    MissingReference,
+    NotFound,
+)
+from ckptfs.format import cbor
 from ckptfs.format.cdc import ChunkerParams
+from ckptfs.format.ledger import Ledger, LedgerRef
 from ckptfs.format.models import Captured, Manifest, Reference, Schema
 from ckptfs.format.names import check_run_id
-from ckptfs.runtime.migrations import Migrations, Step, apply_steps, as_schema
+from ckptfs.runtime.effects import large_result
+from ckptfs.runtime.migrations import Migrations, Step, apply_steps, apply_to_result, as_schema
 from ckptfs.runtime.refs import check_reference, to_ref
 from ckptfs.runtime.run import Run, expiry_ms
 from ckptfs.storage import Storage, open_storage
@@ -89,10 +102,12 @@ class Store:
         target, chain = self._plan(snap, schema, migrations)
         state, writer = self._restore(snap, lenient_refs=lenient_refs, allow_expired=allow_expired,
                                       seed=True)
+        ledger, ledger_writer = self._ledger(snap, writer)
         state = self._migrate(snap, chain, state)
+        ledger = self._migrate_ledger(snap, chain, ledger)
         return Run(self, snap.run, target, head=snap, resumed_from=snap.digest,
-                   attempt=snap.attempt + 1, state=state, writer=writer,
-                   extra=_provenance(snap, chain))
+                   attempt=snap.attempt + 1, state=state, writer=writer, ledger=ledger,
+                   ledger_writer=ledger_writer, extra=_provenance(snap, chain))
 
     def fork(self, ref: str, new_run_id: str, *, lenient_refs: bool = False,
              schema: SchemaLike | None = None, migrations: Migrations | None = None) -> Run:
@@ -104,10 +119,12 @@ class Store:
             raise ConflictError(f"run {new_run_id!r} already exists")
         target, chain = self._plan(snap, schema, migrations)
         state, writer = self._restore(snap, lenient_refs=lenient_refs, seed=True)
+        ledger, ledger_writer = self._ledger(snap, writer)  # a fork inherits what was done
         state = self._migrate(snap, chain, state)
+        ledger = self._migrate_ledger(snap, chain, ledger)
         return Run(self, new_run_id, target, head=None, resumed_from=None,
-                   attempt=1, state=state, writer=writer, fork_of=snap,
-                   extra=_provenance(snap, chain))
+                   attempt=1, state=state, writer=writer, fork_of=snap, ledger=ledger,
+                   ledger_writer=ledger_writer, extra=_provenance(snap, chain))
 
     # -- schema migrations -------------------------------------------------------------------
     def _plan(self, snap: Snapshot, schema: SchemaLike | None,
@@ -124,6 +141,34 @@ class Store:
 
     def _migrate(self, snap: Snapshot, chain: list[Step], state: dict[str, Any]) -> dict[str, Any]:
         return apply_steps(chain, state, what=_where(snap)) if chain else state
+
+    def _migrate_ledger(self, snap: Snapshot, chain: list[Step], ledger: Ledger, *,
+                        write: bool = True) -> Ledger:
+        """The ledger with each completed effect's result passed through the chain's
+        ``ledger_results`` hooks (spec/migrations.md); keys, names, arguments and statuses never
+        change. With ``write``, a large migrated result gets its chunks written now, for the next
+        commit to reference; otherwise it stays in memory. Old snapshots keep the old results."""
+        if not any(s.ledger_results for s in chain) or not ledger.records:
+            return ledger
+        where = f"{_where(snap)} ledger"
+        writer = EntryWriter(self.repo.objects, self.repo.config.chunker)
+        out = Ledger()
+        for r in ledger.records:
+            if r.status == "completed" and r.kind == "effect":
+                value = r.result
+                if r.result_content is not None:
+                    content = read_content(self.repo.objects, r.result_content, where=where)
+                    value = decode_value(r.result_content, content, where=where)
+                value = apply_to_result(chain, r.name, value, what=_where(snap))
+                try:
+                    cbor.check_plain(value, what=f"migrated result of effect {r.key!r}")
+                except TypeError as e:
+                    raise MigrationError(f"migrating {_where(snap)}: {e}") from e
+                big, chunks = large_result(writer, value) if write else (None, [])
+                self.repo.objects.put_chunks(chunks)  # unreferenced until the next commit
+                r = attrs.evolve(r, result=None if big else value, result_content=big)
+            out = out.append(r, what=where)
+        return out
 
     # -- reading -----------------------------------------------------------------------------
     def runs(self) -> list[str]:
@@ -150,6 +195,36 @@ class Store:
         _, chain = self._plan(snap, schema, migrations)
         state, _ = self._restore(snap, lenient_refs=lenient_refs, allow_expired=allow_expired)
         return self._migrate(snap, chain, state)
+
+    def ledger(self, ref: str | Snapshot, *, schema: SchemaLike | None = None,
+               migrations: Migrations | None = None) -> Ledger:
+        """The effect ledger of a snapshot (records and their fold), every chunk verified; with
+        ``schema`` and ``migrations`` its results migrated in memory as ``resume`` would."""
+        snap = ref if isinstance(ref, Snapshot) else self.repo.resolve(ref)
+        _, chain = self._plan(snap, schema, migrations)
+        return self._migrate_ledger(snap, chain, self._ledger(snap)[0], write=False)
+
+    def _ledger(self, snap: Snapshot, seed_from: EntryWriter | None = None
+                ) -> tuple[Ledger, EntryWriter | None]:
+        """Read and fold a snapshot's ledger; with ``seed_from`` also a writer that appends to it."""
+        m = snap.manifest
+        writer = EntryWriter(seed_from.objects, seed_from.params) if seed_from else None
+        if m.ledger is None:
+            return Ledger(), writer
+        where = f"snapshot {snap.digest.short} (run {m.run!r} seq {m.seq}) ledger"
+        ref = LedgerRef.from_cbor(m.ledger, what=where)
+        entry = ref.as_entry()
+        content = read_content(self.repo.objects, entry, where=where)
+        items = decode_value(entry, content, where=where)
+        if len(items) != ref.count:
+            raise CorruptSnapshot(f"{where}: holds {len(items)} records, count says {ref.count}")
+        try:
+            ledger = Ledger.from_cbor(items, what=where)
+        except FormatError as e:
+            raise CorruptSnapshot(str(e)) from e
+        if writer is not None:
+            writer.seed("ledger", entry, content, items)
+        return ledger, writer
 
     def _restore(self, snap: Snapshot, *, lenient_refs: bool, allow_expired: bool = False,
                  seed: bool = False) -> tuple[dict[str, Any], EntryWriter]:

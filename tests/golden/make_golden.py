@@ -36,13 +36,19 @@ FAR_FUTURE_S = 7_258_118_400  # 2200-01-01
 
 
 def migrations() -> ckptfs.Migrations:
-    """The golden 'agent' schema's own migration: agent@1 -> 2 renames 'messages' to 'history'."""
+    """The golden schemas' migrations: agent@1 -> 2 renames 'messages' to 'history'; shop@1 -> 2
+    reshapes the result of the 'search' effect."""
     m = ckptfs.Migrations()
 
     @m.register("agent", 1)
     def rename_messages(state: dict[str, Any]) -> dict[str, Any]:
         if "messages" in state:
             state["history"] = state.pop("messages")
+        return state
+
+    @m.register("shop", 1, ledger_results=lambda effect, r: (
+        {"count": r["hits"], "query": r["q"]} if effect == "search" else r))
+    def shop_v2(state: dict[str, Any]) -> dict[str, Any]:
         return state
 
     return m
@@ -74,7 +80,8 @@ def fixed_clock() -> Iterator[None]:
     ticks = iter(range(EPOCH_MS, EPOCH_MS + 10**9, 1000))
     clock: Callable[[], int] = lambda: next(ticks)  # noqa: E731
     with mock.patch("ckptfs.store.repository.now_ms", clock), \
-            mock.patch("ckptfs.runtime.run.now_ms", clock):
+            mock.patch("ckptfs.runtime.run.now_ms", clock), \
+            mock.patch("ckptfs.runtime.effects.now_ms", clock):
         yield
 
 
@@ -88,24 +95,37 @@ class Golden:
         self.dir.mkdir()
         self.store = ckptfs.open_store(str(self.dir / "store"), **store_options)
         self.expected: dict[str, Any] = {}
+        #: per snapshot (run@seq): each effect key's expected fold in its ledger
+        self.effects: dict[str, dict[str, Any]] = {}
 
     def commit(self, run: ckptfs.Run, state: dict[str, Any], boundary: str = "step",
                **kw: Any) -> ckptfs.Snapshot:
         snap = run.checkpoint(state, boundary, **kw)
+        self.add(snap, state)
+        return snap
+
+    def add(self, snap: ckptfs.Snapshot, state: dict[str, Any]) -> None:
+        ledger = snap.manifest.ledger
         self.expected[f"{snap.run}@{snap.seq}"] = {
-            "id": snap.id, "schema": str(snap.manifest.schema), "boundary": boundary,
+            "id": snap.id, "schema": str(snap.manifest.schema), "boundary": snap.boundary,
             "parent": snap.parent, "resumed_from": snap.resumed_from, "attempt": snap.attempt,
             "labels": snap.labels, "expires": snap.expires,
             "migrated_from": str(snap.migrated_from) if snap.migrated_from else None,
+            "ledger_records": ledger["count"] if ledger else 0,
             "state": to_json({k: _as_restored(v) for k, v in state.items()}),
         }
-        return snap
+
+    def sync(self, run: ckptfs.Run, state: dict[str, Any]) -> None:
+        """Add the snapshots that effects committed (their metadata as the store has it)."""
+        for snap in self.store.snapshots(run.id):
+            if f"{snap.run}@{snap.seq}" not in self.expected:
+                self.add(snap, state)
 
     def finish(self) -> None:
         shutil.rmtree(self.dir / "store" / "tmp", ignore_errors=True)
         doc = {"format": 1, "written_by": self.store.writer_name,
                "chunker": self.store.repo.config.chunker.to_cbor(),
-               "snapshots": self.expected}
+               "snapshots": self.expected, "effects": self.effects}
         (self.dir / "expected.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
 
 
@@ -153,6 +173,69 @@ def basic() -> None:
     g.finish()
 
 
+def effects() -> None:
+    """The effect ledger: completed (small and large results), failed, in doubt, and approvals
+    decided and pending, across a resume; then a migration that reshapes a result."""
+    g = Golden("v1-ledger")
+    state = {"plan": ["search", "fetch", "charge", "email"], "done": []}
+    run = g.store.start_run("agent", schema=("shop", 1))
+    g.commit(run, state, "start")
+    big = {"rows": [{"id": i, "text": "row %d " % i * 20} for i in range(700)]}
+    run.effect("search", lambda q: {"hits": 3, "q": q}, "lisbon", key="search-1")
+    run.effect("fetch", lambda: big, key="fetch-1")
+    try:
+        run.effect("charge", _decline, 1250, key="charge-1")
+    except ValueError:
+        pass
+    try:
+        run.effect("email", _die, "alice@example.com", key="email-1")
+    except KeyboardInterrupt:  # the process "died" after the intent: in doubt
+        pass
+    g.sync(run, state)
+    resumed = g.store.resume("agent")
+    state = {**state, "done": ["search", "fetch"]}
+    g.commit(resumed, state)
+    try:
+        resumed.wait_for_approval({"refund": 1250}, key="approve-refund")
+    except ckptfs.errors.ApprovalPending:
+        pass
+    resumed.approve("approve-refund", {"by": "bob"})
+    try:
+        resumed.wait_for_approval({"delete": "account"}, key="approve-delete")
+    except ckptfs.errors.ApprovalPending:
+        pass
+    g.sync(resumed, state)
+    before = {
+        "search-1": {"kind": "effect", "name": "search", "status": "completed", "via": "call",
+                     "result": {"hits": 3, "q": "lisbon"}},
+        "fetch-1": {"kind": "effect", "name": "fetch", "status": "completed", "via": "call",
+                    "result": big, "large": True},
+        "charge-1": {"kind": "effect", "name": "charge", "status": "failed", "via": "call",
+                     "error": {"type": "ValueError", "message": "card declined"}},
+        "email-1": {"kind": "effect", "name": "email", "status": "intended", "via": None},
+        "approve-refund": {"kind": "approval", "name": "approval", "status": "completed",
+                           "via": "manual", "request": {"refund": 1250},
+                           "result": {"approved": True, "decision": {"by": "bob"}}},
+        "approve-delete": {"kind": "approval", "name": "approval", "status": "intended",
+                           "via": None, "request": {"delete": "account"}},
+    }
+    g.effects[f"agent@{resumed.seq}"] = before
+    # a migration shop@1 -> 2 that reshapes the search result: the migrated run records it
+    migrated = g.store.resume("agent", schema=("shop", 2), migrations=migrations())
+    snap = g.commit(migrated, {**migrated.state, "version": 2}, "final")
+    g.effects[f"agent@{snap.seq}"] = {**before, "search-1": {
+        **before["search-1"], "result": {"count": 3, "query": "lisbon"}}}
+    g.finish()
+
+
+def _decline(amount: int) -> None:
+    raise ValueError("card declined")
+
+
+def _die(to: str) -> None:
+    raise KeyboardInterrupt
+
+
 def small_chunks() -> None:
     """Tiny chunker parameters: long entries over many chunks, appended step by step."""
     g = Golden("v1-small-chunks",
@@ -170,6 +253,7 @@ def small_chunks() -> None:
 def main() -> None:
     with fixed_clock():
         basic()
+        effects()
         small_chunks()
     print(f"wrote golden stores in {HERE}")
 
