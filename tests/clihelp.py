@@ -31,6 +31,9 @@ def make_demo(url: str) -> dict[str, Any]:
     Returns the states by ``RUN@SEQ`` so tests compare what the CLI prints with what was saved.
     """
     store = ckptfs.open_store(url)
+    page = os.path.join(os.path.dirname(os.path.abspath(url)), "page.txt")
+    with open(page, "w") as f:
+        f.write("an external page the run only references\n")
     states: dict[str, Any] = {}
     run = store.start_run("agent", schema=("agent", 2))
     msgs: list[dict[str, Any]] = []
@@ -44,7 +47,7 @@ def make_demo(url: str) -> dict[str, Any]:
     for i in range(5, 7):
         msgs.append({"role": "assistant", "content": f"answer {i} " * 200, "n": i})
         state = {"messages": list(msgs), "plan": {"step": i, "tools": []},
-                 "web": ckptfs.Ref("https://example.invalid/page")}
+                 "web": ckptfs.Ref(f"file://{page}", size=os.path.getsize(page))}
         run.checkpoint(state, "approval" if i == 6 else "step")
         states[f"agent@{i}"] = state
     fork = store.fork("agent@2", "debug")
