@@ -38,14 +38,14 @@ def make_demo(url: str) -> dict[str, Any]:
     run = store.start_run("agent", schema=("agent", 2))
     msgs: list[dict[str, Any]] = []
     for i in range(1, 5):
-        msgs.append({"role": "user", "content": f"step {i} " * 200, "n": i})
+        msgs.append({"role": "user", "content": f"step {i} " * 5000, "n": i})
         state = {"messages": list(msgs), "plan": {"step": i, "tools": ["search"]},
                  "raw": b"\x00\xffbytes", "report": ckptfs.Blob(os.urandom(3000) * 30)}
         run.checkpoint(state, "step")
         states[f"agent@{i}"] = state
     run = store.resume("agent")
     for i in range(5, 7):
-        msgs.append({"role": "assistant", "content": f"answer {i} " * 200, "n": i})
+        msgs.append({"role": "assistant", "content": f"answer {i} " * 5000, "n": i})
         state = {"messages": list(msgs), "plan": {"step": i, "tools": []},
                  "web": ckptfs.Ref(f"file://{page}", size=os.path.getsize(page))}
         run.checkpoint(state, "approval" if i == 6 else "step")

@@ -173,13 +173,14 @@ def test_corrupt_chunk_names_run_and_snapshot(tmp_path: Path) -> None:
     url = str(tmp_path / "s")
     make_demo(url)
     snap = ckptfs.open_store(url).get("agent@1")
-    plan = snap.manifest.entries["plan"]
-    path = Path(url) / chunk_path(plan.chunks[0].digest)  # type: ignore[union-attr]
-    data = bytearray(path.read_bytes())
-    data[-1] ^= 0xFF
-    path.write_bytes(bytes(data))
-    p = cli("cat", url, "agent@1", "plan", check=3)
-    assert "run 'agent' seq 1" in p.stderr and "corrupt" in p.stderr
+    for name in ("messages", "report"):
+        entry = snap.manifest.entries[name]
+        path = Path(url) / chunk_path(entry.chunks[-1].digest)  # type: ignore[union-attr]
+        data = bytearray(path.read_bytes())
+        data[-1] ^= 0xFF
+        path.write_bytes(bytes(data))
+        p = cli("cat", url, "agent@1", name, "-o", str(tmp_path / name), check=3)
+        assert "run 'agent' seq 1" in p.stderr and "corrupt" in p.stderr
 
 
 def test_init_creates_once(tmp_path: Path) -> None:

@@ -49,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
             rows.append([name, "ref", "-", human.size(e["size"]), "-", e["uri"]])
         else:
             rows.append([name, e["kind"], e["encoding"] or e["type"], human.size(e["size"]),
-                         str(len(e["chunks"])), human.short(e["digest"])])
+                         "inline" if e["inline"] else str(len(e["chunks"])),
+                         human.short(e["digest"])])
     if rows:
         text = human.table(rows, ["NAME", "KIND", "TYPE", "SIZE", "CHUNKS", "DIGEST/URI"])
         print("\n".join("  " + line for line in text.splitlines()))

@@ -131,7 +131,7 @@ def entry_json(e: Entry) -> dict[str, Any]:
         return {"kind": "ref", "uri": e.uri, "digest": e.digest.text if e.digest else None,
                 "size": e.size, "expires": e.expires, "labels": dict(e.labels)}
     return {"kind": e.kind, "type": e.type, "size": e.size, "digest": e.digest.text,
-            "encoding": e.encoding, "labels": dict(e.labels),
+            "encoding": e.encoding, "labels": dict(e.labels), "inline": e.inline is not None,
             "chunks": [[c.digest.text, c.size] for c in e.chunks]}
 
 
