@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from clihelp import cli, cli_json, make_demo
+from test_cli_inspect import EXPORT_KEYS
 
 import ckptfs
 
@@ -28,6 +29,7 @@ def test_export_gives_a_file_that_is_a_store(demo: tuple[Path, dict[str, Any]], 
     root, states = demo
     url, archive = str(root / "store"), str(root / f"one.{kind}")
     rep = cli_json("export", url, archive, "--run", "agent")
+    assert set(rep) == EXPORT_KEYS
     assert rep["runs"] == 1 and rep["snapshots"] == 6 and rep["kind"] == kind
     for ref in (archive, f"{kind}://::{archive}"):
         assert [r["run"] for r in cli_json("ls", ref)["runs"]] == ["agent"]

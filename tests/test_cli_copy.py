@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from clihelp import cli, cli_json, make_demo
+from test_cli_inspect import COPY_KEYS, VERIFY_KEYS
 
 import ckptfs
 from ckptfs.format.names import chunk_path, snapshot_path
@@ -37,6 +38,7 @@ def test_copy_is_incremental_and_idempotent(tmp_path: Path) -> None:
     src, dst = str(tmp_path / "src"), str(tmp_path / "dst")
     make_demo(src)
     first = cli_json("copy", src, dst, "--run", "agent")
+    assert set(first) == COPY_KEYS
     assert first["config_created"] and first["snapshots_copied"] == 6 and first["ok"]
     assert ckptfs.open_store(dst).runs() == ["agent"]
     assert first["chunks_copied"] == len(_files(dst, "chunks"))
@@ -102,7 +104,7 @@ def test_copy_killed_midway_leaves_a_valid_store_and_resumes(tmp_path: Path) -> 
     seqs = ckptfs.open_store(dst).repo.seqs("long")
     assert 3 <= len(seqs) < 12 and seqs == list(range(1, len(seqs) + 1))  # a prefix
     rep = cli_json("verify", dst, "--read-data")
-    assert rep["ok"] and rep["snapshots"] == len(seqs)
+    assert set(rep) == VERIFY_KEYS and rep["ok"] and rep["snapshots"] == len(seqs)
     resumed = cli_json("copy", src, dst)
     assert resumed["snapshots_present"] == len(seqs)
     assert resumed["snapshots_copied"] == 12 - len(seqs)

@@ -27,6 +27,8 @@ DIFF_KEYS = {"a", "b", "added", "removed", "changed", "unchanged", "chunks_a", "
              "chunks_shared", "bytes_new"}
 COPY_KEYS = {"ok", "runs", "snapshots_copied", "snapshots_present", "chunks_copied",
              "chunks_present", "bytes_copied", "config_created", "conflicts"}
+EXPORT_KEYS = {"path", "kind", "files", "archive_bytes", "runs", "snapshots", "chunks"}
+INIT_KEYS = {"store", "created", "format", "chunker"}
 VERIFY_KEYS = {"ok", "runs", "snapshots", "chunks_checked", "bytes_read", "problems"}
 
 
@@ -185,7 +187,8 @@ def test_corrupt_chunk_names_run_and_snapshot(tmp_path: Path) -> None:
 
 def test_init_creates_once(tmp_path: Path) -> None:
     url = str(tmp_path / "s")
-    assert cli_json("init", url)["created"] is True
+    first = cli_json("init", url)
+    assert set(first) == INIT_KEYS and first["created"] is True
     assert cli_json("init", url)["created"] is False
     assert "store exists" in cli("init", url).stdout
     assert cli_json("ls", url)["runs"] == []
@@ -195,5 +198,5 @@ def test_readme_documents_every_json_key() -> None:
     readme = (Path(__file__).parent.parent / "README.md").read_text()
     tour = readme.split("## CLI tour", 1)[1].split("\n## ", 1)[0]
     for key in sorted(SNAPSHOT_KEYS | LS_RUN_KEYS | LOG_KEYS | SHOW_KEYS | DIFF_KEYS | COPY_KEYS
-                      | VERIFY_KEYS | {"forks", "effects", "forked_from"}):
+                      | VERIFY_KEYS | EXPORT_KEYS | INIT_KEYS | {"forks", "effects", "forked_from"}):
         assert f"`{key}`" in tour, f"README CLI tour does not document --json key {key!r}"

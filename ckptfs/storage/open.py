@@ -7,6 +7,7 @@ exported run can be inspected with no unpacking: ``ckptfs ls run.zip``.
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 import fsspec
@@ -18,11 +19,15 @@ from ckptfs.storage.local import LocalStorage
 from ckptfs.storage.objects import FsspecStorage
 
 ARCHIVE_SUFFIXES = {".zip": "zip", ".tar": "tar"}
+_MISSPELT = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:/(?!/)")
 
 
 def open_storage(url: str, **storage_options: Any) -> Storage:
     """Local paths and ``file://`` get the POSIX backend; everything else goes through fsspec."""
     url = os.fspath(url)
+    if _MISSPELT.match(url) and not os.path.exists(url):
+        raise InvalidURL(f"{url!r} looks like a URL with a missing '/' (did you mean "
+                         f"{url.replace(':/', '://', 1)!r}?); a local path needs no scheme")
     if "://" not in url or url.startswith("file://"):
         path = url[len("file://"):] if url.startswith("file://") else url
         archive = _archive_url(path)
