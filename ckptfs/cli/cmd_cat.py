@@ -28,7 +28,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
 
 def run(args: argparse.Namespace) -> int:
     from ckptfs.format.models import Reference
-    from ckptfs.ops.inspect import entry, entry_json, read_value, to_json_value
+    from ckptfs.ops.inspect import entry, entry_json, iter_blob, read_value, to_json_value
 
     store = human.open_existing(args.store)
     snap = store.repo.resolve(args.snapshot)
@@ -37,10 +37,7 @@ def run(args: argparse.Namespace) -> int:
         print_json(entry_json(e))
         return EXIT_OK
     if e.kind == "blob" and not args.json:
-        from ckptfs.store.entries import stored_blob
-
-        where = f"snapshot {snap.digest.short} (run {snap.run!r} seq {snap.seq}) entry {args.entry!r}"
-        pieces = stored_blob(store.repo.objects, e, where=where).iter_bytes()
+        pieces = iter_blob(store.repo, snap, args.entry)
         if args.output:
             with open(args.output, "wb") as f:
                 for piece in pieces:

@@ -9,11 +9,12 @@ from __future__ import annotations
 import base64
 import math
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from ckptfs.errors import CkptfsError, NotFound
 from ckptfs.format.models import Captured, Entry, Manifest, Reference
-from ckptfs.store.entries import decode_value, read_content
+from ckptfs.store.entries import decode_value, read_content, stored_blob
 from ckptfs.store.repository import Repository, Snapshot
 
 #: JSON marker objects for CBOR values JSON cannot hold (documented in the README).
@@ -156,14 +157,24 @@ def entry(s: Snapshot, name: str) -> Entry:
                        f"{name!r}; it has: {names}") from None
 
 
-def read_value(repo: Repository, s: Snapshot, name: str) -> Any:
-    """The decoded value of a captured ``value`` entry, every chunk verified."""
+def _captured(s: Snapshot, name: str) -> tuple[Captured, str]:
     e = entry(s, name)
     if not isinstance(e, Captured):
         raise NotFound(f"entry {name!r} is a reference to {e.uri}, not captured data")
-    where = f"snapshot {s.digest.short} (run {s.run!r} seq {s.seq}) entry {name!r}"
+    return e, f"snapshot {s.digest.short} (run {s.run!r} seq {s.seq}) entry {name!r}"
+
+
+def read_value(repo: Repository, s: Snapshot, name: str) -> Any:
+    """The decoded value of a captured ``value`` entry (a blob's bytes), every chunk verified."""
+    e, where = _captured(s, name)
     content = read_content(repo.objects, e, where=where)
     return decode_value(e, content, where=where) if e.kind == "value" else content
+
+
+def iter_blob(repo: Repository, s: Snapshot, name: str) -> Iterator[bytes]:
+    """A blob entry's bytes chunk by chunk, each verified, never all in memory."""
+    e, where = _captured(s, name)
+    return stored_blob(repo.objects, e, where=where).iter_bytes()
 
 
 def to_json_value(v: Any) -> Any:
