@@ -53,8 +53,13 @@ class CopyReport:
         return {"ok": self.ok, **attrs.asdict(self)}
 
 
-def manifest_chunks(m: Manifest) -> list[ChunkRef]:
-    """Every chunk a manifest needs, each once, in first-use order."""
+def manifest_chunks(m: Manifest, *, where: str = "manifest") -> list[ChunkRef]:
+    """Every chunk a manifest needs, each once, in first-use order. A manifest with an effect
+    ledger is refused until this function learns the ledger's chunks (it fails closed rather
+    than copy a snapshot whose ledger would be missing at the destination)."""
+    if m.ledger is not None:
+        raise UnsupportedFeature(f"{where}: this ckptfs cannot copy a snapshot with an effect "
+                                 "ledger yet; copy the store folder with cp -r or rsync -a")
     seen: dict[Digest, ChunkRef] = {}
     for e in m.entries.values():
         if isinstance(e, Captured):
@@ -146,7 +151,7 @@ def _copy_snapshot(src: Repository, dst: Repository, run_id: str, seq: int, pres
     m_stored, m_data = _verified_manifest(src, rec, where)
     manifest = Manifest.from_bytes(m_data, what=where)
     needed = []
-    for c in manifest_chunks(manifest):
+    for c in manifest_chunks(manifest, where=where):
         if c.digest in index.seen:
             continue
         index.seen.add(c.digest)
