@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from clihelp import cli, cli_json, make_demo
+from test_cli_effects import EFFECTS_KEYS
 
 import ckptfs
 from ckptfs.format.names import CONFIG_PATH, chunk_path
@@ -198,5 +199,5 @@ def test_readme_documents_every_json_key() -> None:
     readme = (Path(__file__).parent.parent / "README.md").read_text()
     tour = readme.split("## CLI tour", 1)[1].split("\n## ", 1)[0]
     for key in sorted(SNAPSHOT_KEYS | LS_RUN_KEYS | LOG_KEYS | SHOW_KEYS | DIFF_KEYS | COPY_KEYS
-                      | VERIFY_KEYS | EXPORT_KEYS | INIT_KEYS | {"forks", "effects", "forked_from"}):
+                      | VERIFY_KEYS | EXPORT_KEYS | INIT_KEYS | EFFECTS_KEYS | {"forks", "effects", "forked_from"}):
         assert f"`{key}`" in tour, f"README CLI tour does not document --json key {key!r}"

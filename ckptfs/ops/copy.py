@@ -22,9 +22,10 @@ import attrs
 from ckptfs.errors import ConflictError, CorruptSnapshot, NotFound, UnsupportedFeature
 from ckptfs.format import framing
 from ckptfs.format.digest import Digest
-from ckptfs.format.models import Captured, ChunkRef, Manifest, RunRecord
+from ckptfs.format.models import ChunkRef, Manifest, RunRecord
 from ckptfs.format.names import CHUNKS, CONFIG_PATH, chunk_path, record_path, snapshot_path
-from ckptfs.store.repository import Repository
+from ckptfs.ops.chunks import snapshot_chunks
+from ckptfs.store.repository import Repository, Snapshot
 
 #: ``progress(done, total, note)``: snapshots handled so far of all to consider.
 Progress = Callable[[int, int, str], None]
@@ -51,21 +52,6 @@ class CopyReport:
 
     def to_json(self) -> dict[str, object]:
         return {"ok": self.ok, **attrs.asdict(self)}
-
-
-def manifest_chunks(m: Manifest, *, where: str = "manifest") -> list[ChunkRef]:
-    """Every chunk a manifest needs, each once, in first-use order. A manifest with an effect
-    ledger is refused until this function learns the ledger's chunks (it fails closed rather
-    than copy a snapshot whose ledger would be missing at the destination)."""
-    if m.ledger is not None:
-        raise UnsupportedFeature(f"{where}: this ckptfs cannot copy a snapshot with an effect "
-                                 "ledger yet; copy the store folder with cp -r or rsync -a")
-    seen: dict[Digest, ChunkRef] = {}
-    for e in m.entries.values():
-        if isinstance(e, Captured):
-            for c in e.chunks:
-                seen.setdefault(c.digest, c)
-    return list(seen.values())
 
 
 class _ChunkIndex:
@@ -151,7 +137,7 @@ def _copy_snapshot(src: Repository, dst: Repository, run_id: str, seq: int, pres
     m_stored, m_data = _verified_manifest(src, rec, where)
     manifest = Manifest.from_bytes(m_data, what=where)
     needed = []
-    for c in manifest_chunks(manifest, where=where):
+    for _, c in snapshot_chunks(src, Snapshot(rec.snapshot, manifest)):
         if c.digest in index.seen:
             continue
         index.seen.add(c.digest)

@@ -13,7 +13,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from ckptfs.errors import CkptfsError, NotFound
+from ckptfs.format.ledger import Effect, Ledger, LedgerRef
 from ckptfs.format.models import Captured, Entry, Manifest, Reference
+from ckptfs.format.names import check_run_id
 from ckptfs.store.entries import decode_value, read_content, stored_blob
 from ckptfs.store.repository import Repository, Snapshot
 
@@ -75,6 +77,7 @@ def run_log(repo: Repository, run_id: str) -> dict[str, Any]:
     snaps: list[dict[str, Any]] = []
     by_id: dict[str, dict[str, Any]] = {}
     problems: list[str] = []
+    loaded: list[Snapshot] = []
     for seq in seqs:
         try:
             s = repo.snapshot_at(run_id, seq)
@@ -83,9 +86,11 @@ def run_log(repo: Repository, run_id: str) -> dict[str, Any]:
             continue
         row = snapshot_json(s)
         row["forks"] = []
-        row["effects"] = effects_json(s.manifest)
         snaps.append(row)
         by_id[s.id] = row
+        loaded.append(s)
+    for row, effects in zip(snaps, _record_rows(repo, loaded)):
+        row["effects"] = effects
     forked_from = None
     if snaps and snaps[0]["parent"] and snaps[0]["parent"] not in by_id:
         forked_from = _origin(repo, snaps[0]["parent"])
@@ -121,9 +126,48 @@ def _first_snapshot(repo: Repository, run_id: str) -> Snapshot | None:
         return None
 
 
-def effects_json(m: Manifest) -> list[dict[str, Any]]:
-    """The effect ledger of a snapshot as plain data (empty until a ledger is recorded)."""
-    return []
+def _ledger(repo: Repository, s: Snapshot) -> Ledger:
+    from ckptfs.runtime.store import Store
+
+    return Store(repo.storage).ledger(s)
+
+
+def _ledger_count(m: Manifest) -> int:
+    return LedgerRef.from_cbor(m.ledger).count if m.ledger is not None else 0
+
+
+def effect_json(e: Effect) -> dict[str, Any]:
+    """One folded effect or approval; ``in_doubt``: issued, outcome never recorded."""
+    out: dict[str, Any] = to_json_value(e.to_json())
+    out.update(in_doubt=e.in_doubt, pending=e.pending)
+    return out
+
+
+def run_effects(repo: Repository, run_id: str) -> dict[str, Any]:
+    """The effect ledger at a run's head, folded by key, in-doubt effects flagged."""
+    repo.config
+    s = repo.resolve(check_run_id(run_id))
+    ledger = _ledger(repo, s)
+    effects = [effect_json(e) for e in ledger.effects.values()]
+    return {"run": run_id, "head_seq": s.seq, "head": s.id, "records": len(ledger),
+            "in_doubt": sum(e["in_doubt"] for e in effects),
+            "pending": sum(e["pending"] for e in effects), "effects": effects}
+
+
+def _record_rows(repo: Repository, snaps: list[Snapshot]) -> list[list[dict[str, Any]]]:
+    """The ledger records each snapshot appended (the head's ledger, cut by each count)."""
+    if not snaps or snaps[-1].manifest.ledger is None:
+        return [[] for _ in snaps]
+    ledger = _ledger(repo, snaps[-1])
+    rows, prev = [], 0
+    for s in snaps:
+        n = _ledger_count(s.manifest)
+        rows.append([{"key": r.key, "kind": r.kind, "name": r.name, "status": r.status,
+                      "at": r.at, "attempt": r.attempt,
+                      "in_doubt": ledger.effects[r.key].in_doubt and r.status == "intended"}
+                     for r in ledger.records[prev:n]])
+        prev = n
+    return rows
 
 
 # -- show -------------------------------------------------------------------------------------
