@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clihelp import cli, cli_json, make_demo
-from test_cli_inspect import EXPORT_KEYS
+from tests.clihelp import cli, cli_json, make_demo
+from tests.test_cli_inspect import EXPORT_KEYS
 
 import ckptfs
 

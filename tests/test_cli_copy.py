@@ -13,8 +13,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from clihelp import cli, cli_json, make_demo
-from test_cli_inspect import COPY_KEYS, VERIFY_KEYS
+from tests.clihelp import cli, cli_json, make_demo
+from tests.test_cli_inspect import COPY_KEYS, VERIFY_KEYS
 
 import ckptfs
 from ckptfs.format.names import chunk_path, snapshot_path

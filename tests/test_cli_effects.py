@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from clihelp import cli, cli_json
+from tests.clihelp import cli, cli_json
 
 import ckptfs
 from ckptfs.format.names import chunk_path
@@ -74,3 +74,36 @@ def test_copy_carries_ledger_results_and_verify_checks_them(tmp_path: Path) -> N
     problems = json.loads(rep.stdout)["problems"]
     assert problems and all("ledger result 'k1'" in p["message"] for p in problems)
     assert {p["seq"] for p in problems} == {3, 4}
+
+
+def test_gc_keeps_the_ledger_and_its_results(tmp_path: Path) -> None:
+    url = str(tmp_path / "s")
+    run = ckptfs.open_store(url).start_run("r")
+    for i in range(40):  # enough records for the ledger content to be chunked
+        run.effect("note", lambda: "x" * 100, key=f"k{i}")
+    big = os.urandom(100_000).hex()
+    run.effect("big", lambda: big, key="big")
+    cli("gc", url, "--grace", "0s")
+    assert cli_json("verify", url, "--read-data")["ok"]
+    resumed = ckptfs.open_store(url).resume("r")
+    assert resumed.effect("big", lambda: "ran again", key="big") == big
+
+
+def test_erase_removes_ledger_results_and_keeps_a_forks(tmp_path: Path) -> None:
+    url = str(tmp_path / "s")
+    store = ckptfs.open_store(url)
+    run = store.start_run("r")
+    run.checkpoint({"a": 1})
+    big = os.urandom(100_000).hex()
+    run.effect("big", lambda: big, key="big")
+    fork = store.fork("r", "f")  # inherits the ledger, so it shares the result's chunks
+    fork.checkpoint(fork.state, "step")
+    secret = os.urandom(100_000).hex()
+    run.effect("secret", lambda: secret, key="secret")
+    secret_chunks = {c.digest for what, c in snapshot_chunks(store.repo, store.head("r"))
+                     if what == "(ledger result 'secret')"}
+    assert secret_chunks
+    cli("erase", url, "r", "--reason", "test: user asked")
+    assert not any((Path(url) / chunk_path(d)).exists() for d in secret_chunks)
+    assert cli_json("verify", url, "--read-data")["ok"]
+    assert ckptfs.open_store(url).resume("f").effect("big", lambda: "again", key="big") == big

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from clihelp import cli, cli_json, make_demo
-from test_cli_effects import EFFECTS_KEYS
+from tests.clihelp import cli, cli_json, make_demo
+from tests.test_cli_effects import EFFECTS_KEYS
 
 import ckptfs
 from ckptfs.format.names import CONFIG_PATH, chunk_path
