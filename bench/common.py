@@ -39,7 +39,12 @@ def machine_info() -> dict[str, str]:
             versions[p] = metadata.version(p)
         except metadata.PackageNotFoundError:
             versions[p] = "not installed"
-    return {"nproc": str(os.cpu_count()), "cpu": cpu, "python": sys.version.split()[0],
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, cwd=os.path.dirname(RESULTS)).stdout.strip() or "?"
+    except OSError:
+        rev = "?"
+    return {"nproc": str(os.cpu_count()), "cpu": cpu, "ckptfs commit": rev, "python": sys.version.split()[0],
             "platform": platform.platform(), "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
             "packages": ", ".join(f"{k} {v}" for k, v in versions.items())}
 
