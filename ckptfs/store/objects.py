@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 
 from ckptfs.errors import CorruptObject, CorruptSnapshot, MissingObject
@@ -12,17 +13,47 @@ from ckptfs.format.names import chunk_path, snapshot_path
 from ckptfs.storage.base import Storage
 
 
+#: How long a writer trusts that a chunk it wrote (or restored) still exists without writing it
+#: again. Must stay well under the store's GC grace period (spec/retention.md "Grace rule").
+REUSE_WINDOW_S = 600.0
+
+
+class KnownChunks:
+    """Digests a writer may skip uploading, each trusted for ``window`` seconds only: after
+    that the chunk is written again (which refreshes it), so GC's grace period covers it."""
+
+    def __init__(self, window: float = REUSE_WINDOW_S) -> None:
+        self.window = window
+        self._seen: dict[Digest, float] = {}
+
+    def __contains__(self, d: object) -> bool:
+        t = self._seen.get(d)  # type: ignore[call-overload]
+        return t is not None and time.monotonic() - t < self.window
+
+    def add(self, d: Digest) -> None:
+        self._seen[d] = time.monotonic()
+
+    def update(self, ds: Iterable[Digest]) -> None:
+        now = time.monotonic()
+        for d in ds:
+            self._seen[d] = now
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+
 class ObjectStore:
     """Chunks and manifests over a storage backend. Remembers which chunks it knows exist."""
 
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
-        self.known: set[Digest] = set()
+        self.known = KnownChunks()
         self.chunk_puts = 0
 
     # -- chunks ------------------------------------------------------------------------------
-    def put_chunks(self, chunks: Iterable[tuple[Digest, bytes | memoryview]]) -> int:
-        """Store chunks not already known to exist; returns the number written."""
+    def frame_chunks(self, chunks: Iterable[tuple[Digest, bytes | memoryview]]
+                     ) -> list[tuple[str, bytes]]:
+        """Framed objects for the chunks not already known to exist (deduplicated)."""
         batch: list[tuple[str, bytes]] = []
         seen: set[Digest] = set()
         for d, data in chunks:
@@ -30,11 +61,25 @@ class ObjectStore:
                 continue
             seen.add(d)
             batch.append((chunk_path(d), framing.frame(data)))
+        return batch
+
+    def put_chunks(self, chunks: Iterable[tuple[Digest, bytes | memoryview]]) -> int:
+        """Store chunks not already known to exist, durably now; returns the number written."""
+        chunks = list(chunks)
+        batch = self.frame_chunks(chunks)
         if batch:
             self.storage.write_many(batch)
             self.chunk_puts += len(batch)
-        self.known.update(seen)
+        self.known.update(d for d, _ in chunks)
         return len(batch)
+
+    def manifest_object(self, manifest: Manifest) -> tuple[Digest, int, tuple[str, bytes]]:
+        """The snapshot id, uncompressed size and framed object of a manifest."""
+        data = manifest.to_bytes()
+        if len(data) > MAX_MANIFEST_SIZE:
+            raise CorruptObject(f"manifest would be {len(data)} bytes, over {MAX_MANIFEST_SIZE}")
+        d = Digest.of(data)
+        return d, len(data), (snapshot_path(d), framing.frame(data))
 
     def get_chunk(self, ref: ChunkRef, *, where: str) -> bytes:
         path = chunk_path(ref.digest)
@@ -59,12 +104,9 @@ class ObjectStore:
 
     # -- manifests ---------------------------------------------------------------------------
     def put_manifest(self, manifest: Manifest) -> tuple[Digest, int]:
-        data = manifest.to_bytes()
-        if len(data) > MAX_MANIFEST_SIZE:
-            raise CorruptObject(f"manifest would be {len(data)} bytes, over {MAX_MANIFEST_SIZE}")
-        d = Digest.of(data)
-        self.storage.write(snapshot_path(d), framing.frame(data))
-        return d, len(data)
+        d, size, (path, framed) = self.manifest_object(manifest)
+        self.storage.write(path, framed)
+        return d, size
 
     def get_manifest(self, d: Digest, size: int | None = None) -> Manifest:
         path = snapshot_path(d)
