@@ -189,3 +189,21 @@ def test_local_temp_files_live_inside_the_store(local: LocalStorage,
     tmp = os.path.join(local.root, "tmp")
     assert created and all(p == tmp or p.startswith(tmp + os.sep) for p in created)
     assert local.capabilities.create_only and local.capabilities.create_only_how == "link(2)"
+
+
+def test_local_writes_after_fork_link_the_childs_own_files(local: LocalStorage) -> None:
+    """Temp files are linked through /proc/self/fd; a forked child must not reuse the parent's
+    descriptor of that folder (it would name the parent's files)."""
+    local.write("chunks/aa/parent", b"parent bytes")
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        code = 0
+        try:
+            local.write("chunks/aa/child", b"child bytes")
+        except BaseException:
+            code = 1
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert local.read("chunks/aa/child") == b"child bytes"
+    assert local.read("chunks/aa/parent") == b"parent bytes"

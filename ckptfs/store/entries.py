@@ -37,7 +37,7 @@ MERGE_FANOUT = 16
 MAX_OPEN = 2 * (MERGE_FANOUT - 1)
 #: values and byte blobs up to this size go in the manifest itself: no chunk file, no fsync
 INLINE_MAX = 2048
-_BATCH_BYTES = 8 * 1024 * 1024
+_BATCH_BYTES = 32 * 1024 * 1024
 
 
 @attrs.define
