@@ -169,7 +169,7 @@ class Run:
         if expires is None:
             expires = self.run_expires
         manifest = Manifest(
-            run=self.id, seq=self.seq + 1, boundary=boundary, created=now_ms(),
+            run=self.id, seq=self.seq + 1, boundary=boundary, created=self.store.now(),
             writer=self.store.writer_name, schema=self.schema, entries=entries,
             parent=(self.snapshot.digest if self.snapshot
                     else self.fork_of.digest if self.fork_of else None),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ckptfs.errors import (
@@ -23,7 +23,7 @@ from ckptfs.runtime.refs import check_reference, to_ref
 from ckptfs.runtime.run import Run, expiry_ms
 from ckptfs.storage import Storage, open_storage
 from ckptfs.store.entries import EntryWriter, decode_value, read_content, stored_blob
-from ckptfs.store.repository import Repository, Snapshot
+from ckptfs.store.repository import Repository, Snapshot, now_ms
 
 
 def _schema(schema: Schema | tuple[str, int] | None) -> Schema:
@@ -40,12 +40,16 @@ def _schema(schema: Schema | tuple[str, int] | None) -> Schema:
 class Store:
     """A ckptfs store at a URL. Created on first write; reads never create anything."""
 
-    def __init__(self, storage: Storage, *, chunker: ChunkerParams | None = None) -> None:
+    def __init__(self, storage: Storage, *, chunker: ChunkerParams | None = None,
+                 clock: Callable[[], int] | None = None, writer: str | None = None) -> None:
         from ckptfs import __version__
 
         self.repo = Repository(storage)
-        self.writer_name = f"ckptfs-python/{__version__}"
+        self.writer_name = writer or f"ckptfs-python/{__version__}"
         self._chunker = chunker
+        #: the time (ms since the epoch) written into manifests, records and the store config;
+        #: replaceable for reproducible stores (the conformance suite uses a fixed clock)
+        self.now: Callable[[], int] = clock or now_ms
 
     @property
     def url(self) -> str:
@@ -57,10 +61,10 @@ class Store:
 
     def init(self) -> None:
         """Create the store now (it is otherwise created by the first checkpoint)."""
-        self.repo.init(self._chunker)
+        self.repo.init(self._chunker, created=self.now())
 
     def _writer(self) -> EntryWriter:
-        cfg = self.repo.init(self._chunker)
+        cfg = self.repo.init(self._chunker, created=self.now())
         return EntryWriter(self.repo.objects, cfg.chunker)
 
     # -- runs --------------------------------------------------------------------------------
@@ -198,10 +202,13 @@ class Store:
         return f"<ckptfs.Store {self.url}>"
 
 
-def open_store(url: str, *, chunker: ChunkerParams | None = None, **storage_options: Any) -> Store:
+def open_store(url: str, *, chunker: ChunkerParams | None = None,
+               clock: Callable[[], int] | None = None, writer: str | None = None,
+               **storage_options: Any) -> Store:
     """Open the store at ``url`` (any fsspec URL or a local path). Nothing is written until the
-    first checkpoint or ``init()``."""
-    return Store(open_storage(url, **storage_options), chunker=chunker)
+    first checkpoint or ``init()``. ``clock`` (ms since the epoch) and ``writer`` (the name
+    recorded in manifests) exist for reproducible stores."""
+    return Store(open_storage(url, **storage_options), chunker=chunker, clock=clock, writer=writer)
 
 
 __all__ = ["Store", "open_store", "NotFound"]

@@ -125,12 +125,13 @@ class Repository:
         return cfg
 
     def init(self, chunker: ChunkerParams | None = None,
-             settings: dict[str, Any] | None = None) -> StoreConfig:
+             settings: dict[str, Any] | None = None, created: int | None = None) -> StoreConfig:
         """Create the store config if absent (create-only); return the config in force."""
         existing = self.load_config()
         if existing is not None:
             return existing
-        cfg = StoreConfig(chunker=chunker or ChunkerParams(), created=now_ms(),
+        cfg = StoreConfig(chunker=chunker or ChunkerParams(),
+                          created=now_ms() if created is None else created,
                           settings=settings or {})
         try:
             self.storage.create(CONFIG_PATH, cfg.to_bytes())
@@ -215,7 +216,17 @@ class Repository:
 
     def snapshot_at(self, run_id: str, seq: int) -> Snapshot:
         rec = self.record(run_id, seq)
-        return self.snapshot(rec.snapshot, size=rec.size, check_committed=False)
+        return self._recorded(rec)
+
+    def _recorded(self, rec: RunRecord) -> Snapshot:
+        """The snapshot a record commits; its manifest must name the record's run and seq."""
+        snap = Snapshot(rec.snapshot, self.objects.get_manifest(rec.snapshot, rec.size))
+        if snap.run != rec.run or snap.seq != rec.seq:
+            raise CorruptSnapshot(
+                f"run record {record_path(rec.run, rec.seq)} points at snapshot {rec.snapshot}, "
+                f"whose manifest is run {snap.run!r} seq {snap.seq}; the record was edited or "
+                "copied from elsewhere. Run 'ckptfs verify'.")
+        return snap
 
     def snapshots(self, run_id: str) -> Iterator[Snapshot]:
         for seq in self.seqs(run_id):
@@ -249,7 +260,7 @@ class Repository:
         rec = self.head(run_id)
         if rec is None:
             raise NotFound(f"no run {run_id!r} in {self.url}")
-        return self.snapshot(rec.snapshot, size=rec.size, check_committed=False)
+        return self._recorded(rec)
 
 
 def _is_hex(s: str) -> bool:
