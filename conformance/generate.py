@@ -354,10 +354,10 @@ def _fail(*_a: Any) -> Any:
     raise ValueError("card declined")
 
 
-STORES: dict[str, Callable[[Path], None]] = {}
+STORES: dict[str, Callable[[Path], list[str] | None]] = {}
 
 
-def store(fn: Callable[[Path], None]) -> Callable[[Path], None]:
+def store(fn: Callable[[Path], Any]) -> Callable[[Path], Any]:
     """Register a valid-store builder (its docstring's first line is the description)."""
     STORES[fn.__name__.replace("_", "-")] = fn
     return fn
@@ -580,9 +580,20 @@ def unknown_optional_keys(p: Path) -> None:
     init_store(p, optional=["future-compression"], settings={"x-retention": {"days": 3}},
                **{"x-vendor": "acme"})
     e = content_entry(p, "value", cbor.encode({"k": 1}), encoding="cbor")
-    e["x-entry-extension"] = [1, 2]
     commit_raw(p, manifest_map("r1", 1, {"v": e}, **{"x-future": {"a": 1}, "zzz": None}),
                record_extra={"x-note": "ignored"})
+
+
+@store
+def unknown_entry_keys(p: Path) -> list[str]:
+    """Unknown keys in an entry are ignored (v1 writers add none, so the CDDL, which describes
+    what writers write, does not allow them)."""
+    init_store(p)
+    e = content_entry(p, "value", cbor.encode({"k": 1}), encoding="cbor")
+    e["x-entry-extension"] = [1, 2]
+    r = {"kind": "ref", "uri": "s3://b/k", "x-ref-extension": True}
+    d = commit_raw(p, manifest_map("r1", 1, {"v": e, "r": r}))
+    return [snapshot_path(d)]
 
 
 @store
@@ -641,12 +652,12 @@ def chunked_inline_mix(p: Path) -> None:
 def valid_stores(g: Gen) -> None:
     for name, build in STORES.items():
         d = g.store_dir("store-valid", name)
-        build(d)
+        beyond_cddl = build(d) or []
         requires = ["reader", "ledger"] if name.startswith("ledger") else ["reader"]
-        desc = (build.__doc__ or "").strip().splitlines()[0]
+        desc = " ".join((build.__doc__ or "").split())
         g.vector("store-valid", name, desc, ["read", "{store}", str(NOW)],
                  {"output": render_store(str(d), NOW), "compare": "json"}, requires,
-                 store=f"{name}.store")
+                 store=f"{name}.store", beyond_cddl=beyond_cddl)
 
 
 # -- invalid stores ----------------------------------------------------------------------------
@@ -782,8 +793,11 @@ INVALID: dict[str, tuple[str, str, Callable[[Path], Any]]] = {
     "chunk-of-other-content": ("corrupt", "a chunk file holding another chunk's bytes",
                                lambda p: _entry_chunk(p, "big", 0).write_bytes(
                                    _entry_chunk(p, "big", 1).read_bytes())),
-    "manifest-flipped-byte": ("corrupt", "a bit of the head manifest flipped",
-                              lambda p: _flip(_head_manifest(p)[0])),
+    "manifest-flipped-byte": ("corrupt", "one bit of the head manifest flipped (stored raw; "
+                              "still well-formed CBOR, but not the bytes its id names)",
+                              lambda p: _flip_manifest(p)),
+    "manifest-zstd-flipped-byte": ("corrupt", "a bit of the zstd-framed head manifest flipped",
+                                   lambda p: _flip(_head_manifest(p)[0])),
     "manifest-missing": ("missing", "a run record points at an absent manifest",
                          lambda p: _head_manifest(p)[0].unlink()),
     "manifest-truncated": ("corrupt", "the head manifest file cut short",
@@ -886,6 +900,12 @@ def _chunk_size_lies(p: Path) -> None:
     e["chunks"][0][1] += 1
     e["chunks"][1][1] -= 1
     _recommit(p, m)
+
+
+def _flip_manifest(p: Path) -> None:
+    path, _, data = _head_manifest(p)
+    at = data.index(WRITER.encode()) + len("ckptfs-")
+    path.write_bytes(b"\x00" + data[:at] + bytes([data[at] ^ 1]) + data[at + 1:])
 
 
 def _manifest_field(p: Path, **kw: Any) -> None:

@@ -42,12 +42,14 @@ class Result:
 
 
 def load_vectors(root: Path = VECTORS, only: str | None = None) -> list[dict[str, Any]]:
-    """Every vector under ``root``, sorted by id; ``only`` is a glob over ids (or a substring)."""
+    """Every vector under ``root``, sorted by id; ``only`` is a comma-separated list of globs
+    over ids (a pattern without wildcards matches as a substring)."""
+    pats = [p.strip() for p in (only or "").split(",") if p.strip()]
     out = []
     for f in sorted(root.glob("*/*.json")):
         v = json.loads(f.read_text())
         v["_dir"] = str(f.parent)
-        if only and not (fnmatch.fnmatch(v["id"], only) or only in v["id"]):
+        if pats and not any(fnmatch.fnmatch(v["id"], p) or p in v["id"] for p in pats):
             continue
         out.append(v)
     return out
@@ -313,7 +315,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="ckptfs-conformance", description=__doc__)
     p.add_argument("--impl", required=True, help="the adapter command, e.g. 'python -m "
                    "conformance.adapters.ckptfs_adapter'")
-    p.add_argument("--only", help="run only vectors whose id matches this glob or substring")
+    p.add_argument("--only", help="run only vectors whose id matches one of these comma-separated globs "
+                   "(or substrings), e.g. 'store-invalid/*,cbor/reject-*'")
     p.add_argument("--capabilities", help=f"comma-separated claims (default all): "
                    f"{','.join(CAPABILITIES)}")
     p.add_argument("--batch", action="store_true", help="one adapter process, 'COMMAND batch'")
