@@ -222,7 +222,7 @@ def framing_vectors(g: Gen) -> None:
 
 
 def chunker_vectors(g: Gen) -> None:
-    cases = [
+    cases: list[tuple[str, tuple[int, int, int, int], dict[str, Any]]] = [
         ("small-nc1", (64, 256, 1024, 1), {"prng": {"seed": "cut-small", "length": 20000}}),
         ("small-nc0", (64, 256, 1024, 0), {"prng": {"seed": "cut-small", "length": 20000}}),
         ("small-nc2", (64, 256, 1024, 2), {"prng": {"seed": "cut-small", "length": 20000}}),
