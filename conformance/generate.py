@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,6 @@ from conformance.render import canonical_json, render_store, symbolic, tagged
 ROOT = Path(__file__).resolve().parent
 OUT = ROOT / "vectors"
 SPEC_CDDL = ROOT.parent / "spec" / "ckptfs.cddl"
-SUPPLEMENT_CDDL = ROOT / "supplement.cddl"
 T0 = 1_700_000_000_000          # the fixed clock: every vector's times are T0 + offsets
 NOW = T0 + 86_400_000           # the reader's "now" for every read vector
 WRITER = "ckptfs-conformance/1"
@@ -1060,25 +1059,6 @@ def writer_vectors(g: Gen) -> None:
     shutil.rmtree(tmp)
 
 
-# -- CDDL --------------------------------------------------------------------------------------
-def cddl_text() -> str:
-    """spec/ckptfs.cddl, plus the supplement's rules for every name the spec lacks."""
-    spec = SPEC_CDDL.read_text()
-    defined = set(_rule_names(spec))
-    blocks = SUPPLEMENT_CDDL.read_text().split("\n\n")
-    extra = [b for b in blocks if any(n not in defined for n in _rule_names(b))]
-    if not extra:
-        return spec
-    return (spec.rstrip("\n") + "\n\n; ==== conformance/supplement.cddl: rules spec/ckptfs.cddl "
-            "does not define yet ====\n\n" + "\n\n".join(extra).strip("\n") + "\n")
-
-
-def _rule_names(text: str) -> Iterator[str]:
-    for line in text.splitlines():
-        if line and not line[0].isspace() and not line.startswith(";") and "=" in line:
-            yield line.split("=", 1)[0].strip()
-
-
 # -- main --------------------------------------------------------------------------------------
 def generate(out: Path = OUT) -> dict[str, int]:
     if out.exists():
@@ -1096,7 +1076,7 @@ def generate(out: Path = OUT) -> dict[str, int]:
     lookup_vectors(g, base)
     shutil.rmtree(base)
     writer_vectors(g)
-    (out / "ckptfs.cddl").write_text(cddl_text())
+    shutil.copyfile(SPEC_CDDL, out / "ckptfs.cddl")  # the wheel carries no spec/
     for tmp in out.rglob("tmp"):
         if tmp.is_dir() and not any(tmp.iterdir()):
             tmp.rmdir()

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 import ckptfs
+from ckptfs.storage import Storage, open_storage
 
 
 @pytest.fixture(params=["local", "memory"])
@@ -28,3 +29,11 @@ def store_url(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[str]
 @pytest.fixture
 def store(store_url: str) -> ckptfs.Store:
     return ckptfs.open_store(store_url)
+
+
+@pytest.fixture
+def storage(store_url: str) -> Iterator[Storage]:
+    """The raw storage backend of a fresh store URL (every backend ``store_url`` has)."""
+    s = open_storage(store_url)
+    yield s
+    s.close()

@@ -12,10 +12,10 @@ import re
 from ckptfs.errors import InvalidName
 from ckptfs.format.digest import Digest
 
-RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-ENTRY_SEGMENT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$")
-LABEL_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$")
-BOUNDARY = re.compile(r"^[a-z][a-z0-9_.-]{0,63}$")
+RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
+ENTRY_SEGMENT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}\Z")
+LABEL_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}\Z")
+BOUNDARY = re.compile(r"^[a-z][a-z0-9_.-]{0,63}\Z")
 MAX_ENTRY_NAME = 255
 SEQ_WIDTH = 20
 
@@ -90,3 +90,26 @@ def run_dir(run_id: str) -> str:
 
 def record_path(run_id: str, seq: int) -> str:
     return f"{run_dir(run_id)}/{seq_name(seq)}"
+
+
+# -- retention layer (spec/retention.md) --------------------------------------------------------
+TOMBSTONES = "tombstones"
+LEASES = "leases"
+RETIRED = "retired"
+EXPIRY = "expiry"
+
+
+def retired_dir(run_id: str) -> str:
+    return f"{run_dir(run_id)}/{RETIRED}"
+
+
+def expiry_path(run_id: str, seq: int | None = None) -> str:
+    """The expiry override of a whole run (``seq`` None) or of one of its snapshots."""
+    return f"{run_dir(run_id)}/{EXPIRY}" + ("" if seq is None else f"-{seq_name(seq)}")
+
+
+def tombstone_path(run_id: str, seq: int | None = None) -> str:
+    check_run_id(run_id)
+    if seq is None:
+        return f"{TOMBSTONES}/{run_id}.cbor"
+    return f"{TOMBSTONES}/{run_id}/{seq_name(seq)}.cbor"

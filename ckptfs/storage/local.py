@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import os
 import secrets
+import stat
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -159,7 +160,10 @@ class LocalStorage(Storage):
             _drop_temp(tmp)
 
     def _write_one(self, data: bytes, path: str, *, exclusive: bool) -> None:
-        temp = self._temp_open(data)
+        try:
+            temp = self._temp_open(data)
+        except OSError as e:
+            raise _wrap(e, path) from e
         try:
             if self.durable:
                 os.fsync(temp[1])
@@ -197,19 +201,30 @@ class LocalStorage(Storage):
         except OSError as e:
             raise _wrap(e, path) from e
 
+    def _freshen(self, path: str) -> bool:
+        """Touch an existing object so garbage collection's grace period starts again
+        (spec/retention.md "Grace rule"); False when it does not exist."""
+        try:
+            os.utime(self._abs(path))
+            return True
+        except FileNotFoundError:
+            return False
+        except OSError as e:
+            raise _wrap(e, path) from e
+
     def write(self, path: str, data: bytes) -> None:
-        if not os.path.exists(self._abs(path)):
+        if not self._freshen(path):
             self._write_one(data, path, exclusive=False)
 
     def write_many(self, items: Iterable[tuple[str, bytes]]) -> None:
-        todo = [(p, d) for p, d in items if not os.path.exists(self._abs(p))]
+        todo = [(p, d) for p, d in items if not self._freshen(p)]
         temps = self._stage(todo, [])
         self._sync_dirs([self._put(t, p, exclusive=False) for t, (p, _) in zip(temps, todo)])
 
     def commit(self, objects: list[tuple[str, bytes]], path: str, data: bytes) -> None:
         """Three rounds of fsync instead of two per file: all temp files (objects and the
         record) together, then the directories of the objects, then the record's directory."""
-        todo = [(p, d) for p, d in objects if not os.path.exists(self._abs(p))]
+        todo = [(p, d) for p, d in objects if not self._freshen(p)]
         record = self._temp_open(data)
         try:
             temps = self._stage(todo, [record[1]])
@@ -233,12 +248,16 @@ class LocalStorage(Storage):
         try:
             self._ensure_dir(d)
             tmp = os.path.join(d, f".{os.path.basename(final)}.{secrets.token_hex(6)}.tmp")
-            with open(tmp, "wb") as f:
-                f.write(data)
-                if self.durable:
-                    f.flush()
-                    os.fsync(f.fileno())
-            os.replace(tmp, final)
+            try:
+                with open(tmp, "wb") as f:
+                    f.write(data)
+                    if self.durable:
+                        f.flush()
+                        os.fsync(f.fileno())
+                os.replace(tmp, final)
+            except BaseException:
+                _drop_temp(tmp)  # a failed replace leaves no temp file behind
+                raise
         except OSError as e:
             raise _wrap(e, path) from e
         self._fsync_dir(d)
@@ -265,11 +284,11 @@ class LocalStorage(Storage):
     def size(self, path: str) -> int | None:
         try:
             st = os.lstat(self._abs(path))
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError as e:
             raise _wrap(e, path) from e
-        return st.st_size
+        return None if stat.S_ISDIR(st.st_mode) else st.st_size  # folders are not objects
 
     def mtime(self, path: str) -> float | None:
         try:

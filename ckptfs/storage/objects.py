@@ -77,8 +77,9 @@ class FsspecStorage(Storage):
         self._probed = True
 
     def read(self, path: str) -> bytes:
+        full = self._abs(path)  # a refused path raises InvalidName, never StorageError
         try:
-            data: bytes = self.fs.cat_file(self._abs(path))
+            data: bytes = self.fs.cat_file(full)
             return data
         except FileNotFoundError:
             raise
@@ -105,15 +106,16 @@ class FsspecStorage(Storage):
         return out
 
     def write(self, path: str, data: bytes) -> None:
+        full = self._abs(path)
         self._need_write()
         try:
-            self.fs.pipe_file(self._abs(path), data)
+            self.fs.pipe_file(full, data)
         except (OSError, ValueError) as e:
             raise _wrap(e, self.url, path) from e
 
     def write_many(self, items: Iterable[tuple[str, bytes]]) -> None:
-        self._need_write()
         batch = {self._abs(p): d for p, d in items}
+        self._need_write()
         if not batch:
             return
         try:
@@ -122,8 +124,8 @@ class FsspecStorage(Storage):
             raise _wrap(e, self.url, "(batch)") from e
 
     def create(self, path: str, data: bytes) -> None:
-        self._need_write()
         full = self._abs(path)
+        self._need_write()
         try:
             if self.capabilities.create_only:
                 with self.fs.open(full, "xb") as f:
@@ -159,17 +161,19 @@ class FsspecStorage(Storage):
         return sorted(out)
 
     def delete(self, path: str) -> None:
+        full = self._abs(path)
         self._need_write()
         try:
-            self.fs.rm_file(self._abs(path))
+            self.fs.rm_file(full)
         except FileNotFoundError:
             return
         except (OSError, ValueError) as e:
             raise _wrap(e, self.url, path) from e
 
     def _info(self, path: str) -> dict[str, Any] | None:
+        full = self._abs(path)
         try:
-            info: dict[str, Any] = self.fs.info(self._abs(path))
+            info: dict[str, Any] = self.fs.info(full)
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as e:
