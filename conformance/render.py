@@ -12,12 +12,13 @@ import json
 import struct
 from typing import Any
 
-from ckptfs.errors import CkptfsError, CorruptSnapshot, FormatError
+from ckptfs.errors import CkptfsError
 from ckptfs.format.digest import Digest
-from ckptfs.format.ledger import Effect, Ledger, LedgerRef, Record
+from ckptfs.format.ledger import Effect, LedgerRef, Record
 from ckptfs.format.models import Captured, Entry, Reference, StoreConfig
 from ckptfs.storage import open_storage
-from ckptfs.store.entries import decode_value, read_content
+from ckptfs.store.entries import decode_value, read_content, read_ledger
+from ckptfs.store.lifecycle import effective_expiry
 from ckptfs.store.repository import Repository, Snapshot
 
 SAFE_INT = 1 << 53
@@ -126,15 +127,7 @@ def render_ledger(repo: Repository, snap: Snapshot, where: str) -> dict[str, Any
     if raw is None:
         return None
     ref = LedgerRef.from_cbor(raw, what=where)
-    entry = ref.as_entry()
-    content = read_content(repo.objects, entry, where=where)
-    items = decode_value(entry, content, where=where)
-    if len(items) != ref.count:
-        raise CorruptSnapshot(f"{where}: holds {len(items)} records, count says {ref.count}")
-    try:
-        ledger = Ledger.from_cbor(items, what=where)
-    except FormatError as e:
-        raise CorruptSnapshot(str(e)) from e
+    ledger, _, _, items = read_ledger(repo.objects, raw, where=where)
     return {"count": ref.count, "size": ref.size, "digest": ref.digest.text,
             "inline": ref.inline is not None,
             "chunks": [[c.digest.text, c.size] for c in ref.chunks],
@@ -145,12 +138,13 @@ def render_ledger(repo: Repository, snap: Snapshot, where: str) -> dict[str, Any
 
 def render_snapshot(repo: Repository, snap: Snapshot, now: int) -> dict[str, Any]:
     m = snap.manifest
+    expires = effective_expiry(repo.storage, m.run, m.seq, m.expires)  # retention may override
     out: dict[str, Any] = {
         "id": snap.id, "run": m.run, "seq": m.seq, "boundary": m.boundary, "created": m.created,
         "writer": m.writer, "schema": {"name": m.schema.name, "version": m.schema.version},
         "parent": _text(m.parent), "resumed_from": _text(m.resumed_from), "attempt": m.attempt,
-        "labels": dict(m.labels), "expires": m.expires, "required": list(m.required)}
-    if m.expires is not None and m.expires <= now:
+        "labels": dict(m.labels), "expires": expires, "required": list(m.required)}
+    if expires is not None and expires <= now:
         out["error"] = "expired"
         return out
     where = f"snapshot {snap.digest.short} (run {m.run!r} seq {m.seq})"

@@ -11,16 +11,14 @@ import attrs
 
 from ckptfs.errors import (
     ConflictError,
-    CorruptSnapshot,
     ExpiredError,
-    FormatError,
     MigrationError,
     MissingReference,
     NotFound,
 )
 from ckptfs.format import cbor
 from ckptfs.format.cdc import ChunkerParams
-from ckptfs.format.ledger import Ledger, LedgerRef
+from ckptfs.format.ledger import Ledger
 from ckptfs.format.models import Captured, Manifest, Reference, Schema
 from ckptfs.format.names import check_run_id
 from ckptfs.runtime.effects import large_result
@@ -29,7 +27,7 @@ from ckptfs.runtime.refs import check_reference, to_ref
 from ckptfs.runtime.run import Run, expiry_ms
 from ckptfs.storage import Storage, open_storage
 from ckptfs.store.lifecycle import effective_expiry, read_expiry, read_retired
-from ckptfs.store.entries import EntryWriter, decode_value, read_content, stored_blob
+from ckptfs.store.entries import EntryWriter, decode_value, read_content, read_ledger, stored_blob
 from ckptfs.store.repository import Repository, Snapshot, now_ms
 
 
@@ -224,16 +222,7 @@ class Store:
         if m.ledger is None:
             return Ledger(), writer
         where = f"snapshot {snap.digest.short} (run {m.run!r} seq {m.seq}) ledger"
-        ref = LedgerRef.from_cbor(m.ledger, what=where)
-        entry = ref.as_entry()
-        content = read_content(self.repo.objects, entry, where=where)
-        items = decode_value(entry, content, where=where)
-        if len(items) != ref.count:
-            raise CorruptSnapshot(f"{where}: holds {len(items)} records, count says {ref.count}")
-        try:
-            ledger = Ledger.from_cbor(items, what=where)
-        except FormatError as e:
-            raise CorruptSnapshot(str(e)) from e
+        ledger, entry, content, items = read_ledger(self.repo.objects, m.ledger, where=where)
         if writer is not None:
             writer.seed("ledger", entry, content, items)
         return ledger, writer
