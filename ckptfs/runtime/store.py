@@ -48,7 +48,7 @@ class Store:
 
     def __init__(self, storage: Storage, *, chunker: ChunkerParams | None = None,
                  clock: Callable[[], int] | None = None, writer: str | None = None) -> None:
-        from ckptfs import __version__
+        from ckptfs._version import __version__
 
         self.repo = Repository(storage)
         self.writer_name = writer or f"ckptfs-python/{__version__}"
