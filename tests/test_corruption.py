@@ -201,3 +201,18 @@ def test_noncanonical_manifest_is_refused(store: ckptfs.Store, storage: Storage)
     rec.update(snapshot=d.raw, size=len(loose))
     overwrite(storage, record_path("n", 1), cbor.encode(rec))
     fails_cleanly(storage, FormatError, lambda: store.read("n"), "canonical")
+
+
+def test_a_non_canonical_run_record_is_reported_as_such(tmp_path: Path) -> None:
+    import cbor2
+
+    from ckptfs.errors import NonCanonical
+
+    store = ckptfs.open_store(str(tmp_path / "s"))
+    store.start_run("r").checkpoint({"x": 1})
+    path = tmp_path / "s" / "runs" / "r" / ("0" * 19 + "1")
+    fields = cbor2.loads(path.read_bytes())
+    reordered = dict(reversed(list(fields.items())))  # same map, keys out of canonical order
+    path.write_bytes(cbor2.dumps(reordered))
+    with pytest.raises(NonCanonical):
+        store.repo.record("r", 1)

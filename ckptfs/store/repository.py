@@ -21,6 +21,7 @@ from ckptfs.errors import (
     FormatError,
     InvalidName,
     MissingObject,
+    NonCanonical,
     NotAStore,
     NotFound,
 )
@@ -206,6 +207,8 @@ class Repository:
                 f"run {run_id!r} has no snapshot with sequence number {seq}")) from None
         try:
             rec = RunRecord.from_bytes(data, what=what)
+        except NonCanonical as e:
+            raise NonCanonical(f"{e} (the record was edited or written by a broken writer)") from e
         except FormatError as e:
             raise CorruptSnapshot(f"{e} (the file may be truncated or edited)") from e
         if rec.run != run_id or rec.seq != seq:
