@@ -126,6 +126,8 @@ class LocalStorage(Storage):
             self._fsync_dir(d)
 
     def create(self, path: str, data: bytes) -> None:
+        if not data:
+            raise ValueError(f"{path}: create-only objects must not be empty")
         self._link(data, path, exclusive=True)
 
     def replace(self, path: str, data: bytes) -> None:

@@ -77,8 +77,9 @@ class FsspecStorage(Storage):
         self._probed = True
 
     def read(self, path: str) -> bytes:
+        full = self._abs(path)  # InvalidName propagates as itself
         try:
-            data: bytes = self.fs.cat_file(self._abs(path))
+            data: bytes = self.fs.cat_file(full)
             return data
         except FileNotFoundError:
             raise
@@ -105,9 +106,10 @@ class FsspecStorage(Storage):
         return out
 
     def write(self, path: str, data: bytes) -> None:
+        full = self._abs(path)
         self._need_write()
         try:
-            self.fs.pipe_file(self._abs(path), data)
+            self.fs.pipe_file(full, data)
         except (OSError, ValueError) as e:
             raise _wrap(e, self.url, path) from e
 
@@ -122,8 +124,11 @@ class FsspecStorage(Storage):
             raise _wrap(e, self.url, "(batch)") from e
 
     def create(self, path: str, data: bytes) -> None:
-        self._need_write()
         full = self._abs(path)
+        if not data:
+            # s3fs sends a zero-length "xb" write as a plain PUT: it would not be exclusive
+            raise ValueError(f"{path}: create-only objects must not be empty")
+        self._need_write()
         try:
             if self.capabilities.create_only:
                 with self.fs.open(full, "xb") as f:
@@ -159,17 +164,21 @@ class FsspecStorage(Storage):
         return sorted(out)
 
     def delete(self, path: str) -> None:
+        full = self._abs(path)
         self._need_write()
         try:
-            self.fs.rm_file(self._abs(path))
+            self.fs.rm_file(full)
         except FileNotFoundError:
             return
         except (OSError, ValueError) as e:
             raise _wrap(e, self.url, path) from e
 
     def _info(self, path: str) -> dict[str, Any] | None:
+        full = self._abs(path)
+        # a cached listing of the parent (s3fs) would hide objects other writers created since
+        self.fs.invalidate_cache(full)
         try:
-            info: dict[str, Any] = self.fs.info(self._abs(path))
+            info: dict[str, Any] = self.fs.info(full)
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as e:

@@ -6,6 +6,7 @@ import os
 from typing import Any
 
 import fsspec
+from fsspec.implementations.local import LocalFileSystem
 
 from ckptfs.storage.base import Storage
 from ckptfs.storage.local import LocalStorage
@@ -22,4 +23,8 @@ def open_storage(url: str, **storage_options: Any) -> Storage:
             raise TypeError(f"local stores take no storage options but 'durable', got {sorted(storage_options)}")
         return LocalStorage(path, durable=durable)
     fs, root = fsspec.core.url_to_fs(url, **storage_options)
+    if isinstance(fs, LocalFileSystem):
+        # local disk under another spelling ("local://"): fsspec's local "xb" exposes a
+        # half-written file and its writes are not fsynced; link(2) gives neither problem
+        return LocalStorage(root, durable=True)
     return FsspecStorage(fs, root, url)
