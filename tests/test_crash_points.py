@@ -1,0 +1,165 @@
+"""Crash-point enumeration (ALICE/CrashMonkey style): a scripted sequence of checkpoints,
+resumes and forks dies at every storage operation in turn, in every way the backend can die;
+after each death a fresh process (a clean Storage) must find a store that verifies, whose heads
+are the last commits that returned (or the one in flight), whose states equal what was committed,
+and which accepts new commits."""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+import ckptfs
+from ckptfs.format.cdc import ChunkerParams
+from ckptfs.ops.verify import verify
+from ckptfs.storage import Storage, open_storage
+from faults import Crash, FaultyStorage
+
+SMALL = ChunkerParams(min_size=64, avg_size=256, max_size=1024)
+CRASH_POINTS: dict[str, int] = {}
+
+
+@attrs.define
+class Journal:
+    """What the doomed process knew: commits that returned, and the one in flight."""
+
+    committed: dict[str, dict[int, tuple[str, dict[str, Any]]]] = attrs.field(factory=dict)
+    inflight: tuple[str, int, dict[str, Any]] | None = None
+
+    def commit(self, run: ckptfs.Run, state: dict[str, Any]) -> None:
+        self.inflight = (run.id, run.seq + 1, state)
+        snap = run.checkpoint(state)
+        self.committed.setdefault(run.id, {})[snap.seq] = (snap.id, state)
+        self.inflight = None
+
+    def last_state(self, run_id: str) -> dict[str, Any]:
+        seqs = self.committed[run_id]
+        return seqs[max(seqs)][1]
+
+
+def payload(i: int) -> bytes:
+    return random.Random(i).randbytes(1500 + 300 * i)
+
+
+def script(store: ckptfs.Store, j: Journal) -> None:
+    """Checkpoints with growing history and blobs, a resume, a fork, a second resume."""
+    run = store.start_run("main", schema=("agent", 1))
+    msgs: list[dict[str, Any]] = []
+    for i in range(4):
+        msgs.append({"role": "user", "content": f"message {i} " * 30})
+        j.commit(run, {"messages": list(msgs), "step": i, "blob": ckptfs.Blob(payload(i))})
+    run = store.resume("main")
+    assert run.state == j.last_state("main")
+    for i in range(4, 6):
+        msgs.append({"role": "tool", "content": f"result {i} " * 30})
+        j.commit(run, {"messages": list(msgs), "step": i, "blob": ckptfs.Blob(payload(i % 2))})
+    side = store.fork("main@2", "side")
+    j.commit(side, {**side.state, "step": 100})
+    j.commit(side, {"messages": msgs[:1], "step": 101})
+    run = store.resume("main")
+    j.commit(run, {"messages": list(msgs), "step": 6, "done": True})
+
+
+def check_after_crash(storage: Storage, j: Journal, where: str) -> None:
+    """A fresh process opens the store and checks every promise."""
+    store = ckptfs.Store(storage)
+    if store.repo.load_config() is None:
+        assert not j.committed and storage.list("runs") == [], where
+        return
+    report = verify(store.repo, read_data=True)
+    assert report.ok, (where, report.problems)
+    assert sorted(store.runs()) == sorted(
+        set(j.committed) | ({j.inflight[0]} if j.inflight else set())) or (
+        j.inflight is not None and j.inflight[1] == 1
+        and sorted(store.runs()) == sorted(j.committed)), (where, store.runs())
+    for run_id in store.runs():
+        seqs = [s.seq for s in store.snapshots(run_id)]
+        done = j.committed.get(run_id, {})
+        expected = sorted(done)
+        if j.inflight and j.inflight[0] == run_id and seqs and seqs[-1] == j.inflight[1]:
+            expected.append(j.inflight[1])  # died after its record was created
+            done = {**done, j.inflight[1]: ("", j.inflight[2])}
+        assert seqs == expected, (where, run_id, seqs, expected)
+        for seq in seqs:
+            snap = store.get(f"{run_id}@{seq}")
+            sid, state = done[seq]
+            assert not sid or snap.id == sid, where
+            assert store.read(snap) == state, (where, run_id, seq)
+    # and the run goes on: resume every head and commit once more
+    for run_id in store.runs():
+        run = store.resume(run_id)
+        run.checkpoint({"after": "crash"})
+        assert store.read(run_id) == {"after": "crash"}
+
+
+def fresh(kind: str, tmp_path: Path) -> str:
+    return str(tmp_path / uuid.uuid4().hex) if kind == "local" \
+        else f"memory://crash-{uuid.uuid4().hex}"
+
+
+def reopen(kind: str, url: str) -> Storage:
+    return open_storage(url, durable=False) if kind == "local" else open_storage(url)
+
+
+@pytest.mark.parametrize("kind,modes", [("local", ("before", "after", "tear")),
+                                        ("memory", ("before", "after"))])
+def test_every_crash_point(kind: str, modes: tuple[str, ...], tmp_path: Path) -> None:
+    counting = FaultyStorage(reopen(kind, fresh(kind, tmp_path)))
+    script(ckptfs.Store(counting, chunker=SMALL), Journal())
+    total = counting.ops
+    assert total >= 100, total
+    points = 0
+    for mode in modes:
+        for k in range(total):
+            url = fresh(kind, tmp_path)
+            faulty = FaultyStorage(reopen(kind, url), fail_at=k, mode=mode)
+            j = Journal()
+            with pytest.raises(Crash):
+                script(ckptfs.Store(faulty, chunker=SMALL), j)
+            check_after_crash(reopen(kind, url), j, f"op {k}: {faulty.crashed_in}")
+            points += 1
+    CRASH_POINTS[kind] = points
+    print(f"\ncrash points on {kind}: {points} ({total} operations x {len(modes)} ways)")
+
+
+KILLEE = str(Path(__file__).with_name("killee.py"))
+
+
+def test_sigkill_at_random_moments(tmp_path: Path) -> None:
+    """Real processes killed with SIGKILL mid-run, each successor resuming the head."""
+    url = str(tmp_path / "store")
+    rng = random.Random(8)
+    kills = 0
+    last_reported = 0
+    for _ in range(5):
+        p = subprocess.Popen([sys.executable, KILLEE, url], stdout=subprocess.PIPE, text=True)
+        assert p.stdout is not None
+        first = p.stdout.readline()  # the child is up and has committed once
+        assert first.startswith("committed"), first
+        time.sleep(rng.uniform(0.0, 0.3))
+        p.send_signal(signal.SIGKILL)
+        out = first + p.stdout.read()
+        p.wait()
+        kills += 1
+        reported = [int(line.split()[1]) for line in out.splitlines()
+                    if line.startswith("committed")]
+        assert reported and reported[0] == last_reported + 1
+        last_reported = reported[-1]
+        store = ckptfs.open_store(url)
+        head = store.head("killed").seq
+        assert head in (last_reported, last_reported + 1), (head, last_reported)
+        assert verify(store.repo, read_data=True).ok
+        from killee import state_for
+
+        assert store.read("killed") == state_for(head)
+        last_reported = head
+    assert kills == 5
