@@ -36,6 +36,8 @@ class FaultyStorage(Storage):
         self.mode = mode
         self.ops = 0
         self.crashed_in: str | None = None
+        #: (operation name, carries data) of every operation so far, for planning crashes
+        self.log: list[tuple[str, bool]] = []
 
     @property  # type: ignore[override]
     def capabilities(self):  # type: ignore[no-untyped-def]
@@ -44,6 +46,7 @@ class FaultyStorage(Storage):
     def _op(self, name: str, path: str, do: Callable[[], T], data: bytes | None = None) -> T:
         k = self.ops
         self.ops += 1
+        self.log.append((name, data is not None))
         if k != self.fail_at:
             return do()
         self.crashed_in = f"{name} {path} ({self.mode})"

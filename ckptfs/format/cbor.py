@@ -86,9 +86,45 @@ def decode_sequence(data: bytes | memoryview, *, what: str) -> list[Any]:
     return out
 
 
+_SCALARS = frozenset(_ALLOWED_SCALARS)
+
+
+def _is_plain(v: Any, depth: int = 0) -> bool:
+    """Fast yes/no version of check_plain (recursive; about 2x faster than the explaining walk)."""
+    if depth >= MAX_DEPTH:
+        return False
+    tv = type(v)
+    if tv is dict:
+        for k, x in v.items():
+            if type(k) is not str:
+                return False
+            tx = type(x)
+            if tx is dict or tx is list:
+                if not _is_plain(x, depth + 1):
+                    return False
+            elif tx not in _SCALARS:
+                return False
+        return True
+    if tv is list:
+        for x in v:
+            tx = type(x)
+            if tx is dict or tx is list:
+                if not _is_plain(x, depth + 1):
+                    return False
+            elif tx not in _SCALARS:
+                return False
+        return True
+    return tv in _SCALARS
+
+
 def check_plain(value: Any, *, what: str = "value", decoded: bool = False) -> None:
     """Raise TypeError (FormatError when ``decoded``) naming the path of the first value that
     is not plain data: None, bool, int, float, str, bytes, list, dict with str keys."""
+    try:
+        if _is_plain(value):
+            return
+    except RecursionError:
+        pass
     stack: list[tuple[Any, str, int]] = [(value, "", 0)]
     while stack:
         v, path, depth = stack.pop()

@@ -27,6 +27,8 @@ MAX_CHUNK_SIZE = 16 * 1024 * 1024
 MAX_MANIFEST_SIZE = 64 * 1024 * 1024
 MAX_RECORD_SIZE = 64 * 1024
 MAX_CONFIG_SIZE = 64 * 1024
+#: content up to this size MAY be stored in the manifest itself (``inline``) instead of chunks
+MAX_INLINE_SIZE = 64 * 1024
 MAX_U64 = (1 << 64) - 1
 
 EntryKind = Literal["value", "blob", "ref"]
@@ -112,11 +114,16 @@ class Captured:
     chunks: tuple[ChunkRef, ...]
     encoding: str | None = None
     labels: Mapping[str, str] = attrs.field(factory=dict)
+    #: small content kept in the manifest itself (then ``chunks`` is empty)
+    inline: bytes | None = None
 
     def to_cbor(self) -> dict[str, Any]:
         m: dict[str, Any] = {"kind": self.kind, "type": self.type, "size": self.size,
-                             "digest": self.digest.raw,
-                             "chunks": [c.to_cbor() for c in self.chunks]}
+                             "digest": self.digest.raw}
+        if self.inline is not None:
+            m["inline"] = self.inline
+        else:
+            m["chunks"] = [c.to_cbor() for c in self.chunks]
         if self.encoding is not None:
             m["encoding"] = self.encoding
         if self.labels:
@@ -167,9 +174,18 @@ def entry_from_cbor(name: str, m: Any) -> Entry:
     if kind not in ("value", "blob"):
         raise FormatError(f"{what}: unknown entry kind {kind!r} (value, blob, ref)")
     size = _get(m, "size", int, what)
-    raw_chunks = _get(m, "chunks", list, what)
+    inline = _get(m, "inline", bytes, what, optional=True)
+    if inline is not None:
+        if "chunks" in m:
+            raise FormatError(f"{what}: has both 'inline' and 'chunks'")
+        if len(inline) != size or size > MAX_INLINE_SIZE:
+            raise FormatError(f"{what}: inline content is {len(inline)} bytes, size says {size} "
+                              f"(inline content is at most {MAX_INLINE_SIZE} bytes)")
+        raw_chunks: list[Any] = []
+    else:
+        raw_chunks = _get(m, "chunks", list, what)
     chunks: list[ChunkRef] = []
-    total = 0
+    total = len(inline) if inline is not None else 0
     for i, c in enumerate(raw_chunks):
         if not (isinstance(c, list) and len(c) == 2):
             raise FormatError(f"{what}: chunk {i} must be [digest, size]")
@@ -187,8 +203,11 @@ def entry_from_cbor(name: str, m: Any) -> Entry:
     elif encoding is not None:
         raise FormatError(f"{what}: a blob has no encoding")
     typ = _get(m, "type", str, what)
-    return Captured(kind=kind, type=typ, size=size, digest=_digest(m.get("digest"), what),
-                    chunks=tuple(chunks), encoding=encoding, labels=labels)
+    digest = _digest(m.get("digest"), what)
+    if inline is not None and Digest.of(inline) != digest:
+        raise FormatError(f"{what}: inline content does not match its digest")
+    return Captured(kind=kind, type=typ, size=size, digest=digest, chunks=tuple(chunks),
+                    encoding=encoding, labels=labels, inline=inline)
 
 
 @attrs.frozen(slots=True)
@@ -272,12 +291,12 @@ class Manifest:
                         _get(sch, "version", int, f"{what} schema"))
         raw_entries = _get(m, "entries", dict, what)
         entries: dict[str, Entry] = {}
-        for name, e in raw_entries.items():
+        for name, raw in raw_entries.items():
             try:
                 check_entry_name(name)
             except ValueError as err:
                 raise FormatError(f"{what}: {err}") from err
-            entries[name] = entry_from_cbor(name, e)
+            entries[name] = entry_from_cbor(name, raw)
         attempt = _get(m, "attempt", int, what)
         if attempt < 1:
             raise FormatError(f"{what}: attempt starts at 1")

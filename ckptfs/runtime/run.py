@@ -12,7 +12,7 @@ from ckptfs.format.models import Manifest, Schema
 from ckptfs.format.names import check_boundary, check_label_key
 from ckptfs.format.values import Blob, Ref
 from ckptfs.runtime.refs import capture
-from ckptfs.store.entries import EntryWriter
+from ckptfs.store.entries import EntryWriter, stored_blob
 from ckptfs.store.repository import Snapshot, now_ms
 
 if TYPE_CHECKING:
@@ -116,14 +116,16 @@ class Run:
             attempt=self.attempt, ledger=self._ledger_cbor(), labels=check_labels(labels),
             expires=expires, extra=self._next_extra)
         try:
-            snap = self.store.repo.commit(manifest)
+            snap = self.store.repo.commit(manifest, self._writer.pending)
         except ConflictError as e:
             self._fenced = str(e)
             raise
         self.snapshot = snap
         self._next_extra = {}
-        self.state = {k: v for k, v in prepared.items() if not isinstance(v, Blob)
-                      or isinstance(v.source, bytes)}
+        # blobs become stored blobs: the run's state can be checkpointed again (by an effect,
+        # say) without re-reading a file or a consumed file object
+        self.state = {k: stored_blob(self.store.repo.objects, entries[k], where=f"entry {k!r}")  # type: ignore[arg-type]
+                      if isinstance(v, Blob) else v for k, v in prepared.items()}
         return snap
 
     def _pending_resume(self) -> bool:

@@ -74,6 +74,15 @@ class Storage(abc.ABC):
         """Create ``path`` only if absent, atomically; raise FileExistsError if present.
         ``data`` must not be empty (ValueError): s3fs does not make an empty create exclusive."""
 
+    def commit(self, objects: list[tuple[str, bytes]], path: str, data: bytes) -> None:
+        """Write immutable ``objects`` durably, then create-only ``path`` (the commit point).
+
+        If ``path`` exists, raise FileExistsError; the objects may then remain as garbage.
+        Backends may overlap the work as long as ``path`` appears only after every object is
+        durable."""
+        self.write_many(objects)
+        self.create(path, data)
+
     @abc.abstractmethod
     def replace(self, path: str, data: bytes) -> None:
         """Write or overwrite a small mutable object atomically (leases, hints; never commits)."""

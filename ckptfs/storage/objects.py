@@ -99,7 +99,7 @@ class FsspecStorage(Storage):
             v = got.get(f)
             if isinstance(v, FileNotFoundError) or v is None:
                 out.append(None)
-            elif isinstance(v, BaseException):
+            elif isinstance(v, Exception):
                 raise _wrap(v, self.url, p)
             else:
                 out.append(v)

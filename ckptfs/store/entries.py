@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Mapping
-from typing import IO, Any
+from typing import IO, Any, BinaryIO, cast
 
 import attrs
 import cbor2
@@ -32,6 +32,8 @@ from ckptfs.format.values import Blob, Ref, StoredBlob
 from ckptfs.store.objects import ObjectStore
 
 MAX_OPEN = 16
+#: values and byte blobs up to this size go in the manifest itself: no chunk file, no fsync
+INLINE_MAX = 2048
 _BATCH_BYTES = 8 * 1024 * 1024
 
 
@@ -60,6 +62,8 @@ class EntryWriter:
         self.params = params
         self.prev: dict[str, _Prev] = {}
         self.bytes_new = 0
+        #: chunks of value entries that the next commit must write (with its manifest)
+        self.pending: list[tuple[Digest, bytes | memoryview]] = []
 
     # -- public ------------------------------------------------------------------------------
     def encode_state(self, state: Mapping[str, Any],
@@ -67,7 +71,7 @@ class EntryWriter:
         if not isinstance(state, Mapping):
             raise TypeError(f"state must be a mapping of entry name -> value, not {type(state).__name__}")
         entries: dict[str, Entry] = {}
-        pending: list[tuple[Digest, bytes | memoryview]] = []
+        pending = self.pending = []
         for name, value in state.items():
             check_entry_name(name)
             labels = dict((entry_labels or {}).get(name, {}))
@@ -75,13 +79,16 @@ class EntryWriter:
                 entries[name] = _reference(value, labels)
             elif isinstance(value, Blob):
                 entries[name] = self._blob(name, value, labels)
+            elif isinstance(value, StoredBlob) and value.size and not value.chunks:
+                # a small blob restored from its manifest (inline): write it again from bytes
+                entries[name] = self._blob(name, Blob(value.read(), type=value.type),
+                                           labels or dict(value.labels))
             elif isinstance(value, StoredBlob):
                 entries[name] = Captured(kind="blob", type=value.type, size=value.size,
                                          digest=value.digest, chunks=value_chunks(value),
                                          labels=labels or value.labels)
             else:
                 entries[name] = self._value(name, value, labels, pending)
-        self.objects.put_chunks(pending)
         for name in list(self.prev):
             if name not in state:
                 del self.prev[name]
@@ -137,7 +144,16 @@ class EntryWriter:
             entry = attrs.evolve(prev.entry, labels=labels)
             prev.entry, prev.fast, prev.count = entry, fast, len(value) if fast is not None else 0
             return entry
-        if appended and prev is not None:
+        if len(content) <= INLINE_MAX:
+            h = hasher()
+            h.update(content)
+            entry = Captured(kind="value", type=VALUE_TYPES[encoding], size=len(content),
+                             digest=Digest(h.digest()), chunks=(), encoding=encoding,
+                             labels=labels, inline=content)
+            self.prev[name] = _Prev(entry, content, fast, len(value) if fast is not None else 0,
+                                    0, h)
+            return entry
+        if appended and prev is not None and prev.entry.inline is None:
             h = prev.hash_state.copy()
             h.update(memoryview(content)[len(prev.content):])
             chunks, sealed = self._append_chunks(prev, content, pending)
@@ -198,13 +214,16 @@ class EntryWriter:
             prev = self.prev.get(name)
             if prev is not None and prev.entry.kind == "blob" and prev.content == src:
                 return attrs.evolve(prev.entry, labels=labels, type=blob.type)
-            pending: list[tuple[Digest, bytes | memoryview]] = []
             h = hasher()
             h.update(src)
-            chunks, sealed = self._fresh_chunks(src, pending)
-            self.objects.put_chunks(pending)
+            chunks: list[ChunkRef] = []
+            sealed, inline = 0, None
+            if len(src) <= INLINE_MAX:
+                inline = src
+            else:
+                chunks, sealed = self._fresh_chunks(src, self.pending)
             entry = Captured(kind="blob", type=blob.type, size=len(src), digest=Digest(h.digest()),
-                             chunks=tuple(chunks), labels=labels)
+                             chunks=tuple(chunks), labels=labels, inline=inline)
             if len(src) <= 4 * 1024 * 1024:
                 self.prev[name] = _Prev(entry, src, None, 0, sealed, h)
             return entry
@@ -220,7 +239,7 @@ class EntryWriter:
         batch: list[tuple[Digest, bytes | memoryview]] = []
         batch_bytes = 0
         size = 0
-        for data in iter_chunks(f, self.params):
+        for data in iter_chunks(cast(BinaryIO, f), self.params):
             h.update(data)
             d = Digest.of(data)
             chunks.append(ChunkRef(d, len(data)))
@@ -257,6 +276,8 @@ def read_content(objects: ObjectStore, entry: Captured, *, where: str) -> bytes:
     from ckptfs.format import framing
     from ckptfs.errors import CorruptObject, MissingObject
 
+    if entry.inline is not None:
+        return entry.inline  # verified against its digest when the manifest was parsed
     paths = [chunk_path(c.digest) for c in entry.chunks]
     got = objects.storage.read_many(paths)
     parts: list[bytes] = []
@@ -285,6 +306,9 @@ def decode_value(entry: Captured, content: bytes, *, where: str) -> Any:
 
 def stored_blob(objects: ObjectStore, entry: Captured, *, where: str) -> StoredBlob:
     def opener() -> Iterator[bytes]:
+        if entry.inline is not None:
+            yield entry.inline
+            return
         h = hasher()
         for c in entry.chunks:
             data = objects.get_chunk(c, where=where)

@@ -21,8 +21,9 @@ class ObjectStore:
         self.chunk_puts = 0
 
     # -- chunks ------------------------------------------------------------------------------
-    def put_chunks(self, chunks: Iterable[tuple[Digest, bytes | memoryview]]) -> int:
-        """Store chunks not already known to exist; returns the number written."""
+    def frame_chunks(self, chunks: Iterable[tuple[Digest, bytes | memoryview]]
+                     ) -> list[tuple[str, bytes]]:
+        """Framed objects for the chunks not already known to exist (deduplicated)."""
         batch: list[tuple[str, bytes]] = []
         seen: set[Digest] = set()
         for d, data in chunks:
@@ -30,11 +31,25 @@ class ObjectStore:
                 continue
             seen.add(d)
             batch.append((chunk_path(d), framing.frame(data)))
+        return batch
+
+    def put_chunks(self, chunks: Iterable[tuple[Digest, bytes | memoryview]]) -> int:
+        """Store chunks not already known to exist, durably now; returns the number written."""
+        chunks = list(chunks)
+        batch = self.frame_chunks(chunks)
         if batch:
             self.storage.write_many(batch)
             self.chunk_puts += len(batch)
-        self.known.update(seen)
+        self.known.update(d for d, _ in chunks)
         return len(batch)
+
+    def manifest_object(self, manifest: Manifest) -> tuple[Digest, int, tuple[str, bytes]]:
+        """The snapshot id, uncompressed size and framed object of a manifest."""
+        data = manifest.to_bytes()
+        if len(data) > MAX_MANIFEST_SIZE:
+            raise CorruptObject(f"manifest would be {len(data)} bytes, over {MAX_MANIFEST_SIZE}")
+        d = Digest.of(data)
+        return d, len(data), (snapshot_path(d), framing.frame(data))
 
     def get_chunk(self, ref: ChunkRef, *, where: str) -> bytes:
         path = chunk_path(ref.digest)
@@ -59,12 +74,9 @@ class ObjectStore:
 
     # -- manifests ---------------------------------------------------------------------------
     def put_manifest(self, manifest: Manifest) -> tuple[Digest, int]:
-        data = manifest.to_bytes()
-        if len(data) > MAX_MANIFEST_SIZE:
-            raise CorruptObject(f"manifest would be {len(data)} bytes, over {MAX_MANIFEST_SIZE}")
-        d = Digest.of(data)
-        self.storage.write(snapshot_path(d), framing.frame(data))
-        return d, len(data)
+        d, size, (path, framed) = self.manifest_object(manifest)
+        self.storage.write(path, framed)
+        return d, size
 
     def get_manifest(self, d: Digest, size: int | None = None) -> Manifest:
         path = snapshot_path(d)

@@ -169,18 +169,24 @@ class Repository:
         return rec
 
     def head(self, run_id: str) -> RunRecord | None:
-        check_run_id(run_id)
-        seqs = self.seqs(run_id)
-        return self.record(run_id, seqs[-1]) if seqs else None
+        """The record with the highest sequence number (names are zero-padded, so the greatest
+        valid name is the head)."""
+        names = [n for n in self.storage.list(run_dir(run_id)) if parse_seq_name(n)]
+        return self.record(run_id, int(max(names))) if names else None
 
-    def commit(self, manifest: Manifest) -> Snapshot:
-        """Write the manifest, then create its run record only if absent."""
+    def commit(self, manifest: Manifest,
+               chunks: list[tuple[Digest, bytes | memoryview]] | None = None) -> Snapshot:
+        """Write ``chunks`` and the manifest, then create the run record only if absent."""
         self.config  # a commit needs a store
-        d, size = self.objects.put_manifest(manifest)
+        d, size, manifest_obj = self.objects.manifest_object(manifest)
+        objects = self.objects.frame_chunks(chunks or [])
         rec = RunRecord(run=manifest.run, seq=manifest.seq, snapshot=d, size=size,
                         created=manifest.created)
         try:
-            self.storage.create(record_path(manifest.run, manifest.seq), rec.to_bytes())
+            self.storage.commit(objects + [manifest_obj], record_path(manifest.run, manifest.seq),
+                                rec.to_bytes())
+            self.objects.known.update(c for c, _ in chunks or [])
+            self.objects.chunk_puts += len(objects)
         except FileExistsError:
             raise ConflictError(
                 f"run {manifest.run!r}: sequence number {manifest.seq} was committed by another "
