@@ -6,6 +6,7 @@ and reached through s3fs, exactly as a user reaches a bucket.
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import uuid
@@ -13,11 +14,20 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import hypothesis
 import pytest
 
 import ckptfs
 
 S3_BUCKET = "ckptfs-test"
+#: generated fuzz cases and enumerated crash points, per test, for the summary line
+TALLY: collections.Counter[str] = collections.Counter()
+
+hypothesis.settings.register_profile(
+    "ckptfs", database=None, deadline=None, print_blob=True,
+    suppress_health_check=[hypothesis.HealthCheck.too_slow,
+                           hypothesis.HealthCheck.function_scoped_fixture])
+hypothesis.settings.load_profile("ckptfs")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -25,12 +35,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="run the fuzz tests with 50x more generated cases (slow)")
 
 
-def fuzz_scale(config: pytest.Config) -> int:
-    """Multiplier for hypothesis max_examples: --fuzz-long or CKPTFS_FUZZ_SCALE."""
-    env = os.environ.get("CKPTFS_FUZZ_SCALE")
-    if env:
-        return max(1, int(env))
-    return 50 if config.getoption("--fuzz-long") else 1
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--fuzz-long") and not os.environ.get("CKPTFS_FUZZ_SCALE"):
+        os.environ["CKPTFS_FUZZ_SCALE"] = "50"
+
+
+def fuzz_examples(n: int) -> int:
+    """``n`` hypothesis examples, times CKPTFS_FUZZ_SCALE (50 with --fuzz-long)."""
+    return n * max(1, int(os.environ.get("CKPTFS_FUZZ_SCALE") or 1))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if TALLY:
+        fuzz = sum(v for k, v in TALLY.items() if k.startswith("fuzz:"))
+        crash = sum(v for k, v in TALLY.items() if k.startswith("crash:"))
+        terminalreporter.write_line(f"ckptfs reliability: {fuzz} fuzz cases, {crash} crash points")
 
 
 @pytest.fixture(scope="session")

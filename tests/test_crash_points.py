@@ -28,10 +28,10 @@ import ckptfs
 from ckptfs.format.cdc import ChunkerParams
 from ckptfs.ops.verify import verify
 from ckptfs.storage import Storage, open_storage
+from conftest import TALLY
 from faults import Crash, FaultyStorage
 
 SMALL = ChunkerParams(min_size=64, avg_size=256, max_size=1024)
-CRASH_POINTS: dict[str, int] = {}
 
 
 @attrs.define
@@ -149,7 +149,7 @@ def test_every_crash_point(kind: str, scratch: Path) -> None:
         if kind == "memory":  # memory:// lists by scanning every object it holds
             with contextlib.suppress(FileNotFoundError):
                 fsspec.filesystem("memory").rm(url, recursive=True)
-    CRASH_POINTS[kind] = len(plan)
+    TALLY[f"crash:{kind}"] += len(plan)
     print(f"\ncrash points on {kind}: {len(plan)} ({counting.ops} operations)")
 
 
