@@ -14,12 +14,15 @@ from ckptfs.format.values import Blob, Ref, StoredBlob
 
 __version__ = "0.1.0"
 
+from ckptfs.runtime.effects import NOT_DONE, Decision  # noqa: E402
 from ckptfs.runtime.run import Run  # noqa: E402
 from ckptfs.runtime.store import Store, open_store  # noqa: E402
 from ckptfs.store.repository import Snapshot  # noqa: E402
 
 __all__ = [
     "Blob",
+    "Decision",
+    "NOT_DONE",
     "ChunkerParams",
     "Digest",
     "Ref",

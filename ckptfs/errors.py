@@ -148,6 +148,33 @@ class EffectInDoubt(EffectError):
         )
 
 
+class EffectFailed(EffectError):
+    """The effect with this key was recorded as failed; it is not retried under the same key."""
+
+    category = "effect-failed"
+
+    def __init__(self, record: Any) -> None:
+        self.record = record
+        err = getattr(record, "error", None) or {}
+        super().__init__(
+            f"effect {getattr(record, 'key', '?')!r} ({getattr(record, 'name', '?')}) failed "
+            f"earlier with {err.get('type', '?')}: {err.get('message', '')}; the failure is "
+            "recorded and replayed. Use a new key to try again.")
+
+
+class ApprovalPending(EffectError):
+    """The run waits for a human decision; the request is recorded and checkpointed."""
+
+    category = "approval-pending"
+
+    def __init__(self, record: Any) -> None:
+        self.record = record
+        super().__init__(
+            f"approval {getattr(record, 'key', '?')!r} is pending: the request is recorded at "
+            "boundary 'approval'. Stop here; once someone calls run.approve() or run.reject() "
+            "on the resumed run, resume again and the decision is returned.")
+
+
 class EffectMismatch(EffectError, ValueError):
     """The same idempotency key was reused with a different effect name or arguments."""
 

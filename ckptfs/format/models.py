@@ -301,6 +301,10 @@ class Manifest:
         if attempt < 1:
             raise FormatError(f"{what}: attempt starts at 1")
         ledger = _get(m, "ledger", dict, what, optional=True)
+        if ledger is not None:
+            from ckptfs.format.ledger import LedgerRef  # the ledger module builds on this one
+
+            LedgerRef.from_cbor(ledger, what=f"{what} ledger")
         known = {"format", "run", "seq", "boundary", "created", "writer", "schema", "entries",
                  "parent", "resumed_from", "attempt", "ledger", "labels", "expires", "required"}
         return cls(

@@ -14,7 +14,8 @@ import attrs
 from ckptfs.errors import CkptfsError
 from ckptfs.format import framing
 from ckptfs.format.digest import Digest
-from ckptfs.format.models import Captured, ChunkRef
+from ckptfs.format.ledger import LedgerRef
+from ckptfs.format.models import Captured, ChunkRef, Entry
 from ckptfs.format.names import chunk_path
 from ckptfs.store.repository import Repository
 
@@ -76,7 +77,10 @@ def verify(repo: Repository, *, runs: Iterable[str] | None = None, read_data: bo
                 report.problems.append(Problem(
                     "corrupt", run_id, seq, snap.id,
                     f"manifest says run {snap.manifest.run!r} seq {snap.manifest.seq}"))
-            for name, entry in snap.manifest.entries.items():
+            named: list[tuple[str, Entry]] = list(snap.manifest.entries.items())
+            if snap.manifest.ledger is not None:  # validated when the manifest was parsed
+                named.append(("(ledger)", LedgerRef.from_cbor(snap.manifest.ledger).as_entry()))
+            for name, entry in named:
                 if not isinstance(entry, Captured):
                     continue
                 for ref in entry.chunks:

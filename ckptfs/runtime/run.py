@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ckptfs.errors import BoundaryError, ConflictError
 from ckptfs.format.digest import Digest
-from ckptfs.format.models import Manifest, Schema
+from ckptfs.format.ledger import Effect, Ledger, LedgerRef
+from ckptfs.format.models import Entry, Manifest, Reference, Schema
 from ckptfs.format.names import check_boundary, check_label_key
 from ckptfs.format.values import Blob, Ref
+from ckptfs.runtime import effects as fx
 from ckptfs.runtime.refs import capture
 from ckptfs.store.entries import EntryWriter, stored_blob
 from ckptfs.store.repository import Snapshot, now_ms
@@ -54,7 +56,8 @@ class Run:
     def __init__(self, store: Store, run_id: str, schema: Schema, *, head: Snapshot | None,
                  resumed_from: Digest | None, attempt: int, state: dict[str, Any],
                  writer: EntryWriter, expires: int | None = None,
-                 extra: Mapping[str, Any] | None = None, fork_of: Snapshot | None = None) -> None:
+                 extra: Mapping[str, Any] | None = None, fork_of: Snapshot | None = None,
+                 ledger: Ledger | None = None, ledger_writer: EntryWriter | None = None) -> None:
         self.store = store
         self.id = run_id
         self.schema = schema
@@ -70,6 +73,9 @@ class Run:
         self.fork_of = fork_of
         #: manifest fields that the next commit carries once (e.g. migration provenance)
         self._next_extra: dict[str, Any] = dict(extra or {})
+        self._ledger = ledger or Ledger()
+        #: the ledger's own writer: appending a record writes only the new record's bytes
+        self._ledger_writer = ledger_writer or EntryWriter(writer.objects, writer.params)
 
     @property
     def seq(self) -> int:
@@ -84,26 +90,81 @@ class Run:
                    labels: Mapping[str, str] | None = None, expires_at: Any = None,
                    entry_labels: Mapping[str, Mapping[str, str]] | None = None) -> Snapshot:
         """Durably commit ``state`` as the run's next snapshot, at a named boundary."""
-        if self._open_effect is not None and boundary not in ("before_effect", "after_effect"):
+        if self._open_effect is not None:
             raise BoundaryError(
                 f"run {self.id!r}: cannot checkpoint at {boundary!r} while effect "
                 f"{self._open_effect!r} is in progress; snapshots are only taken at boundaries")
         return self._commit(state, boundary, labels=labels, expires_at=expires_at,
                             entry_labels=entry_labels)
 
-    def _ledger_cbor(self) -> dict[str, Any] | None:
-        """The ledger field of the next manifest (the effect ledger fills it)."""
-        return None
+    # -- the effect ledger (ckptfs.runtime.effects holds the rules) ----------------------------
+    @property
+    def ledger(self) -> Ledger:
+        """Every ledger record this run has committed, and their fold by key."""
+        return self._ledger
 
-    def _commit(self, state: Mapping[str, Any], boundary: str, *,
+    def effects(self) -> list[Effect]:
+        """The run's effects and approvals, one per key, in the order they were first issued."""
+        return list(self._ledger.effects.values())
+
+    def pending_approvals(self) -> list[Effect]:
+        """Approval requests that wait for a human's ``approve``/``reject``."""
+        return [e for e in self._ledger.effects.values() if e.pending]
+
+    def effect(self, name: str, fn: Callable[..., Any], *args: Any, key: str,
+               reconcile: Callable[[Effect], Any] | None = None, **kwargs: Any) -> Any:
+        """Perform ``fn(*args, **kwargs)`` at most once per ``key`` across crashes and resumes:
+        the intent is committed before the call and the result after (see fx.perform)."""
+        return fx.perform(self, name, fn, args, kwargs, key=key, reconcile=reconcile)
+
+    def settle_effect(self, key: str, *, result: Any = fx.NOT_DONE,
+                      failed: str | BaseException | None = None) -> Effect:
+        """Record by hand how an in-doubt effect ended (after checking the outside world)."""
+        return fx.settle(self, key, result=result, failed=failed)
+
+    def wait_for_approval(self, request: Any, *, key: str, name: str = "approval") -> Any:
+        """The decision on ``request``; if none yet, record it, checkpoint at ``approval`` and
+        raise ApprovalPending (see fx.wait_for_approval)."""
+        return fx.wait_for_approval(self, request, key=key, name=name)
+
+    def approve(self, key: str, decision: Any = True) -> Effect:
+        """Approve a pending request (recorded in the ledger; it is never asked again)."""
+        return fx.decide(self, key, approved=True, decision=decision)
+
+    def reject(self, key: str, reason: Any = None) -> Effect:
+        """Reject a pending request (recorded in the ledger; it is never asked again)."""
+        return fx.decide(self, key, approved=False, decision=reason)
+
+    def _ledger_cbor(self, chunks: list[tuple[Digest, bytes | memoryview]]
+                     ) -> dict[str, Any] | None:
+        """The ledger field of the next manifest (null while empty); adds the chunks that only
+        the new records need to ``chunks``."""
+        if not self._ledger.records:
+            return None
+        e = self._ledger_writer.encode_state({"ledger": self._ledger.to_cbor()})["ledger"]
+        assert not isinstance(e, Reference)
+        chunks.extend(self._ledger_writer.pending)
+        return LedgerRef.of(len(self._ledger), e).to_cbor()
+
+    def _commit(self, state: Mapping[str, Any] | None, boundary: str, *,
                 labels: Mapping[str, str] | None = None, expires_at: Any = None,
-                entry_labels: Mapping[str, Mapping[str, str]] | None = None) -> Snapshot:
+                entry_labels: Mapping[str, Mapping[str, str]] | None = None,
+                chunks: list[tuple[Digest, bytes | memoryview]] | None = None) -> Snapshot:
+        """Commit ``state`` (None: the last snapshot's entries unchanged, for ledger commits),
+        writing ``chunks`` too."""
         if self._fenced:
             raise ConflictError(self._fenced)
         check_boundary(boundary)
-        prepared = {k: capture(v) if isinstance(v, Ref) and v.capture else v
-                    for k, v in state.items()}
-        entries = self._writer.encode_state(prepared, entry_labels)
+        chunks = list(chunks or [])
+        prepared: dict[str, Any] | None = None
+        entries: Mapping[str, Entry]
+        if state is not None or self.snapshot is None:
+            prepared = {k: capture(v) if isinstance(v, Ref) and v.capture else v
+                        for k, v in (self.state if state is None else state).items()}
+            entries = self._writer.encode_state(prepared, entry_labels)
+            chunks.extend(self._writer.pending)
+        else:
+            entries = self.snapshot.manifest.entries
         expires = expiry_ms(expires_at)
         if expires is None:
             expires = self.run_expires
@@ -113,19 +174,20 @@ class Run:
             parent=(self.snapshot.digest if self.snapshot
                     else self.fork_of.digest if self.fork_of else None),
             resumed_from=self._resumed_from if self._pending_resume() else None,
-            attempt=self.attempt, ledger=self._ledger_cbor(), labels=check_labels(labels),
+            attempt=self.attempt, ledger=self._ledger_cbor(chunks), labels=check_labels(labels),
             expires=expires, extra=self._next_extra)
         try:
-            snap = self.store.repo.commit(manifest, self._writer.pending)
+            snap = self.store.repo.commit(manifest, chunks)
         except ConflictError as e:
             self._fenced = str(e)
             raise
         self.snapshot = snap
         self._next_extra = {}
-        # blobs become stored blobs: the run's state can be checkpointed again (by an effect,
-        # say) without re-reading a file or a consumed file object
-        self.state = {k: stored_blob(self.store.repo.objects, entries[k], where=f"entry {k!r}")  # type: ignore[arg-type]
-                      if isinstance(v, Blob) else v for k, v in prepared.items()}
+        if prepared is not None:
+            # blobs become stored blobs: the run's state can be checkpointed again (by an
+            # effect, say) without re-reading a file or a consumed file object
+            self.state = {k: stored_blob(self.store.repo.objects, entries[k], where=f"entry {k!r}")  # type: ignore[arg-type]
+                          if isinstance(v, Blob) else v for k, v in prepared.items()}
         return snap
 
     def _pending_resume(self) -> bool:

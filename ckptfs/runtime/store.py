@@ -7,8 +7,16 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from ckptfs.errors import ConflictError, ExpiredError, MissingReference, NotFound
+from ckptfs.errors import (
+    ConflictError,
+    CorruptSnapshot,
+    ExpiredError,
+    FormatError,
+    MissingReference,
+    NotFound,
+)
 from ckptfs.format.cdc import ChunkerParams
+from ckptfs.format.ledger import Ledger, LedgerRef
 from ckptfs.format.models import Captured, Manifest, Reference, Schema
 from ckptfs.format.names import check_run_id
 from ckptfs.runtime.refs import check_reference, to_ref
@@ -81,8 +89,10 @@ class Store:
                 "head, or fork the snapshot into a new run (store.fork / 'ckptfs fork').")
         state, writer = self._restore(snap, lenient_refs=lenient_refs, allow_expired=allow_expired,
                                       seed=True)
+        ledger, ledger_writer = self._ledger(snap, writer)
         return Run(self, snap.run, snap.manifest.schema, head=snap, resumed_from=snap.digest,
-                   attempt=snap.attempt + 1, state=state, writer=writer)
+                   attempt=snap.attempt + 1, state=state, writer=writer, ledger=ledger,
+                   ledger_writer=ledger_writer)
 
     def fork(self, ref: str, new_run_id: str, *, lenient_refs: bool = False) -> Run:
         """A new run whose first snapshot's parent is ``ref`` (in any run)."""
@@ -91,8 +101,10 @@ class Store:
         if self.repo.head(new_run_id) is not None:
             raise ConflictError(f"run {new_run_id!r} already exists")
         state, writer = self._restore(snap, lenient_refs=lenient_refs, seed=True)
+        ledger, ledger_writer = self._ledger(snap, writer)  # a fork inherits what was done
         return Run(self, new_run_id, snap.manifest.schema, head=None, resumed_from=None,
-                   attempt=1, state=state, writer=writer, fork_of=snap)
+                   attempt=1, state=state, writer=writer, fork_of=snap, ledger=ledger,
+                   ledger_writer=ledger_writer)
 
     # -- reading -----------------------------------------------------------------------------
     def runs(self) -> list[str]:
@@ -114,6 +126,33 @@ class Store:
         snap = ref if isinstance(ref, Snapshot) else self.repo.resolve(ref)
         state, _ = self._restore(snap, lenient_refs=lenient_refs, allow_expired=allow_expired)
         return state
+
+    def ledger(self, ref: str | Snapshot) -> Ledger:
+        """The effect ledger of a snapshot (records and their fold), every chunk verified."""
+        snap = ref if isinstance(ref, Snapshot) else self.repo.resolve(ref)
+        return self._ledger(snap)[0]
+
+    def _ledger(self, snap: Snapshot, seed_from: EntryWriter | None = None
+                ) -> tuple[Ledger, EntryWriter | None]:
+        """Read and fold a snapshot's ledger; with ``seed_from`` also a writer that appends to it."""
+        m = snap.manifest
+        writer = EntryWriter(seed_from.objects, seed_from.params) if seed_from else None
+        if m.ledger is None:
+            return Ledger(), writer
+        where = f"snapshot {snap.digest.short} (run {m.run!r} seq {m.seq}) ledger"
+        ref = LedgerRef.from_cbor(m.ledger, what=where)
+        entry = ref.as_entry()
+        content = read_content(self.repo.objects, entry, where=where)
+        items = decode_value(entry, content, where=where)
+        if len(items) != ref.count:
+            raise CorruptSnapshot(f"{where}: holds {len(items)} records, count says {ref.count}")
+        try:
+            ledger = Ledger.from_cbor(items, what=where)
+        except FormatError as e:
+            raise CorruptSnapshot(str(e)) from e
+        if writer is not None:
+            writer.seed("ledger", entry, content, items)
+        return ledger, writer
 
     def _restore(self, snap: Snapshot, *, lenient_refs: bool, allow_expired: bool = False,
                  seed: bool = False) -> tuple[dict[str, Any], EntryWriter]:

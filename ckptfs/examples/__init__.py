@@ -1,0 +1,1 @@
+"""Small programs built on ckptfs: the demo agent and its fake payment service."""
