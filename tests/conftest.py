@@ -49,7 +49,10 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     if TALLY:
         fuzz = sum(v for k, v in TALLY.items() if k.startswith("fuzz:"))
         crash = sum(v for k, v in TALLY.items() if k.startswith("crash:"))
-        terminalreporter.write_line(f"ckptfs reliability: {fuzz} fuzz cases, {crash} crash points")
+        terminalreporter.write_line(
+            f"ckptfs reliability: {fuzz} fuzz cases, {crash} crash points, "
+            f"{TALLY['racing commits landed']} racing commits landed and "
+            f"{TALLY['racing commits refused']} refused with ConflictError")
 
 
 @pytest.fixture(scope="session")

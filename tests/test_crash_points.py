@@ -6,6 +6,7 @@ and which accepts new commits."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import random
@@ -26,6 +27,7 @@ import pytest
 
 import ckptfs
 from ckptfs.format.cdc import ChunkerParams
+from ckptfs.runtime.effects import NOT_DONE
 from ckptfs.ops.verify import verify
 from ckptfs.storage import Storage, open_storage
 from conftest import TALLY
@@ -36,20 +38,43 @@ SMALL = ChunkerParams(min_size=64, avg_size=256, max_size=1024)
 
 @attrs.define
 class Journal:
-    """What the doomed process knew: commits that returned, and the one in flight."""
+    """What the doomed process knew: commits that returned, the ones in flight (a prefix of
+    which may have landed), and the outside world its effects act on (it outlives the crash)."""
 
     committed: dict[str, dict[int, tuple[str, dict[str, Any]]]] = attrs.field(factory=dict)
-    inflight: tuple[str, int, dict[str, Any]] | None = None
+    inflight: tuple[str, list[tuple[int, dict[str, Any]]]] | None = None
+    world: collections.Counter[str] = attrs.field(factory=collections.Counter)
 
     def commit(self, run: ckptfs.Run, state: dict[str, Any]) -> None:
-        self.inflight = (run.id, run.seq + 1, state)
+        self.inflight = (run.id, [(run.seq + 1, state)])
         snap = run.checkpoint(state)
         self.committed.setdefault(run.id, {})[snap.seq] = (snap.id, state)
         self.inflight = None
 
+    def effect(self, run: ckptfs.Run, key: str) -> None:
+        """An effect commits twice (intent, result), both with the run's last state."""
+        state = self.last_state(run.id)
+        self.inflight = (run.id, [(run.seq + 1, state), (run.seq + 2, state)])
+        assert run.effect("pay", self.charge, key, key=key) == receipt(key)
+        assert run.snapshot is not None
+        for seq in (run.seq - 1, run.seq):
+            self.committed[run.id][seq] = ("", state)
+        self.inflight = None
+
+    def charge(self, key: str) -> str:
+        self.world[key] += 1
+        return receipt(key)
+
     def last_state(self, run_id: str) -> dict[str, Any]:
         seqs = self.committed[run_id]
         return seqs[max(seqs)][1]
+
+
+def receipt(key: str) -> str:
+    return f"receipt for {key}"
+
+
+EFFECT_KEYS = ("pay-1", "pay-2")
 
 
 def payload(i: int) -> bytes:
@@ -69,10 +94,12 @@ def script(store: ckptfs.Store, j: Journal) -> None:
     for i in range(4, 6):
         msgs.append({"role": "tool", "content": f"result {i} " * 30})
         j.commit(run, {"messages": list(msgs), "step": i, "blob": ckptfs.Blob(payload(i % 2))})
+    j.effect(run, "pay-1")
     side = store.fork("main@2", "side")
     j.commit(side, {**side.state, "step": 100})
     j.commit(side, {"messages": msgs[:1], "step": 101})
     run = store.resume("main")
+    j.effect(run, "pay-2")
     j.commit(run, {"messages": list(msgs), "step": 6, "done": True})
 
 
@@ -84,23 +111,35 @@ def check_after_crash(storage: Storage, j: Journal, where: str) -> None:
         return
     report = verify(store.repo, read_data=True)
     assert report.ok, (where, report.problems)
-    assert sorted(store.runs()) == sorted(
-        set(j.committed) | ({j.inflight[0]} if j.inflight else set())) or (
-        j.inflight is not None and j.inflight[1] == 1
-        and sorted(store.runs()) == sorted(j.committed)), (where, store.runs())
+    inflight_run = j.inflight[0] if j.inflight else None
+    assert set(j.committed) <= set(store.runs()) <= set(j.committed) | {inflight_run}, where
     for run_id in store.runs():
         seqs = [s.seq for s in store.snapshots(run_id)]
-        done = j.committed.get(run_id, {})
-        expected = sorted(done)
-        if j.inflight and j.inflight[0] == run_id and seqs and seqs[-1] == j.inflight[1]:
-            expected.append(j.inflight[1])  # died after its record was created
-            done = {**done, j.inflight[1]: ("", j.inflight[2])}
-        assert seqs == expected, (where, run_id, seqs, expected)
+        done = dict(j.committed.get(run_id, {}))
+        if j.inflight and j.inflight[0] == run_id:  # a prefix of the in-flight commits landed
+            for seq, state in j.inflight[1]:
+                if seq in seqs:
+                    done[seq] = ("", state)
+        assert seqs == sorted(done), (where, run_id, seqs, sorted(done))
         for seq in seqs:
             snap = store.get(f"{run_id}@{seq}")
             sid, state = done[seq]
             assert not sid or snap.id == sid, where
             assert store.read(snap) == state, (where, run_id, seq)
+    if "main" in store.runs():  # no effect lost or performed twice
+        run = store.resume("main")
+        for key in EFFECT_KEYS:
+            eff = run.ledger.get(key)
+            if eff is None:
+                assert j.world[key] == 0, (where, key)  # the intent is committed first
+            elif eff.status == "completed":
+                assert j.world[key] == 1, (where, key)
+            else:
+                assert eff.in_doubt and j.world[key] <= 1, (where, key, eff)
+                TALLY["in-doubt effects reconciled"] += 1
+            got = run.effect("pay", j.charge, key, key=key,
+                             reconcile=lambda e: receipt(e.key) if j.world[e.key] else NOT_DONE)
+            assert got == receipt(key) and j.world[key] == 1, (where, key, j.world)
     # and the run goes on: resume every head and commit once more
     for run_id in store.runs():
         run = store.resume(run_id)
@@ -150,6 +189,7 @@ def test_every_crash_point(kind: str, scratch: Path) -> None:
             with contextlib.suppress(FileNotFoundError):
                 fsspec.filesystem("memory").rm(url, recursive=True)
     TALLY[f"crash:{kind}"] += len(plan)
+    assert TALLY["in-doubt effects reconciled"] > 0  # crashes did land inside effects
     print(f"\ncrash points on {kind}: {len(plan)} ({counting.ops} operations)")
 
 
