@@ -191,3 +191,9 @@ class MigrationError(SchemaError):
     """A migration step raised; the message names the snapshot and the step."""
 
     category = "schema"
+
+
+class Busy(CkptfsError):
+    """Another maintenance operation (forget, gc, erase) holds the store's lease."""
+
+    category = "busy"

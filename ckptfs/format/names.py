@@ -90,3 +90,26 @@ def run_dir(run_id: str) -> str:
 
 def record_path(run_id: str, seq: int) -> str:
     return f"{run_dir(run_id)}/{seq_name(seq)}"
+
+
+# -- retention layer (spec/retention.md) --------------------------------------------------------
+TOMBSTONES = "tombstones"
+LEASES = "leases"
+RETIRED = "retired"
+EXPIRY = "expiry"
+
+
+def retired_dir(run_id: str) -> str:
+    return f"{run_dir(run_id)}/{RETIRED}"
+
+
+def expiry_path(run_id: str, seq: int | None = None) -> str:
+    """The expiry override of a whole run (``seq`` None) or of one of its snapshots."""
+    return f"{run_dir(run_id)}/{EXPIRY}" + ("" if seq is None else f"-{seq_name(seq)}")
+
+
+def tombstone_path(run_id: str, seq: int | None = None) -> str:
+    check_run_id(run_id)
+    if seq is None:
+        return f"{TOMBSTONES}/{run_id}.cbor"
+    return f"{TOMBSTONES}/{run_id}/{seq_name(seq)}.cbor"

@@ -15,6 +15,7 @@ from ckptfs.format.values import Blob, Ref
 from ckptfs.runtime import effects as fx
 from ckptfs.runtime.refs import capture
 from ckptfs.store.entries import EntryWriter, stored_blob
+from ckptfs.store.lifecycle import default_expiry, set_run_expiry
 from ckptfs.store.repository import Snapshot, now_ms
 
 if TYPE_CHECKING:
@@ -57,7 +58,8 @@ class Run:
                  resumed_from: Digest | None, attempt: int, state: dict[str, Any],
                  writer: EntryWriter, expires: int | None = None,
                  extra: Mapping[str, Any] | None = None, fork_of: Snapshot | None = None,
-                 ledger: Ledger | None = None, ledger_writer: EntryWriter | None = None) -> None:
+                 ledger: Ledger | None = None, ledger_writer: EntryWriter | None = None,
+                 new_run: bool = False) -> None:
         self.store = store
         self.id = run_id
         self.schema = schema
@@ -69,6 +71,8 @@ class Run:
         self._fenced: str | None = None
         self._open_effect: str | None = None
         self.run_expires = expires
+        #: a new run records its run-wide expiry (``start_run(expires_at=)``) at its first commit
+        self._record_run_expiry = new_run and expires is not None
         #: for a fork: the snapshot (of another run) that the first commit names as parent
         self.fork_of = fork_of
         #: manifest fields that the next commit carries once (e.g. migration provenance)
@@ -165,11 +169,14 @@ class Run:
             chunks.extend(self._writer.pending)
         else:
             entries = self.snapshot.manifest.entries
+        created = now_ms()
         expires = expiry_ms(expires_at)
         if expires is None:
             expires = self.run_expires
+        if expires is None:
+            expires = default_expiry(self.store.repo.config.settings, created)
         manifest = Manifest(
-            run=self.id, seq=self.seq + 1, boundary=boundary, created=now_ms(),
+            run=self.id, seq=self.seq + 1, boundary=boundary, created=created,
             writer=self.store.writer_name, schema=self.schema, entries=entries,
             parent=(self.snapshot.digest if self.snapshot
                     else self.fork_of.digest if self.fork_of else None),
@@ -183,6 +190,9 @@ class Run:
             raise
         self.snapshot = snap
         self._next_extra = {}
+        if self._record_run_expiry:
+            set_run_expiry(self.store.storage, self.id, self.run_expires)
+            self._record_run_expiry = False
         if prepared is not None:
             # blobs become stored blobs: the run's state can be checkpointed again (by an
             # effect, say) without re-reading a file or a consumed file object

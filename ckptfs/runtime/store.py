@@ -22,6 +22,7 @@ from ckptfs.format.names import check_run_id
 from ckptfs.runtime.refs import check_reference, to_ref
 from ckptfs.runtime.run import Run, expiry_ms
 from ckptfs.storage import Storage, open_storage
+from ckptfs.store.lifecycle import effective_expiry, read_expiry, read_retired
 from ckptfs.store.entries import EntryWriter, decode_value, read_content, stored_blob
 from ckptfs.store.repository import Repository, Snapshot
 
@@ -55,9 +56,10 @@ class Store:
     def storage(self) -> Storage:
         return self.repo.storage
 
-    def init(self) -> None:
-        """Create the store now (it is otherwise created by the first checkpoint)."""
-        self.repo.init(self._chunker)
+    def init(self, settings: dict[str, Any] | None = None) -> None:
+        """Create the store now (it is otherwise created by the first checkpoint). ``settings``
+        go into ckptfs.cbor, e.g. ``{"default_ttl_ms": ..., "gc_grace_ms": ...}``."""
+        self.repo.init(self._chunker, settings=settings)
 
     def _writer(self) -> EntryWriter:
         cfg = self.repo.init(self._chunker)
@@ -71,16 +73,19 @@ class Store:
             run_id = time.strftime("run-%Y%m%d-%H%M%S-", time.gmtime()) + secrets.token_hex(4)
         check_run_id(run_id)
         writer = self._writer()
-        if self.repo.head(run_id) is not None:
-            raise ConflictError(f"run {run_id!r} already exists in {self.url}; resume it with "
-                                "store.resume(run_id) or choose another id")
+        self.repo.check_not_erased(run_id)
+        if self.repo.head(run_id) is not None or read_retired(self.storage, run_id) is not None:
+            raise ConflictError(f"run {run_id!r} already exists (or existed and was forgotten) "
+                                f"in {self.url}; resume it with store.resume(run_id) or choose "
+                                "another id")
         return Run(self, run_id, _schema(schema), head=None, resumed_from=None, attempt=1,
-                   state={}, writer=writer, expires=expiry_ms(expires_at))
+                   state={}, writer=writer, expires=expiry_ms(expires_at), new_run=True)
 
     def resume(self, ref: str, *, lenient_refs: bool = False, schema: Any = None,
                migrations: Any = None, allow_expired: bool = False) -> Run:
         """A run positioned at the snapshot ``ref`` names (a run id means its head)."""
         snap = self.repo.resolve(ref)
+        self.repo.check_not_erased(snap.run)
         head = self.repo.head(snap.run)
         if head is None or head.seq != snap.seq:
             raise ConflictError(
@@ -90,21 +95,23 @@ class Store:
         state, writer = self._restore(snap, lenient_refs=lenient_refs, allow_expired=allow_expired,
                                       seed=True)
         ledger, ledger_writer = self._ledger(snap, writer)
+        run_expiry = read_expiry(self.storage, snap.run)
         return Run(self, snap.run, snap.manifest.schema, head=snap, resumed_from=snap.digest,
                    attempt=snap.attempt + 1, state=state, writer=writer, ledger=ledger,
-                   ledger_writer=ledger_writer)
+                   ledger_writer=ledger_writer, expires=run_expiry.expires if run_expiry else None)
 
     def fork(self, ref: str, new_run_id: str, *, lenient_refs: bool = False) -> Run:
         """A new run whose first snapshot's parent is ``ref`` (in any run)."""
         snap = self.repo.resolve(ref)
         check_run_id(new_run_id)
+        self.repo.check_not_erased(new_run_id)
         if self.repo.head(new_run_id) is not None:
             raise ConflictError(f"run {new_run_id!r} already exists")
         state, writer = self._restore(snap, lenient_refs=lenient_refs, seed=True)
         ledger, ledger_writer = self._ledger(snap, writer)  # a fork inherits what was done
         return Run(self, new_run_id, snap.manifest.schema, head=None, resumed_from=None,
                    attempt=1, state=state, writer=writer, fork_of=snap, ledger=ledger,
-                   ledger_writer=ledger_writer)
+                   ledger_writer=ledger_writer, new_run=True)
 
     # -- reading -----------------------------------------------------------------------------
     def runs(self) -> list[str]:
@@ -157,10 +164,11 @@ class Store:
     def _restore(self, snap: Snapshot, *, lenient_refs: bool, allow_expired: bool = False,
                  seed: bool = False) -> tuple[dict[str, Any], EntryWriter]:
         m: Manifest = snap.manifest
-        if not allow_expired and m.expires is not None and m.expires <= time.time() * 1000:
+        expires = effective_expiry(self.storage, m.run, m.seq, m.expires)
+        if not allow_expired and expires is not None and expires <= time.time() * 1000:
             raise ExpiredError(
                 f"snapshot {snap.id} (run {m.run!r} seq {m.seq}) expired at "
-                f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(m.expires / 1000))}; it will "
+                f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(expires / 1000))}; it will "
                 "not be restored. Change its expiry ('ckptfs expire') if it must live longer.")
         writer = self._writer() if seed else EntryWriter(self.repo.objects, self.repo.config.chunker)
         state: dict[str, Any] = {}

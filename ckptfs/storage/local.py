@@ -197,19 +197,30 @@ class LocalStorage(Storage):
         except OSError as e:
             raise _wrap(e, path) from e
 
+    def _freshen(self, path: str) -> bool:
+        """Touch an existing object so garbage collection's grace period starts again
+        (spec/retention.md "Grace rule"); False when it does not exist."""
+        try:
+            os.utime(self._abs(path))
+            return True
+        except FileNotFoundError:
+            return False
+        except OSError as e:
+            raise _wrap(e, path) from e
+
     def write(self, path: str, data: bytes) -> None:
-        if not os.path.exists(self._abs(path)):
+        if not self._freshen(path):
             self._write_one(data, path, exclusive=False)
 
     def write_many(self, items: Iterable[tuple[str, bytes]]) -> None:
-        todo = [(p, d) for p, d in items if not os.path.exists(self._abs(p))]
+        todo = [(p, d) for p, d in items if not self._freshen(p)]
         temps = self._stage(todo, [])
         self._sync_dirs([self._put(t, p, exclusive=False) for t, (p, _) in zip(temps, todo)])
 
     def commit(self, objects: list[tuple[str, bytes]], path: str, data: bytes) -> None:
         """Three rounds of fsync instead of two per file: all temp files (objects and the
         record) together, then the directories of the objects, then the record's directory."""
-        todo = [(p, d) for p, d in objects if not os.path.exists(self._abs(p))]
+        todo = [(p, d) for p, d in objects if not self._freshen(p)]
         record = self._temp_open(data)
         try:
             temps = self._stage(todo, [record[1]])

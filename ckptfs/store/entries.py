@@ -6,9 +6,9 @@ The writer is history-aware to keep per-step cost proportional to what changed:
   an item appends bytes instead of re-encoding a new array header and everything after it;
 * unchanged leading items are recognised by comparing a fast (non-canonical) encoding of the
   list with the previous one; only new items are validated and canonically encoded;
-* chunks that end at a content-defined cut are *sealed* and reused as they are; the bytes after
-  the last cut are kept as up to ``MAX_OPEN`` small *open* chunks (one per append) and merged
-  when there are more, so an append writes roughly the appended bytes, not the whole tail.
+* every previous chunk is reused as it is; the appended bytes become a new small chunk, and
+  small chunks are merged sixteen at a time by size class (size-tiered compaction), so an append
+  writes roughly the appended bytes and the chunk list stays short.
 
 Readers only concatenate chunks, so all of this is the writer's choice (spec: "Chunking").
 """
@@ -31,7 +31,10 @@ from ckptfs.format.names import check_entry_name
 from ckptfs.format.values import Blob, Ref, StoredBlob
 from ckptfs.store.objects import ObjectStore
 
-MAX_OPEN = 16
+#: how many trailing pieces of one size class are merged into one (size-tiered compaction)
+MERGE_FANOUT = 16
+#: most open pieces an entry can carry: fewer than MERGE_FANOUT in each of the 2 merged classes
+MAX_OPEN = 2 * (MERGE_FANOUT - 1)
 #: values and byte blobs up to this size go in the manifest itself: no chunk file, no fsync
 INLINE_MAX = 2048
 _BATCH_BYTES = 8 * 1024 * 1024
@@ -186,25 +189,44 @@ class EntryWriter:
             pos += length
         return chunks, max(0, len(chunks) - 1)
 
+    def _tier(self, size: int) -> int:
+        """Size class of a piece: 0 below avg/16, 1 below avg, 2 from avg on (never merged)."""
+        avg = self.params.avg_size
+        return 2 if size >= avg else 1 if size >= avg // MERGE_FANOUT else 0
+
     def _append_chunks(self, prev: _Prev, content: bytes,
                        pending: list[tuple[Digest, bytes | memoryview]]) -> tuple[list[ChunkRef], int]:
-        sealed = list(prev.entry.chunks[:prev.sealed])
-        start = sum(c.size for c in sealed)
-        region = memoryview(content)[start:]
-        lengths = cut_lengths(region, self.params)
-        if len(lengths) >= 2:
-            pos = start
-            for length in lengths:
-                sealed.append(self._piece(content, pos, length, pending))
+        """Keep every previous chunk; add the appended bytes as new piece(s); then merge the
+        trailing pieces of one size class once there are ``MERGE_FANOUT`` of them (size-tiered
+        compaction: each byte is rewritten about log16(max / append) times, and the chunk list
+        stays short)."""
+        chunks = list(prev.entry.chunks)
+        sealed = prev.sealed
+        old, new = len(prev.content), len(content) - len(prev.content)
+        if new > self.params.avg_size:  # a large append is cut like fresh content
+            pos = old
+            for length in cut_lengths(memoryview(content)[old:], self.params):
+                chunks.append(self._piece(content, pos, length, pending))
                 pos += length
-            return sealed, len(sealed) - 1
-        open_chunks = list(prev.entry.chunks[prev.sealed:])
-        old_len = len(prev.content)
-        if len(content) > old_len:
-            open_chunks.append(self._piece(content, old_len, len(content) - old_len, pending))
-        if len(open_chunks) > MAX_OPEN:
-            open_chunks = [self._piece(content, start, len(content) - start, pending)]
-        return sealed + open_chunks, len(sealed)
+            return chunks, len(chunks) - 1
+        if new > 0:
+            chunks.append(self._piece(content, old, new, pending))
+        while len(chunks) > sealed:
+            tier = self._tier(chunks[-1].size)
+            if tier >= 2:
+                return chunks, len(chunks)
+            n = 0
+            for c in reversed(chunks[sealed:]):
+                if self._tier(c.size) != tier:
+                    break
+                n += 1
+            if n < MERGE_FANOUT:
+                break
+            total = sum(c.size for c in chunks[-n:])
+            if total > self.params.max_size:
+                return chunks, len(chunks)
+            chunks[-n:] = [self._piece(content, len(content) - total, total, pending)]
+        return chunks, sealed
 
     # -- blobs -------------------------------------------------------------------------------
     def _blob(self, name: str, blob: Blob, labels: dict[str, str]) -> Captured:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 
 from ckptfs.errors import CorruptObject, CorruptSnapshot, MissingObject
@@ -12,12 +13,41 @@ from ckptfs.format.names import chunk_path, snapshot_path
 from ckptfs.storage.base import Storage
 
 
+#: How long a writer trusts that a chunk it wrote (or restored) still exists without writing it
+#: again. Must stay well under the store's GC grace period (spec/retention.md "Grace rule").
+REUSE_WINDOW_S = 600.0
+
+
+class KnownChunks:
+    """Digests a writer may skip uploading, each trusted for ``window`` seconds only: after
+    that the chunk is written again (which refreshes it), so GC's grace period covers it."""
+
+    def __init__(self, window: float = REUSE_WINDOW_S) -> None:
+        self.window = window
+        self._seen: dict[Digest, float] = {}
+
+    def __contains__(self, d: object) -> bool:
+        t = self._seen.get(d)  # type: ignore[call-overload]
+        return t is not None and time.monotonic() - t < self.window
+
+    def add(self, d: Digest) -> None:
+        self._seen[d] = time.monotonic()
+
+    def update(self, ds: Iterable[Digest]) -> None:
+        now = time.monotonic()
+        for d in ds:
+            self._seen[d] = now
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+
 class ObjectStore:
     """Chunks and manifests over a storage backend. Remembers which chunks it knows exist."""
 
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
-        self.known: set[Digest] = set()
+        self.known = KnownChunks()
         self.chunk_puts = 0
 
     # -- chunks ------------------------------------------------------------------------------

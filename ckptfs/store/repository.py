@@ -17,6 +17,7 @@ import attrs
 from ckptfs.errors import (
     ConflictError,
     CorruptSnapshot,
+    ErasedError,
     FormatError,
     InvalidName,
     MissingObject,
@@ -37,6 +38,7 @@ from ckptfs.format.names import (
     run_dir,
 )
 from ckptfs.storage.base import Storage
+from ckptfs.store.lifecycle import read_retired, read_tombstone, retired_throughs
 from ckptfs.store.objects import ObjectStore
 
 
@@ -144,8 +146,8 @@ class Repository:
     def run_ids(self) -> list[str]:
         return [n for n in self.storage.list(RUNS) if RUN_ID.match(n) and not n.endswith(".")]
 
-    def seqs(self, run_id: str) -> list[int]:
-        """Sequence numbers with a committed record, ascending."""
+    def record_seqs(self, run_id: str) -> list[int]:
+        """Every sequence number with a record file, ascending, strays included."""
         out = []
         for name in self.storage.list(run_dir(run_id)):
             s = parse_seq_name(name)
@@ -153,13 +155,41 @@ class Repository:
                 out.append(s)
         return sorted(out)
 
+    def seqs(self, run_id: str) -> list[int]:
+        """Sequence numbers of committed, retained snapshots, ascending (there may be gaps where
+        snapshots were forgotten; records in a retired range that were not kept are ignored)."""
+        out = self.record_seqs(run_id)
+        retired = read_retired(self.storage, run_id) if out else None
+        return [s for s in out if retired.visible(s)] if retired else out
+
+    def erased(self, run_id: str, seq: int | None = None) -> ErasedError | None:
+        """The error to raise when the run (or one of its snapshots) was erased, else None."""
+        stone = read_tombstone(self.storage, run_id, seq)
+        if stone is None:
+            return None
+        what = f"run {run_id!r}" if seq is None else f"snapshot {seq} of run {run_id!r}"
+        return ErasedError(f"{what} was erased at {stone.requested} ms (reason: "
+                           f"{stone.reason!r}); only its tombstone remains")
+
+    def check_not_erased(self, run_id: str) -> None:
+        """Raise ErasedError when the run was erased or fenced by a partial erase."""
+        err = self.erased(run_id)
+        if err is not None:
+            raise err
+        retired = read_retired(self.storage, run_id)
+        if retired is not None and retired.fenced:
+            raise ErasedError(f"run {run_id!r} is fenced (snapshots of it were erased or the "
+                              "whole run was forgotten): no writer may commit to it again. Fork "
+                              "a retained snapshot into a new run to continue.")
+
     def record(self, run_id: str, seq: int) -> RunRecord:
         path = record_path(run_id, seq)
         what = f"run record {path}"
         try:
             data = self.storage.read(path)
         except FileNotFoundError:
-            raise NotFound(f"run {run_id!r} has no snapshot with sequence number {seq}") from None
+            raise (self.erased(run_id, seq) or self.erased(run_id) or NotFound(
+                f"run {run_id!r} has no snapshot with sequence number {seq}")) from None
         try:
             rec = RunRecord.from_bytes(data, what=what)
         except FormatError as e:
@@ -172,7 +202,13 @@ class Repository:
         """The record with the highest sequence number (names are zero-padded, so the greatest
         valid name is the head)."""
         names = [n for n in self.storage.list(run_dir(run_id)) if parse_seq_name(n)]
-        return self.record(run_id, int(max(names))) if names else None
+        if not names:
+            return None
+        retired = read_retired(self.storage, run_id)
+        if retired is None:
+            return self.record(run_id, int(max(names)))
+        visible = [s for s in map(int, names) if retired.visible(s)]  # strays are not heads
+        return self.record(run_id, max(visible)) if visible else None
 
     def commit(self, manifest: Manifest,
                chunks: list[tuple[Digest, bytes | memoryview]] | None = None) -> Snapshot:
@@ -193,7 +229,19 @@ class Repository:
                 "writer first (the run was resumed twice, or two processes share it). This "
                 "commit did not happen; resume again from the new head to continue."
             ) from None
+        self._check_not_retired(manifest.run, manifest.seq)
         return Snapshot(d, manifest)
+
+    def _check_not_retired(self, run_id: str, seq: int) -> None:
+        """After creating a record: if ``seq`` lies in a retired range (it was forgotten, or the
+        run was fenced), the record landed in a gap; withdraw it (spec/retention.md "Fences")."""
+        throughs = retired_throughs(self.storage, run_id)
+        if throughs and seq <= throughs[-1]:
+            self.storage.delete(record_path(run_id, seq))
+            raise ConflictError(
+                f"run {run_id!r}: sequence number {seq} was retired (a snapshot there was "
+                "forgotten, or the run was erased or fenced); this commit did not happen. Resume "
+                "the run's head, or fork into a new run.")
 
     # -- snapshots -----------------------------------------------------------------------------
     def snapshot(self, d: Digest, *, size: int | None = None, check_committed: bool = True) -> Snapshot:
@@ -234,7 +282,11 @@ class Repository:
                 return self._head_snapshot(run_id)
             if not seq_text.isdigit():
                 raise InvalidName(f"{ref!r}: expected RUN@SEQ with a decimal sequence number")
-            return self.snapshot_at(run_id, int(seq_text))
+            snap = self.snapshot_at(run_id, int(seq_text))
+            if snap.seq not in self.seqs(run_id):  # a stray record in a retired range
+                raise (self.erased(run_id, snap.seq) or self.erased(run_id) or NotFound(
+                    f"run {run_id!r} has no retained snapshot with sequence number {snap.seq}"))
+            return snap
         if _is_hex(ref) and len(ref) >= 6 and ref not in self.run_ids():
             matches = [n for n in self.storage.list(f"{SNAPSHOTS}/{ref[:2]}") if n.startswith(ref)]
             if len(matches) > 1:
@@ -248,7 +300,7 @@ class Repository:
     def _head_snapshot(self, run_id: str) -> Snapshot:
         rec = self.head(run_id)
         if rec is None:
-            raise NotFound(f"no run {run_id!r} in {self.url}")
+            raise self.erased(run_id) or NotFound(f"no run {run_id!r} in {self.url}")
         return self.snapshot(rec.snapshot, size=rec.size, check_committed=False)
 
 

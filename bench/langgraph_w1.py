@@ -1,0 +1,147 @@
+"""W1 through LangGraph: one ~1 KB message appended per step, CkptfsSaver vs SqliteSaver.
+
+A one-node graph loops N times on one thread (one superstep, one checkpoint and one pending
+write per step, ``durability="sync"`` so each step waits for its checkpoint). Measured: bytes on
+disk at the end, per-step latency (p50/p95/p99, first and last 100 steps), and the time to load
+the final state from a fresh saver. Writes ``bench/results/langgraph_w1.md``.
+
+    python bench/langgraph_w1.py [--n 1000] [--dir /tmp/x] [--out bench/results/langgraph_w1.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import sqlite3
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.messages import AIMessage
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+
+from ckptfs.integrations.langgraph import CkptfsSaver
+
+WORDS = ("agent tool call result plan step memory context token model user reply search file "
+         "read write summary error retry approve budget cost latency store snapshot").split()
+
+
+class State(TypedDict):
+    messages: Annotated[list[Any], add_messages]
+    n: int
+
+
+def message(i: int, rng: random.Random) -> AIMessage:
+    text = " ".join(rng.choice(WORDS) for _ in range(150))[:1000]
+    return AIMessage(f"{i:06d} {text}", id=f"msg-{i}")
+
+
+def build(n: int, stamps: list[float]) -> StateGraph[State]:
+    rng = random.Random(1)
+
+    def step(state: State) -> dict[str, Any]:
+        stamps.append(time.perf_counter())
+        i = state["n"]
+        return {"messages": [message(i, rng)], "n": i + 1}
+
+    g = StateGraph(State)
+    g.add_node("step", step)
+    g.add_edge(START, "step")
+    g.add_conditional_edges("step", lambda s: "step" if s["n"] < n else END)
+    return g
+
+
+def disk(path: Path) -> tuple[int, int, int]:
+    """(files, apparent bytes, allocated bytes) under ``path`` (a file or a tree)."""
+    files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
+    st = [p.stat() for p in files]
+    return len(files), sum(s.st_size for s in st), sum(s.st_blocks * 512 for s in st)
+
+
+def run(name: str, make: Callable[[], BaseCheckpointSaver[Any]], n: int,
+        where: Path) -> dict[str, Any]:
+    stamps: list[float] = []
+    saver = make()
+    app = build(n, stamps).compile(checkpointer=saver)
+    config: Any = {"configurable": {"thread_id": "w1"}, "recursion_limit": n + 10}
+    t0 = time.perf_counter()
+    app.invoke({"messages": [], "n": 0}, config, durability="sync")
+    total = time.perf_counter() - t0
+    stamps.append(t0 + total)
+    steps = [b - a for a, b in zip(stamps, stamps[1:])]
+    if isinstance(saver, SqliteSaver):
+        saver.conn.close()
+    elif isinstance(saver, CkptfsSaver):
+        saver.close()
+    t1 = time.perf_counter()
+    fresh = make()
+    values = build(n, []).compile(checkpointer=fresh).get_state(config).values
+    load = time.perf_counter() - t1
+    assert len(values["messages"]) == n
+    files, apparent, allocated = (0, 0, 0)
+    for p in where.parent.glob(where.name + "*"):  # sqlite's -wal/-shm too
+        f, a, b = disk(p)
+        files, apparent, allocated = files + f, apparent + a, allocated + b
+    q = statistics.quantiles(steps, n=100)
+    return {"saver": name, "steps": len(steps), "total_s": total, "p50_ms": q[49] * 1e3,
+            "p95_ms": q[94] * 1e3, "p99_ms": q[98] * 1e3,
+            "first100_ms": statistics.mean(steps[:100]) * 1e3,
+            "last100_ms": statistics.mean(steps[-100:]) * 1e3, "load_ms": load * 1e3,
+            "files": files, "apparent_mb": apparent / 1e6, "allocated_mb": allocated / 1e6}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=1000)
+    ap.add_argument("--dir", default=None, help="scratch directory (default: a temp dir)")
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "langgraph_w1.md"))
+    args = ap.parse_args()
+    scratch = Path(args.dir or tempfile.mkdtemp(prefix="lg-w1-"))
+    scratch.mkdir(parents=True, exist_ok=True)
+    results = []
+    try:
+        store = scratch / "ckptfs-store"
+        results.append(run("CkptfsSaver (local dir)", lambda: CkptfsSaver(str(store)),
+                           args.n, store))
+        db = scratch / "sqlite.db"
+        results.append(run("SqliteSaver (file)", lambda: SqliteSaver(
+            sqlite3.connect(str(db), check_same_thread=False)), args.n, db))
+    finally:
+        if args.dir is None:
+            shutil.rmtree(scratch, ignore_errors=True)
+    cols = ["saver", "steps", "total_s", "p50_ms", "p95_ms", "p99_ms", "first100_ms",
+            "last100_ms", "load_ms", "files", "apparent_mb", "allocated_mb"]
+    lines = [
+        "# W1 through LangGraph: CkptfsSaver vs SqliteSaver",
+        "",
+        f"One ~1 KB AIMessage appended per superstep, N = {args.n}, one thread, "
+        "`durability=\"sync\"`; step = time between consecutive node runs (includes the "
+        "checkpoint); load = `get_state` from a fresh saver. Machine: shared 2-core box "
+        f"(noisy; compare ratios). Command: `python bench/langgraph_w1.py --n {args.n}`.",
+        "",
+        "| " + " | ".join(cols) + " |",
+        "|" + "---|" * len(cols),
+    ]
+    for r in results:
+        lines.append("| " + " | ".join(f"{r[c]:.2f}" if isinstance(r[c], float) else str(r[c])
+                                       for c in cols) + " |")
+    ck, sq = results
+    lines += ["", f"Storage ratio SqliteSaver / CkptfsSaver: "
+              f"{sq['apparent_mb'] / ck['apparent_mb']:.0f}x apparent, "
+              f"{sq['allocated_mb'] / ck['allocated_mb']:.0f}x allocated.", ""]
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

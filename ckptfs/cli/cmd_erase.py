@@ -1,0 +1,50 @@
+"""``ckptfs erase STORE RUN [--snapshot SEQ] --reason TEXT``: erase now, leave a tombstone."""
+
+from __future__ import annotations
+
+import argparse
+
+from ckptfs.cli._usage import usage_error
+from ckptfs.cli import EXIT_OK, print_json
+
+
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    p = sub.add_parser("erase", help="erase a run (or one snapshot) now, leaving a tombstone",
+                       description="Fence the run so no writer can commit to it again, delete "
+                                   "its records, manifests and every chunk no other snapshot "
+                                   "uses (immediately, no grace period), and leave a tombstone "
+                                   "saying what was erased, when and why.")
+    p.add_argument("store", metavar="STORE")
+    p.add_argument("run_id", metavar="RUN")
+    p.add_argument("--snapshot", metavar="SEQ|ID",
+                   help="only this snapshot (a seq, RUN@SEQ, or a snapshot id of RUN)")
+    p.add_argument("--reason", required=True, help="why (e.g. 'GDPR request #123')")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import ckptfs
+    from ckptfs.ops.erase import erase
+
+    repo = ckptfs.open_store(args.store).repo
+    seq = None
+    if args.snapshot is not None:
+        ref = args.snapshot
+        if ref.isdigit():
+            seq = int(ref)
+        else:
+            snap = repo.resolve(ref)
+            if snap.run != args.run_id:
+                return usage_error("erase", f"{ref} belongs to run {snap.run!r}, not "
+                                 f"{args.run_id!r}")
+            seq = snap.seq
+    stone = erase(repo, args.run_id, seq=seq, reason=args.reason)
+    if args.json:
+        print_json(stone.to_json())
+    else:
+        what = args.run_id if seq is None else f"{args.run_id}@{seq}"
+        print(f"erased {what}: {len(stone.snapshots)} snapshot(s), {stone.manifests_deleted} "
+              f"manifest(s), {stone.chunks_deleted} chunk(s) ({stone.bytes_deleted} bytes); "
+              f"{stone.chunks_kept_shared} chunk(s) kept because other snapshots use them")
+    return EXIT_OK

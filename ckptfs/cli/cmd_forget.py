@@ -1,0 +1,62 @@
+"""``ckptfs forget STORE --keep-...``: apply a retention policy (restic's forget)."""
+
+from __future__ import annotations
+
+import argparse
+
+from ckptfs.cli._usage import usage_error
+from ckptfs.cli import EXIT_OK, EXIT_PROBLEMS, print_json
+
+
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    p = sub.add_parser("forget", help="forget snapshots a retention policy does not keep",
+                       description="Forget (delete the run records of) every snapshot that no "
+                                   "--keep rule keeps; a run's head goes only with its whole "
+                                   "run. Then run 'ckptfs gc' to reclaim the space.")
+    p.add_argument("store", metavar="STORE")
+    p.add_argument("--keep-last", type=int, metavar="N", help="the last N snapshots of each run")
+    p.add_argument("--keep-within", metavar="DURATION", help="snapshots newer than e.g. 7d, 36h")
+    p.add_argument("--keep-label", action="append", default=[], metavar="K=V",
+                   help="snapshots with this label (repeatable)")
+    p.add_argument("--keep-unfinished-heads", action="store_true",
+                   help="the head of every run whose head boundary is not 'final'")
+    p.add_argument("--run", action="append", dest="runs", metavar="RUN", help="only this run")
+    p.add_argument("--dry-run", action="store_true", help="show what would go; change nothing")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import ckptfs
+    from ckptfs.ops.retention import Policy, forget, parse_duration
+
+    labels = []
+    for kv in args.keep_label:
+        k, eq, v = kv.partition("=")
+        if not eq:
+            return usage_error("forget", f"--keep-label takes K=V, not {kv!r}")
+        labels.append((k, v))
+    if args.keep_last is not None and args.keep_last < 1:
+        return usage_error("forget", "--keep-last must be at least 1")
+    try:
+        within = parse_duration(args.keep_within) if args.keep_within else None
+    except ValueError as e:
+        return usage_error("forget", str(e))
+    policy = Policy(keep_last=args.keep_last, keep_within_ms=within,
+                    keep_labels=tuple(labels), keep_unfinished_heads=args.keep_unfinished_heads)
+    if policy.empty:
+        return usage_error("forget", "give at least one --keep rule")
+    report = forget(ckptfs.open_store(args.store).repo, policy, runs=args.runs,
+                    dry_run=args.dry_run)
+    if args.json:
+        print_json(report.to_json())
+    else:
+        verb = "would forget" if args.dry_run else "forgot"
+        for d in report.forgotten:
+            print(f"{verb}  {d.run}@{d.seq}  {d.id.text}")
+        for p in report.problems:
+            print(f"problem  {p}")
+        print(f"{len(report.forgotten)} snapshot(s) {verb}, "
+              f"{len(report.decisions) - len(report.forgotten)} kept; gc would then free "
+              f"{report.bytes_freed} bytes in {report.chunks_freed} chunk(s) plus manifests")
+    return EXIT_PROBLEMS if report.problems else EXIT_OK

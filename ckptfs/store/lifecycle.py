@@ -1,0 +1,140 @@
+"""Reading and writing the retention layer's control objects: retired ranges (gaps and
+fences), expiry overrides and tombstones. Unreadable control objects fail closed."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ckptfs.errors import CorruptObject, FormatError
+from ckptfs.format.lifecycle import FENCE_ALL, Expiry, Retired, Tombstone
+from ckptfs.format.names import (
+    expiry_path,
+    parse_seq_name,
+    record_path,
+    retired_dir,
+    seq_name,
+    tombstone_path,
+)
+from ckptfs.storage.base import Storage
+
+
+def retired_throughs(storage: Storage, run_id: str) -> list[int]:
+    """``through`` values of the run's retired markers, ascending (names only: one listing)."""
+    return sorted(s for s in (parse_seq_name(n) for n in storage.list(retired_dir(run_id)))
+                  if s is not None)
+
+
+def read_retired(storage: Storage, run_id: str) -> Retired | None:
+    """The run's authoritative retired marker (the highest), or None."""
+    throughs = retired_throughs(storage, run_id)
+    if not throughs:
+        return None
+    path = f"{retired_dir(run_id)}/{seq_name(throughs[-1])}"
+    try:
+        data = storage.read(path)
+    except FileNotFoundError:  # compacted between list and read: look again
+        return read_retired(storage, run_id)
+    try:
+        r = Retired.from_bytes(data, what=path)
+    except FormatError as e:
+        raise CorruptObject(f"{e}; the run's retired range is unknown, so no snapshot of it is "
+                            "served. Restore the file from a copy of the store.") from e
+    if r.run != run_id or r.through != throughs[-1]:
+        raise CorruptObject(f"{path}: names run {r.run!r} through {r.through}, not its own path")
+    return r
+
+
+def write_retired(storage: Storage, marker: Retired) -> None:
+    """Publish ``marker`` and drop the lower markers it supersedes."""
+    d = retired_dir(marker.run)
+    storage.replace(f"{d}/{seq_name(marker.through)}", marker.to_bytes())
+    for t in retired_throughs(storage, marker.run):
+        if t < marker.through:
+            storage.delete(f"{d}/{seq_name(t)}")
+
+
+def read_expiry(storage: Storage, run_id: str, seq: int | None = None) -> Expiry | None:
+    path = expiry_path(run_id, seq)
+    try:
+        data = storage.read(path)
+    except FileNotFoundError:
+        return None
+    try:
+        e = Expiry.from_bytes(data, what=path)
+    except FormatError as err:
+        raise CorruptObject(f"{err}; the expiry of this snapshot is unknown, so it is not "
+                            "served. Set it again with 'ckptfs expire'.") from err
+    if e.run != run_id or e.seq != seq:
+        raise CorruptObject(f"{path}: names run {e.run!r} seq {e.seq}, not its own path")
+    return e
+
+
+def effective_expiry(storage: Storage, run_id: str, seq: int, manifest_expires: int | None
+                     ) -> int | None:
+    """A snapshot's expiry: its own override, else the run's override, else the manifest's."""
+    for s in (seq, None):
+        o = read_expiry(storage, run_id, s)
+        if o is not None:
+            return o.expires
+    return manifest_expires
+
+
+def read_tombstone(storage: Storage, run_id: str, seq: int | None = None) -> Tombstone | None:
+    path = tombstone_path(run_id, seq)
+    try:
+        data = storage.read(path)
+    except FileNotFoundError:
+        return None
+    try:
+        return Tombstone.from_bytes(data, what=path)
+    except FormatError as e:
+        raise CorruptObject(f"{e}; the tombstone is damaged (the run stays unreadable)") from e
+
+
+def write_expiry(storage: Storage, run_id: str, seq: int | None, expires: int | None,
+                 now: int) -> Expiry:
+    """Set (replace) the expiry override of a run or one snapshot; None means never."""
+    e = Expiry(run=run_id, seq=seq, expires=expires, set_at=now)
+    storage.replace(expiry_path(run_id, seq), e.to_bytes())
+    return e
+
+
+def set_run_expiry(storage: Storage, run_id: str, expires: int | None) -> None:
+    """Record a new run's run-wide expiry (given at start) so that resumes keep applying it."""
+    import time
+
+    write_expiry(storage, run_id, None, expires, int(time.time() * 1000))
+
+
+def default_expiry(settings: Mapping[str, Any], created: int) -> int | None:
+    """The expiry a writer gives a snapshot when none was asked for: the store's default TTL."""
+    ttl = settings.get("default_ttl_ms")
+    if ttl is None:
+        return None
+    if type(ttl) is not int or ttl <= 0:
+        raise CorruptObject(f"store setting default_ttl_ms must be a positive integer, not {ttl!r}")
+    return created + ttl
+
+
+def retire(storage: Storage, run_id: str, visible: list[int], drop: set[int], now: int) -> bool:
+    """Forget the snapshots ``drop`` of a run whose retained seqs are ``visible``: publish the
+    retired marker first, then delete the records. The head goes only with the whole run (a
+    writer still holding that head may go on at head + 1; nobody can reuse a lower seq).
+    Returns True when the whole run went."""
+    drop = drop & set(visible)
+    if not drop:
+        return False
+    whole = drop == set(visible)
+    if not whole and max(visible) in drop:
+        raise ValueError(f"run {run_id!r}: the head (seq {max(visible)}) can only be forgotten "
+                         "together with the whole run")
+    old = read_retired(storage, run_id)
+    through = max(drop) if old is None else max(max(drop), old.through)
+    if old is not None and old.fenced:
+        through = FENCE_ALL
+    kept = tuple(s for s in visible if s <= through and s not in drop)
+    write_retired(storage, Retired(run=run_id, through=through, kept=kept, created=now))
+    for s in sorted(drop):
+        storage.delete(record_path(run_id, s))
+    return whole

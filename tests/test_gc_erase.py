@@ -1,0 +1,216 @@
+"""GC and erase: deletion order under a crash at every step, erasure proven by a byte scan,
+shared chunks kept for other runs, tombstones, the grace period and the lease."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+import ckptfs
+from ckptfs.errors import Busy, ConflictError, ErasedError
+from ckptfs.format.names import tombstone_path
+from ckptfs.ops.erase import erase
+from ckptfs.ops.gc import gc
+from ckptfs.ops.lease import MaintenanceLease
+from ckptfs.ops.retention import Policy, forget
+from ckptfs.ops.verify import verify
+from ckptfs.storage.local import LocalStorage
+from ckptfs.store.repository import Repository
+from tests.retention_helpers import CrashingStorage, InjectedCrash, age_tree, files_containing
+
+SHARED = "SHARED-PREFIX-CONTENT"
+SECRET = "ERASE-ME-7f3a9c"
+
+
+def _later() -> int:
+    return int(time.time() * 1000) + 1000
+
+
+def _build(root: str) -> dict[str, object]:
+    """Run a (secret after seq 3), fork b of a@3, expired run c, forgotten history of a."""
+    store = ckptfs.open_store(root)
+    a = store.start_run("a")
+    msgs = [f"{SHARED} {i} " * 30 for i in range(3)]
+    for i in range(3):
+        a.checkpoint({"messages": msgs[: i + 1]})
+    for i in range(4):
+        msgs.append(f"user said {SECRET}-{i} " * 30)
+        a.checkpoint({"messages": list(msgs), "note": f"{SECRET} note {i}"},
+                     entry_labels={"messages": {"pii": "true"}})
+    b = store.fork("a@3", "b")
+    b.checkpoint({"messages": msgs[:3] + ["b's own line " * 200]})
+    b.checkpoint({"messages": msgs[:3] + ["b's own line " * 200, "b again " * 200]})
+    c = store.start_run("c")
+    c.checkpoint({"tmp": "short-lived " * 400}, expires_at=datetime.timedelta(seconds=-1))
+    c.checkpoint({"tmp": "short-lived 2 " * 400}, expires_at=datetime.timedelta(seconds=-1))
+    forget(store.repo, Policy(keep_last=2), runs=["a"])
+    return {"b": store.read("b"), "a": store.read("a")}
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, object]]:
+    root = str(tmp_path_factory.mktemp("tpl") / "store")
+    states = _build(root)
+    age_tree(root, 7200)
+    return root, states
+
+
+def _copy(template: str, dst: Path) -> str:
+    out = str(dst / f"s{len(os.listdir(dst))}")
+    shutil.copytree(template, out)
+    return out
+
+
+def _crashing(root: str, k: int | None) -> tuple[Repository, CrashingStorage]:
+    cs = CrashingStorage(LocalStorage(root, durable=False), k)
+    return Repository(cs), cs
+
+
+def test_gc_crash_at_every_step_leaves_a_verifying_store(
+        template: tuple[str, dict[str, object]], tmp_path: Path) -> None:
+    tpl, states = template
+    ref_root = _copy(tpl, tmp_path)
+    repo, cs = _crashing(ref_root, None)
+    ref = gc(repo, grace_ms=0)
+    total = cs.ops
+    assert ref.chunks_deleted > 0 and ref.manifests_deleted > 0 and ref.expired
+    final_files = sorted(os.path.relpath(os.path.join(d, n), ref_root)
+                         for d, _, ns in os.walk(ref_root) for n in ns)
+    for k in range(total):
+        root = _copy(tpl, tmp_path)
+        repo, _ = _crashing(root, k)
+        with pytest.raises(InjectedCrash):
+            gc(repo, grace_ms=0, lease_ttl_ms=1)
+        store = ckptfs.open_store(root, durable=False)
+        assert verify(store.repo, read_data=True).ok, f"crash at mutation {k}"
+        assert store.read("b") == states["b"] and store.read("a") == states["a"]
+        gc(store.repo, grace_ms=0)  # the stale lease blocks nobody; the rerun finishes
+        assert verify(store.repo, read_data=True).ok
+        files = sorted(os.path.relpath(os.path.join(d, n), root)
+                       for d, _, ns in os.walk(root) for n in ns)
+        assert files == final_files, f"crash at mutation {k}"
+        shutil.rmtree(root)
+
+
+def test_erase_crash_at_every_step_then_finish(
+        template: tuple[str, dict[str, object]], tmp_path: Path) -> None:
+    tpl, states = template
+    assert files_containing(tpl, SECRET.encode())  # the scan does see the secret
+    repo, cs = _crashing(_copy(tpl, tmp_path), None)
+    erase(repo, "a", reason="test")
+    total = cs.ops
+    for k in range(total):
+        root = _copy(tpl, tmp_path)
+        repo, _ = _crashing(root, k)
+        with pytest.raises(InjectedCrash):
+            erase(repo, "a", reason="user request #1", lease_ttl_ms=1)
+        store = ckptfs.open_store(root, durable=False)
+        assert verify(store.repo, read_data=True).ok, f"crash at mutation {k}"
+        assert store.read("b") == states["b"]
+        stone = erase(store.repo, "a", reason="user request #1")
+        assert stone.state == "erased" and stone.reason == "user request #1"
+        assert files_containing(root, SECRET.encode()) == [], f"crash at mutation {k}"
+        assert files_containing(root, SHARED.encode())  # b still needs the shared prefix
+        assert verify(store.repo, read_data=True).ok and store.read("b") == states["b"]
+        with pytest.raises(ErasedError):
+            store.resume("a")
+        shutil.rmtree(root)
+
+
+def test_erase_proof_and_tombstone_holds_no_content(
+        template: tuple[str, dict[str, object]], tmp_path: Path) -> None:
+    root = _copy(template[0], tmp_path)
+    store = ckptfs.open_store(root)
+    erased_chunks = {c.digest.raw for s in store.snapshots("a") for e in
+                     s.manifest.entries.values() for c in getattr(e, "chunks", ())}
+    ids = {s.digest for s in store.snapshots("a")}
+    stone = erase(store.repo, "a", reason="GDPR #42")
+    assert {d for _, d in stone.snapshots} == ids and stone.chunks_deleted > 0
+    assert stone.chunks_kept_shared > 0  # the shared prefix stays for b
+    raw = store.storage.read(tombstone_path("a"))
+    assert SECRET.encode() not in raw and not any(d in raw for d in erased_chunks)
+    for d in ids:  # the proof: every erased snapshot id names nothing any more
+        assert not store.storage.exists(f"snapshots/{d.hex[:2]}/{d.hex}")
+    assert files_containing(root, SECRET.encode()) == []
+    with pytest.raises(ErasedError):
+        store.read("a")
+    with pytest.raises(ErasedError):
+        store.start_run("a")
+
+
+def test_erase_one_snapshot_fences_the_run_and_keeps_the_rest(store: ckptfs.Store) -> None:
+    run = store.start_run("r")
+    run.checkpoint({"x": "first"})
+    run.checkpoint({"x": f"{SECRET} only here"})
+    run.checkpoint({"x": "third"})
+    erase(store.repo, "r", seq=2, reason="one bad message")
+    with pytest.raises(ErasedError):
+        store.read("r@2")
+    assert store.read("r@1") == {"x": "first"} and store.read("r") == {"x": "third"}
+    with pytest.raises(ErasedError):
+        store.resume("r")
+    with pytest.raises(ConflictError):
+        run.checkpoint({"x": "more"})
+    assert verify(store.repo, read_data=True).ok
+
+
+def test_gc_keeps_young_unreferenced_objects(tmp_path: Path) -> None:
+    store = ckptfs.open_store(str(tmp_path / "s"))
+    run = store.start_run("r")
+    for i in range(4):
+        run.checkpoint({"x": f"value {i} " * 800})
+    forget(store.repo, Policy(keep_last=1))
+    young = gc(store.repo)  # default grace: one hour
+    assert young.chunks_deleted == 0 and young.manifests_deleted == 0 and young.young_kept == 3
+    age_tree(str(tmp_path / "s"), 7200)
+    old = gc(store.repo)
+    assert old.chunks_deleted >= 3 and old.manifests_deleted == 3
+    assert verify(store.repo, read_data=True).ok
+
+
+def test_gc_inside_a_commit_window_spares_chunks_the_writer_reused(tmp_path: Path) -> None:
+    """A writer finds an old garbage chunk already stored and skips uploading it; gc runs
+    between that and the writer's manifest and commit. The writer's write refreshed the chunk, so gc's
+    grace period covers it (spec/retention.md "Grace rule")."""
+    root = str(tmp_path / "s")
+    store = ckptfs.open_store(root)
+    store.start_run("old").checkpoint({"blob": "recurring content " * 200})
+    forget(store.repo, Policy(keep_labels=(("none", "x"),)))
+    age_tree(root, 7200)  # garbage now, and old
+    ran: list[object] = []
+
+    def gc_now(op: str, path: str) -> None:
+        if path.startswith("snapshots/") and not ran:  # chunks are written, the manifest not
+            ran.append(gc(store.repo))
+
+    writer = ckptfs.Store(CrashingStorage(LocalStorage(root), None, before=gc_now))
+    writer.start_run("new").checkpoint({"blob": "recurring content " * 200})
+    assert ran and verify(store.repo, read_data=True).ok
+    assert store.read("new") == {"blob": "recurring content " * 200}
+
+
+def test_lease_blocks_a_second_maintainer_until_it_goes_stale(store: ckptfs.Store) -> None:
+    store.start_run("r").checkpoint({"x": 1})
+    held = MaintenanceLease(store.storage, ttl_ms=60_000).acquire()
+    with pytest.raises(Busy):
+        gc(store.repo)
+    held.release()
+    MaintenanceLease(store.storage, ttl_ms=1).acquire()  # then 'crashes' holding it
+    time.sleep(0.01)
+    assert gc(store.repo).problems == []
+
+
+def test_gc_dry_run_changes_nothing(template: tuple[str, dict[str, object]],
+                                    tmp_path: Path) -> None:
+    root = _copy(template[0], tmp_path)
+    before = sorted(str(p) for p in Path(root).rglob("*") if p.is_file())
+    report = gc(ckptfs.open_store(root).repo, grace_ms=0, dry_run=True)
+    assert report.chunks_deleted > 0
+    after = sorted(str(p) for p in Path(root).rglob("*") if p.is_file())
+    assert after == before
+
