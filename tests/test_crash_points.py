@@ -30,8 +30,8 @@ from ckptfs.format.cdc import ChunkerParams
 from ckptfs.runtime.effects import NOT_DONE
 from ckptfs.ops.verify import verify
 from ckptfs.storage import Storage, open_storage
-from conftest import TALLY
-from faults import Crash, FaultyStorage
+from tests.conftest import TALLY
+from tests.faults import Crash, FaultyStorage
 
 SMALL = ChunkerParams(min_size=64, avg_size=256, max_size=1024)
 
@@ -220,7 +220,7 @@ def test_sigkill_at_random_moments(tmp_path: Path) -> None:
         head = store.head("killed").seq
         assert head in (last_reported, last_reported + 1), (head, last_reported)
         assert verify(store.repo, read_data=True).ok
-        from killee import state_for
+        from tests.killee import state_for
 
         assert store.read("killed") == state_for(head)
         last_reported = head

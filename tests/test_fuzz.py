@@ -28,7 +28,7 @@ from ckptfs.format.digest import Digest
 from ckptfs.format.models import Manifest, RunRecord, StoreConfig
 from ckptfs.format.names import record_path, snapshot_path
 from ckptfs.ops.verify import verify
-from conftest import TALLY, fuzz_examples
+from tests.conftest import TALLY, fuzz_examples
 
 EVIL_NAMES = ["..", "../x", "a/../../etc/passwd", "/abs", "/etc/passwd", "a\x00b", "x" * 300,
               "a" * 129, "", ".", "./a", "a//b", "a\\b", "C:\\x", "\u202e", "runs", "-x",

@@ -13,8 +13,8 @@ import pytest
 
 import ckptfs
 from ckptfs.ops.verify import verify
-from conftest import TALLY
-from racer import state_for
+from tests.conftest import TALLY
+from tests.racer import state_for
 
 WRITERS = 8
 ATTEMPTS = {"local": 3, "s3": 2}  # per writer and run; moto on loopback is the slow part
@@ -26,7 +26,7 @@ def race_url(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, int]:
     """A store URL and how many attempts each writer makes on each run."""
     if request.param == "local":
         return str(tmp_path / "store"), ATTEMPTS["local"]
-    from conftest import new_s3_url
+    from tests.conftest import new_s3_url
 
     request.getfixturevalue("s3_options")  # the server, reached through the environment
     return new_s3_url(), ATTEMPTS["s3"]

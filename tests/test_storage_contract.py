@@ -88,7 +88,7 @@ def test_local_url_spellings_get_the_posix_backend(tmp_path: Any) -> None:
 
 def test_s3_batches_are_concurrent(s3_options: dict[str, Any]) -> None:
     """write_many and read_many keep many requests in flight on an async filesystem."""
-    from conftest import new_s3_url
+    from tests.conftest import new_s3_url
 
     storage = open_storage(new_s3_url(), **s3_options)
     assert isinstance(storage, FsspecStorage)
