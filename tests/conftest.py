@@ -18,6 +18,7 @@ import hypothesis
 import pytest
 
 import ckptfs
+from ckptfs.storage import Storage, open_storage
 
 S3_BUCKET = "ckptfs-test"
 #: generated fuzz cases and enumerated crash points, per test, for the summary line
@@ -127,3 +128,11 @@ def store_options(backend: tuple[str, dict[str, Any]]) -> dict[str, Any]:
 @pytest.fixture
 def store(store_url: str, store_options: dict[str, Any]) -> ckptfs.Store:
     return ckptfs.open_store(store_url, **store_options)
+
+
+@pytest.fixture
+def storage(store_url: str, store_options: dict[str, Any]) -> Iterator[Storage]:
+    """The raw storage backend of a fresh store URL (every backend ``store_url`` has)."""
+    s = open_storage(store_url, **store_options)
+    yield s
+    s.close()

@@ -1,68 +1,191 @@
-"""The Storage contract, run against every backend: local disk, memory:// and S3 (moto)."""
+"""The storage contract (ckptfs/storage/base.py), run against every backend of ``store_url``.
+
+Add a backend by adding a param to the ``store_url`` fixture in conftest.py; every test here
+then runs on it too. Backend-specific tests at the end use ``backend_kind``.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ckptfs.errors import InvalidName
+from ckptfs.errors import InvalidName, StorageError
 from ckptfs.storage import Storage, open_storage
 from ckptfs.storage.local import LocalStorage
 from ckptfs.storage.objects import FsspecStorage
 
+BAD_PATHS = ["", "/abs", "../x", "a/../../b", "a/./b", ".", "..", "a//b", "a/", "a\x00b",
+             "a\\b", "/", "chunks/../../etc"]
 
+
+class TestStorageContract:
+    def test_read_missing_raises_file_not_found(self, storage: Storage) -> None:
+        with pytest.raises(FileNotFoundError):
+            storage.read("chunks/aa/missing")
+        assert storage.size("chunks/aa/missing") is None and not storage.exists("chunks/aa/x")
+
+    def test_write_then_read(self, storage: Storage) -> None:
+        storage.write("chunks/ab/one", b"payload")
+        assert storage.read("chunks/ab/one") == b"payload"
+        assert storage.size("chunks/ab/one") == 7 and storage.exists("chunks/ab/one")
+        storage.write("chunks/ab/one", b"payload")  # same bytes again: fine
+        assert storage.read("chunks/ab/one") == b"payload"
+        storage.write("empty", b"")
+        assert storage.read("empty") == b"" and storage.size("empty") == 0
+
+    def test_write_many_and_read_many(self, storage: Storage) -> None:
+        items = [(f"chunks/{i:02x}/obj{i}", bytes([i]) * (i + 1)) for i in range(20)]
+        storage.write_many(items)
+        storage.write_many([])
+        storage.write_many(items[:3])  # already present: no error, unchanged
+        paths = [p for p, _ in items]
+        assert storage.read_many(paths) == [d for _, d in items]
+        got = storage.read_many([paths[0], "chunks/00/nope", paths[5], "nowhere/x"])
+        assert got == [items[0][1], None, items[5][1], None]
+        assert storage.read_many([]) == [] and storage.read_many(["nope"]) == [None]
+
+    def test_create_is_create_only(self, storage: Storage) -> None:
+        storage.create("runs/r/00000000000000000001", b"first")
+        with pytest.raises(FileExistsError):
+            storage.create("runs/r/00000000000000000001", b"second")
+        assert storage.read("runs/r/00000000000000000001") == b"first"
+
+    def test_concurrent_creates_have_exactly_one_winner(self, storage: Storage) -> None:
+        wins: list[int] = []
+        losses: list[int] = []
+        barrier = threading.Barrier(6)
+
+        def attempt(i: int) -> None:
+            barrier.wait()
+            try:
+                storage.create("runs/r/00000000000000000002", f"writer {i}".encode())
+                wins.append(i)
+            except FileExistsError:
+                losses.append(i)
+
+        threads = [threading.Thread(target=attempt, args=(i,)) for i in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(wins) == 1 and len(losses) == 5
+        assert storage.read("runs/r/00000000000000000002") == f"writer {wins[0]}".encode()
+
+    def test_replace_overwrites(self, storage: Storage) -> None:
+        storage.replace("runs/r/lease", b"one")
+        storage.replace("runs/r/lease", b"two, longer")
+        assert storage.read("runs/r/lease") == b"two, longer"
+
+    def test_list_gives_immediate_children_sorted(self, storage: Storage) -> None:
+        storage.write_many([("runs/b/00000000000000000001", b"1"), ("runs/a/x", b"2"),
+                            ("runs/a/y/z", b"3"), ("runs/top", b"4")])
+        assert storage.list("runs") == ["a", "b", "top"]
+        assert storage.list("runs/a") == ["x", "y"]
+        assert storage.list("runs/none") == [] and storage.list("nothing/here") == []
+        assert "runs" in storage.list("")
+        assert storage.size("runs/a") is None  # a folder is not an object
+
+    def test_delete(self, storage: Storage) -> None:
+        storage.write("chunks/cd/obj", b"x")
+        storage.delete("chunks/cd/obj")
+        assert not storage.exists("chunks/cd/obj")
+        with pytest.raises(FileNotFoundError):
+            storage.read("chunks/cd/obj")
+        storage.delete("chunks/cd/obj")  # absent is fine
+        storage.create("chunks/cd/obj", b"again")  # and the name is free again
+        assert storage.read("chunks/cd/obj") == b"again"
+
+    @pytest.mark.parametrize("path", BAD_PATHS)
+    def test_paths_that_could_escape_are_refused(self, storage: Storage, path: str) -> None:
+        calls = [lambda: storage.read(path), lambda: storage.write(path, b"x"),
+                 lambda: storage.create(path, b"x"), lambda: storage.replace(path, b"x"),
+                 lambda: storage.delete(path), lambda: storage.size(path),
+                 lambda: storage.write_many([("ok/path", b"x"), (path, b"x")]),
+                 lambda: storage.read_many(["ok/path", path])]
+        if path:
+            calls.append(lambda: storage.list(path))
+        for call in calls:
+            with pytest.raises(InvalidName):
+                call()
+        assert not storage.exists("ok/path")  # a refused batch wrote nothing
+
+
+# -- local POSIX only --------------------------------------------------------------------------
 @pytest.fixture
-def storage(backend: tuple[str, dict[str, Any]]) -> Storage:
-    url, opts = backend
-    return open_storage(url, **opts)
+def local(tmp_path: Path) -> LocalStorage:
+    return LocalStorage(str(tmp_path / "store"))
 
 
-def test_write_read_list_size_delete(storage: Storage) -> None:
-    storage.write("chunks/ab/abc", b"hello")
-    storage.write("chunks/ab/abc", b"hello")  # same content again: a no-op
-    storage.write_many([("chunks/ab/abd", b"x" * 10), ("chunks/cd/cde", b"y")])
-    assert storage.read("chunks/ab/abc") == b"hello"
-    assert storage.list("chunks") == ["ab", "cd"]
-    assert storage.list("chunks/ab") == ["abc", "abd"]
-    assert storage.list("nothing/here") == []
-    assert storage.size("chunks/ab/abd") == 10 and storage.size("chunks/ab/zzz") is None
-    assert storage.exists("chunks/cd/cde") and not storage.exists("chunks/cd/zzz")
-    assert storage.read_many(["chunks/ab/abd", "chunks/zz/none", "chunks/cd/cde"]) == \
-        [b"x" * 10, None, b"y"]
-    with pytest.raises(FileNotFoundError):
-        storage.read("chunks/zz/none")
-    storage.delete("chunks/ab/abc")
-    storage.delete("chunks/ab/abc")  # absent is fine
-    assert storage.size("chunks/ab/abc") is None
+def test_local_never_follows_a_symlink(local: LocalStorage, tmp_path: Path) -> None:
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"outside the store")
+    local.write("chunks/aa/real", b"x")
+    os.symlink(secret, Path(local.root) / "chunks" / "aa" / "link")
+    with pytest.raises(StorageError, match="link"):
+        local.read("chunks/aa/link")
+    assert local.read_many(["chunks/aa/real"]) == [b"x"]
 
 
-def test_create_is_create_only_and_proven(storage: Storage) -> None:
-    storage.create("runs/r/00000000000000000001", b"first")
+def test_local_leaves_no_temp_files(local: LocalStorage) -> None:
+    local.write_many([(f"chunks/ab/{i}", b"d" * i) for i in range(10)])
+    local.create("runs/r/00000000000000000001", b"rec")
     with pytest.raises(FileExistsError):
-        storage.create("runs/r/00000000000000000001", b"second")
-    assert storage.read("runs/r/00000000000000000001") == b"first"
+        local.create("runs/r/00000000000000000001", b"rec2")
+    local.replace("runs/r/hint", b"h")
+    assert os.listdir(Path(local.root) / "tmp") == []
+
+
+@pytest.mark.parametrize("fail", ["write", "link", "replace"])
+def test_local_failed_writes_leave_nothing(local: LocalStorage, monkeypatch: pytest.MonkeyPatch,
+                                           fail: str) -> None:
+    local.write("warm/up", b"creates tmp/")
+
+    def boom(*a: object, **k: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, fail, boom)
+    with pytest.raises(StorageError, match="No space"):
+        if fail == "replace":
+            local.replace("runs/r/hint", b"x")
+        else:
+            local.create("runs/r/00000000000000000001", b"x")
+    monkeypatch.undo()
+    assert os.listdir(Path(local.root) / "tmp") == []
+    assert not local.exists("runs/r/00000000000000000001") and not local.exists("runs/r/hint")
+
+
+def test_local_temp_files_live_inside_the_store(local: LocalStorage,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    created: list[str] = []
+    real_open = os.open
+
+    def spy(path: str, flags: int, *a: object, **k: object) -> int:
+        tmpfile = getattr(os, "O_TMPFILE", 0)
+        if flags & os.O_CREAT or (tmpfile and flags & tmpfile == tmpfile):
+            created.append(path)
+        return real_open(path, flags, *a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", spy)
+    local.write_many([("chunks/ab/x", b"x"), ("chunks/cd/y", b"y")])
+    local.create("runs/r/00000000000000000001", b"x")
+    tmp = os.path.join(local.root, "tmp")
+    assert created and all(p == tmp or p.startswith(tmp + os.sep) for p in created)
+    assert local.capabilities.create_only and local.capabilities.create_only_how == "link(2)"
+
+
+# -- added by the reliability work: probe, object stores (moto S3), caches, concurrency -------
+def test_create_only_is_proven_and_never_empty(storage: Storage) -> None:
+    """The first write probes the backend; moto S3, memory and local disk all pass."""
+    storage.create("runs/r/00000000000000000001", b"first")
     assert storage.capabilities.create_only, storage.capabilities
     with pytest.raises(ValueError):
         storage.create("runs/r/00000000000000000002", b"")  # never exclusive on s3fs
     assert storage.size("runs/r/00000000000000000002") is None
-
-
-def test_replace_overwrites(storage: Storage) -> None:
-    storage.replace("leases/x", b"1")
-    storage.replace("leases/x", b"22")
-    assert storage.read("leases/x") == b"22"
-
-
-@pytest.mark.parametrize("bad", ["/etc/passwd", "../x", "a/../../x", "a//b", "./a", "a/.", "",
-                                 "a\x00b", "a\\b"])
-def test_paths_that_leave_the_root_are_refused(storage: Storage, bad: str) -> None:
-    for op in (lambda: storage.read(bad), lambda: storage.write(bad, b"x"),
-               lambda: storage.create(bad, b"x"), lambda: storage.delete(bad),
-               lambda: storage.size(bad)):
-        with pytest.raises(InvalidName):
-            op()
 
 
 def test_objects_written_by_another_client_are_seen(backend: tuple[str, dict[str, Any]]) -> None:

@@ -8,6 +8,7 @@ values; no undefined or simple values other than false, true and null.
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import cbor2
@@ -31,6 +32,18 @@ _NO_TAGS = {t: _no_tag for t in range(0, 65536)}
 _BIGNUM_ONLY = {t: _no_tag for t in range(0, 65536) if t not in (2, 3)}
 
 
+def _decoder(buf: io.BytesIO, allow_bignum: bool) -> cbor2.CBORDecoder:
+    """A strict decoder: no indefinite lengths, no duplicate keys, tags by allow-list only."""
+    return cbor2.CBORDecoder(
+        buf,
+        semantic_decoders=_BIGNUM_ONLY if allow_bignum else _NO_TAGS,
+        tag_hook=_unknown_tag,
+        allow_indefinite=False,
+        allow_duplicate_keys=False,
+        max_depth=MAX_DEPTH,
+    )
+
+
 def encode(value: Any) -> bytes:
     """Encode ``value`` canonically. The value must already be plain data (see check_plain)."""
     try:
@@ -42,17 +55,14 @@ def encode(value: Any) -> bytes:
 def decode(data: bytes | memoryview, *, what: str, allow_bignum: bool = False,
            check_canonical: bool = True) -> Any:
     """Strictly decode one CBOR item; raise FormatError/NonCanonical naming ``what``."""
+    buf = io.BytesIO(data)
     try:
-        value = cbor2.loads(
-            data,
-            semantic_decoders=_BIGNUM_ONLY if allow_bignum else _NO_TAGS,
-            tag_hook=_unknown_tag,
-            allow_indefinite=False,
-            allow_duplicate_keys=False,
-            max_depth=MAX_DEPTH,
-        )
+        value = _decoder(buf, allow_bignum).decode()
     except (cbor2.CBORDecodeError, ValueError, TypeError, RecursionError, MemoryError) as e:
         raise FormatError(f"{what}: not valid ckptfs CBOR ({e})") from e
+    if buf.tell() != len(data):
+        raise FormatError(f"{what}: {len(data) - buf.tell()} byte(s) after the CBOR item "
+                          "(truncated or damaged); exactly one item is allowed")
     check_plain(value, what=what, decoded=True)
     if check_canonical and cbor2.dumps(value, canonical=True) != bytes(data):
         raise NonCanonical(
@@ -64,20 +74,11 @@ def decode(data: bytes | memoryview, *, what: str, allow_bignum: bool = False,
 
 def decode_sequence(data: bytes | memoryview, *, what: str) -> list[Any]:
     """Decode a CBOR sequence (RFC 8742) of plain items, as written for list entries."""
-    import io
-
     buf = io.BytesIO(data)
     end = len(data)
     out: list[Any] = []
     try:
-        dec = cbor2.CBORDecoder(
-            buf,
-            semantic_decoders=_BIGNUM_ONLY,
-            tag_hook=_unknown_tag,
-            allow_indefinite=False,
-            allow_duplicate_keys=False,
-            max_depth=MAX_DEPTH,
-        )
+        dec = _decoder(buf, True)
         while buf.tell() < end:
             out.append(dec.decode())
     except (cbor2.CBORDecodeError, ValueError, TypeError, RecursionError, MemoryError, EOFError) as e:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 import attrs
 
-from ckptfs.errors import FormatError
+from ckptfs.errors import FormatError, UnsupportedFeature
 
 ALGORITHM = "fastcdc-2020"
 _U64 = (1 << 64) - 1
@@ -44,7 +44,9 @@ class ChunkerParams:
 
     def __attrs_post_init__(self) -> None:
         if self.algorithm != ALGORITHM:
-            raise FormatError(f"unknown chunker algorithm {self.algorithm!r}; known: {ALGORITHM}")
+            raise UnsupportedFeature(
+                f"unknown chunker algorithm {self.algorithm!r} (this ckptfs knows {ALGORITHM}); "
+                "upgrade ckptfs to write to this store")
         if not (64 <= self.min_size <= 1 << 20 and 256 <= self.avg_size <= 1 << 22
                 and 1024 <= self.max_size <= 1 << 24
                 and self.min_size <= self.avg_size <= self.max_size):
@@ -128,7 +130,7 @@ def cut_lengths(data: bytes | memoryview, params: ChunkerParams) -> list[int]:
     return [c.length for c in _native(params).cut_buf(data)]
 
 
-def iter_chunks(stream: BinaryIO, params: ChunkerParams) -> Iterator[bytes]:
+def iter_chunks(stream: IO[bytes], params: ChunkerParams) -> Iterator[bytes]:
     """Chunks of a stream, read piecewise: memory stays within a few ``max_size`` buffers."""
     if HAVE_NATIVE:
         for c in _native(params).cut_stream(stream):

@@ -12,7 +12,7 @@ from ckptfs.errors import FormatError
 
 ALGORITHM = "blake3"
 DIGEST_SIZE = 32
-_TEXT = re.compile(r"^blake3:([0-9a-f]{64})$")
+_TEXT = re.compile(r"^blake3:([0-9a-f]{64})\Z")
 
 
 @attrs.frozen(slots=True, order=True)
@@ -48,7 +48,7 @@ class Digest:
     @classmethod
     def parse(cls, text: str) -> Digest:
         """Parse ``blake3:<hex>``; a bare 64-hex string is accepted too."""
-        m = _TEXT.match(text) or re.match(r"^([0-9a-f]{64})$", text)
+        m = _TEXT.match(text) or re.match(r"^([0-9a-f]{64})\Z", text)
         if not m:
             raise FormatError(
                 f"not a digest: {text!r:.100}; expected 'blake3:' followed by 64 lowercase hex digits"

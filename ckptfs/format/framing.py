@@ -53,7 +53,10 @@ def _inflate(body: memoryview, size: int, what: str) -> bytes:
         declared = zstandard.frame_content_size(body)
     except zstandard.ZstdError as e:
         raise CorruptObject(f"{what}: zstd frame header is damaged ({e})") from e
-    if declared >= 0 and declared != size:
+    if declared < 0:
+        raise CorruptObject(f"{what}: zstd frame does not declare its content size (the format "
+                            "requires it); the object was not written by a conforming writer")
+    if declared != size:
         raise CorruptObject(f"{what}: zstd frame declares {declared} bytes, expected {size}")
     try:
         with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(body), read_across_frames=False) as r:

@@ -93,8 +93,8 @@ class Expiry:
         m = _decode_map(data, what)
         if "expires" not in m:
             raise FormatError(f"{what}: missing field 'expires' (null means never)")
-        return cls(run=_run(m, what), seq=_get(m, "seq", int, what, optional=True),
-                   expires=_get(m, "expires", int, what, optional=True),
+        return cls(run=_run(m, what), seq=_get(m, "seq", int, what, optional=True, nullable=True),
+                   expires=_get(m, "expires", int, what, optional=True, nullable=True),
                    set_at=_get(m, "set", int, what))
 
 
@@ -143,10 +143,10 @@ class Tombstone:
             if not (isinstance(p, list) and len(p) == 2 and type(p[0]) is int):
                 raise FormatError(f"{what}: snapshots must be [seq, id] pairs")
             pairs.append((p[0], _digest(p[1], what)))
-        return cls(run=_run(m, what), seq=_get(m, "seq", int, what, optional=True),
+        return cls(run=_run(m, what), seq=_get(m, "seq", int, what, optional=True, nullable=True),
                    reason=_get(m, "reason", str, what), requested=_get(m, "requested", int, what),
                    snapshots=tuple(pairs), state=state,
-                   completed=_get(m, "completed", int, what, optional=True),
+                   completed=_get(m, "completed", int, what, optional=True, nullable=True),
                    manifests_deleted=_get(m, "manifests_deleted", int, what),
                    chunks_deleted=_get(m, "chunks_deleted", int, what),
                    bytes_deleted=_get(m, "bytes_deleted", int, what),

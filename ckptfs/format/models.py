@@ -35,14 +35,16 @@ EntryKind = Literal["value", "blob", "ref"]
 VALUE_TYPES = {"cbor": "application/cbor", "cbor-seq": "application/cbor-seq"}
 
 
-def _get(m: Mapping[str, Any], key: str, typ: type | tuple[type, ...], what: str,
-         optional: bool = False) -> Any:
+def _get(m: Mapping[str, Any], key: str, typ: type | tuple[type, ...], what: str, *,
+         optional: bool = False, nullable: bool = False) -> Any:
+    """Field ``key`` of ``m``. ``optional`` fields may be absent and ``nullable`` ones null (both
+    give None); anything else missing, null, mistyped or out of range is a FormatError."""
     if key not in m:
         if optional:
             return None
         raise FormatError(f"{what}: missing field {key!r}")
     v = m[key]
-    if v is None and optional:
+    if v is None and nullable:
         return None
     ok = isinstance(v, typ) and not (typ is int and isinstance(v, bool))
     if typ is int and ok and not (0 <= v <= MAX_U64):
@@ -163,12 +165,13 @@ def entry_from_cbor(name: str, m: Any) -> Entry:
     if not isinstance(m, dict):
         raise FormatError(f"{what}: must be a map")
     kind = _get(m, "kind", str, what)
-    labels = _labels(m.get("labels"), what)
+    labels = _labels(_get(m, "labels", dict, what, optional=True), what)
     if kind == "ref":
         uri = _get(m, "uri", str, what)
         if not uri or len(uri) > 4096:
             raise FormatError(f"{what}: uri must be 1-4096 characters")
-        return Reference(uri=uri, digest=_opt_digest(m.get("digest"), what),
+        return Reference(uri=uri,
+                         digest=_opt_digest(_get(m, "digest", bytes, what, optional=True), what),
                          size=_get(m, "size", int, what, optional=True),
                          expires=_get(m, "expires", int, what, optional=True), labels=labels)
     if kind not in ("value", "blob"):
@@ -203,6 +206,11 @@ def entry_from_cbor(name: str, m: Any) -> Entry:
     elif encoding is not None:
         raise FormatError(f"{what}: a blob has no encoding")
     typ = _get(m, "type", str, what)
+    if kind == "value" and typ != VALUE_TYPES[encoding]:
+        raise FormatError(f"{what}: a value with encoding {encoding!r} has type "
+                          f"{VALUE_TYPES[encoding]!r}, not {typ!r:.80}")
+    if not 1 <= len(typ) <= 255:
+        raise FormatError(f"{what}: type must be a media type of 1-255 characters")
     digest = _digest(m.get("digest"), what)
     if inline is not None and Digest.of(inline) != digest:
         raise FormatError(f"{what}: inline content does not match its digest")
@@ -262,7 +270,11 @@ class Manifest:
         return m
 
     def to_bytes(self) -> bytes:
-        return cbor.encode(self.to_cbor())
+        """The canonical bytes, after the checks every reader makes (a writer never commits a
+        manifest that readers would reject, e.g. a label value over 1024 characters)."""
+        m = self.to_cbor()
+        Manifest.from_cbor(m, what=f"new manifest for run {self.run!r} seq {self.seq}")
+        return cbor.encode(m)
 
     @classmethod
     def from_bytes(cls, data: bytes, *, what: str = "manifest") -> Manifest:
@@ -278,7 +290,7 @@ class Manifest:
                 f"{what} is format version {version}; this ckptfs reads version "
                 f"{FORMAT_VERSION} only. Upgrade ckptfs to read it."
             )
-        required = check_features(m.get("required"), what)
+        required = check_features(_get(m, "required", list, what, optional=True), what)
         try:
             run = check_run_id(_get(m, "run", str, what))
             boundary = check_boundary(_get(m, "boundary", str, what))
@@ -290,6 +302,8 @@ class Manifest:
         sch = _get(m, "schema", dict, what)
         schema = Schema(_get(sch, "name", str, f"{what} schema"),
                         _get(sch, "version", int, f"{what} schema"))
+        if not schema.name:
+            raise FormatError(f"{what}: schema name must not be empty")
         raw_entries = _get(m, "entries", dict, what)
         entries: dict[str, Entry] = {}
         for name, raw in raw_entries.items():
@@ -301,7 +315,7 @@ class Manifest:
         attempt = _get(m, "attempt", int, what)
         if attempt < 1:
             raise FormatError(f"{what}: attempt starts at 1")
-        ledger = _get(m, "ledger", dict, what, optional=True)
+        ledger = _get(m, "ledger", dict, what, nullable=True)
         if ledger is not None:
             from ckptfs.format.ledger import LedgerRef  # the ledger module builds on this one
 
@@ -311,11 +325,11 @@ class Manifest:
         return cls(
             run=run, seq=seq, boundary=boundary, created=_get(m, "created", int, what),
             writer=_get(m, "writer", str, what), schema=schema, entries=entries,
-            parent=_opt_digest(_get(m, "parent", bytes, what, optional=True), f"{what} parent"),
-            resumed_from=_opt_digest(_get(m, "resumed_from", bytes, what, optional=True),
+            parent=_opt_digest(_get(m, "parent", bytes, what, nullable=True), f"{what} parent"),
+            resumed_from=_opt_digest(_get(m, "resumed_from", bytes, what, nullable=True),
                                      f"{what} resumed_from"),
-            attempt=attempt, ledger=ledger, labels=_labels(m.get("labels"), what),
-            expires=_get(m, "expires", int, what, optional=True), required=required,
+            attempt=attempt, ledger=ledger, labels=_labels(_get(m, "labels", dict, what), what),
+            expires=_get(m, "expires", int, what, nullable=True), required=required,
             extra={k: v for k, v in m.items() if k not in known},
         )
 
@@ -351,7 +365,10 @@ class RunRecord:
             run = check_run_id(_get(m, "run", str, what))
         except ValueError as e:
             raise FormatError(f"{what}: {e}") from e
-        return cls(run=run, seq=_get(m, "seq", int, what),
+        seq = _get(m, "seq", int, what)
+        if seq < 1:
+            raise FormatError(f"{what}: seq starts at 1")
+        return cls(run=run, seq=seq,
                    snapshot=_digest(m.get("snapshot"), f"{what} snapshot"), size=size,
                    created=_get(m, "created", int, what))
 
@@ -392,11 +409,11 @@ class StoreConfig:
             )
         if m.get("hash") != "blake3":
             raise UnsupportedFeature(f"{what}: hash {m.get('hash')!r} is not supported (blake3)")
-        required = check_features(m.get("required"), what)
-        optional = m.get("optional") or []
-        if not isinstance(optional, list) or not all(type(f) is str for f in optional):
+        required = check_features(_get(m, "required", list, what), what)
+        optional = _get(m, "optional", list, what)
+        if not all(type(f) is str for f in optional):
             raise FormatError(f"{what}: 'optional' must be a list of feature names")
-        settings = _get(m, "settings", dict, what, optional=True) or {}
-        return cls(chunker=ChunkerParams.from_cbor(m.get("chunker")),
+        settings = _get(m, "settings", dict, what)
+        return cls(chunker=ChunkerParams.from_cbor(_get(m, "chunker", dict, what)),
                    created=_get(m, "created", int, what), required=required,
                    optional=tuple(optional), settings=settings)

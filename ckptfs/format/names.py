@@ -12,10 +12,10 @@ import re
 from ckptfs.errors import InvalidName
 from ckptfs.format.digest import Digest
 
-RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-ENTRY_SEGMENT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$")
-LABEL_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$")
-BOUNDARY = re.compile(r"^[a-z][a-z0-9_.-]{0,63}$")
+RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
+ENTRY_SEGMENT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}\Z")
+LABEL_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}\Z")
+BOUNDARY = re.compile(r"^[a-z][a-z0-9_.-]{0,63}\Z")
 MAX_ENTRY_NAME = 255
 SEQ_WIDTH = 20
 

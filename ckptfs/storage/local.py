@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import os
 import secrets
+import stat
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -159,7 +160,10 @@ class LocalStorage(Storage):
             _drop_temp(tmp)
 
     def _write_one(self, data: bytes, path: str, *, exclusive: bool) -> None:
-        temp = self._temp_open(data)
+        try:
+            temp = self._temp_open(data)
+        except OSError as e:
+            raise _wrap(e, path) from e
         try:
             if self.durable:
                 os.fsync(temp[1])
@@ -246,12 +250,16 @@ class LocalStorage(Storage):
         try:
             self._ensure_dir(d)
             tmp = os.path.join(d, f".{os.path.basename(final)}.{secrets.token_hex(6)}.tmp")
-            with open(tmp, "wb") as f:
-                f.write(data)
-                if self.durable:
-                    f.flush()
-                    os.fsync(f.fileno())
-            os.replace(tmp, final)
+            try:
+                with open(tmp, "wb") as f:
+                    f.write(data)
+                    if self.durable:
+                        f.flush()
+                        os.fsync(f.fileno())
+                os.replace(tmp, final)
+            except BaseException:
+                _drop_temp(tmp)  # a failed replace leaves no temp file behind
+                raise
         except OSError as e:
             raise _wrap(e, path) from e
         self._fsync_dir(d)
@@ -278,11 +286,11 @@ class LocalStorage(Storage):
     def size(self, path: str) -> int | None:
         try:
             st = os.lstat(self._abs(path))
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError as e:
             raise _wrap(e, path) from e
-        return st.st_size
+        return None if stat.S_ISDIR(st.st_mode) else st.st_size  # folders are not objects
 
     def mtime(self, path: str) -> float | None:
         try:

@@ -114,8 +114,8 @@ class FsspecStorage(Storage):
             raise _wrap(e, self.url, path) from e
 
     def write_many(self, items: Iterable[tuple[str, bytes]]) -> None:
-        self._need_write()
         batch = {self._abs(p): d for p, d in items}
+        self._need_write()
         if not batch:
             return
         try:

@@ -144,10 +144,12 @@ class Repository:
 
     # -- runs and records ----------------------------------------------------------------------
     def run_ids(self) -> list[str]:
+        self.load_config()  # a store this reader cannot read fails before anything else
         return [n for n in self.storage.list(RUNS) if RUN_ID.match(n) and not n.endswith(".")]
 
     def record_seqs(self, run_id: str) -> list[int]:
         """Every sequence number with a record file, ascending, strays included."""
+        self.load_config()
         out = []
         for name in self.storage.list(run_dir(run_id)):
             s = parse_seq_name(name)
@@ -185,6 +187,7 @@ class Repository:
     def record(self, run_id: str, seq: int) -> RunRecord:
         path = record_path(run_id, seq)
         what = f"run record {path}"
+        self.load_config()
         try:
             data = self.storage.read(path)
         except FileNotFoundError:
@@ -246,6 +249,7 @@ class Repository:
     # -- snapshots -----------------------------------------------------------------------------
     def snapshot(self, d: Digest, *, size: int | None = None, check_committed: bool = True) -> Snapshot:
         """The committed snapshot with id ``d`` (its record must point at it)."""
+        self.load_config()
         try:
             m = self.objects.get_manifest(d, size)
         except MissingObject:
@@ -263,7 +267,17 @@ class Repository:
 
     def snapshot_at(self, run_id: str, seq: int) -> Snapshot:
         rec = self.record(run_id, seq)
-        return self.snapshot(rec.snapshot, size=rec.size, check_committed=False)
+        return self._recorded(rec)
+
+    def _recorded(self, rec: RunRecord) -> Snapshot:
+        """The snapshot a record commits; its manifest must name the record's run and seq."""
+        snap = Snapshot(rec.snapshot, self.objects.get_manifest(rec.snapshot, rec.size))
+        if snap.run != rec.run or snap.seq != rec.seq:
+            raise CorruptSnapshot(
+                f"run record {record_path(rec.run, rec.seq)} points at snapshot {rec.snapshot}, "
+                f"whose manifest is run {snap.run!r} seq {snap.seq}; the record was edited or "
+                "copied from elsewhere. Run 'ckptfs verify'.")
+        return snap
 
     def snapshots(self, run_id: str) -> Iterator[Snapshot]:
         for seq in self.seqs(run_id):
@@ -301,7 +315,7 @@ class Repository:
         rec = self.head(run_id)
         if rec is None:
             raise self.erased(run_id) or NotFound(f"no run {run_id!r} in {self.url}")
-        return self.snapshot(rec.snapshot, size=rec.size, check_committed=False)
+        return self._recorded(rec)
 
 
 def _is_hex(s: str) -> bool:
