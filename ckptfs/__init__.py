@@ -4,6 +4,7 @@
     run = store.start_run("run-1", schema=("agent", 1))
     run.checkpoint({"messages": [...], "plan": {...}})
     run = store.resume("run-1")                    # after a crash, on another machine
+    run = store.resume("run-1", schema=("agent", 2), migrations=migrations)  # after a deploy
 """
 
 from ckptfs import errors
@@ -15,6 +16,7 @@ from ckptfs.format.values import Blob, Ref, StoredBlob
 __version__ = "0.1.0"
 
 from ckptfs.runtime.effects import NOT_DONE, Decision  # noqa: E402
+from ckptfs.runtime.migrations import Migrations  # noqa: E402
 from ckptfs.runtime.run import Run  # noqa: E402
 from ckptfs.runtime.store import Store, open_store  # noqa: E402
 from ckptfs.store.repository import Snapshot  # noqa: E402
@@ -25,6 +27,7 @@ __all__ = [
     "NOT_DONE",
     "ChunkerParams",
     "Digest",
+    "Migrations",
     "Ref",
     "Run",
     "Schema",

@@ -108,3 +108,20 @@ def test_bomb_is_refused_without_inflating_it(claimed: int | None) -> None:
     finally:
         tracemalloc.stop()
     assert peak < 8 << 20, f"inflating allocated {peak} bytes"
+
+
+def test_frame_is_safe_from_many_threads() -> None:
+    """A compressor shared between threads crashed the interpreter (seen under LangGraph's
+    worker threads); each thread must get its own."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ckptfs.format.framing import frame, unframe
+
+    payloads = [os.urandom(512) * (i % 7 + 1) for i in range(64)]
+
+    def work(p: bytes) -> bool:
+        return all(unframe(frame(p), len(p), what="t") == p for _ in range(50))
+
+    with ThreadPoolExecutor(8) as pool:
+        assert all(pool.map(work, payloads))

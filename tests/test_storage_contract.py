@@ -131,6 +131,22 @@ def test_local_never_follows_a_symlink(local: LocalStorage, tmp_path: Path) -> N
     assert local.read_many(["chunks/aa/real"]) == [b"x"]
 
 
+def test_local_refuses_a_symlinked_folder(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    (outside / "bb").mkdir(parents=True)
+    (outside / "bb" / "x").write_bytes(b"outside the store")
+    root = tmp_path / "store"
+    (root / "chunks").mkdir(parents=True)
+    os.symlink(outside / "bb", root / "chunks" / "bb")
+    local = LocalStorage(str(root))
+    for call in (lambda: local.read("chunks/bb/x"), lambda: local.write("chunks/bb/new", b"y"),
+                 lambda: local.list("chunks/bb"), lambda: local.size("chunks/bb/x"),
+                 lambda: local.delete("chunks/bb/x")):
+        with pytest.raises(StorageError, match="symbolic link"):
+            call()
+    assert sorted(p.name for p in (outside / "bb").iterdir()) == ["x"]  # nothing leaked out
+
+
 def test_local_leaves_no_temp_files(local: LocalStorage) -> None:
     local.write_many([(f"chunks/ab/{i}", b"d" * i) for i in range(10)])
     local.create("runs/r/00000000000000000001", b"rec")

@@ -19,12 +19,12 @@ CODECS = {CODEC_RAW: "raw", CODEC_ZSTD: "zstd"}
 ZSTD_LEVEL = 3
 _MIN_GAIN = 0.95  # keep zstd only when it saves at least 5 %
 
-# a ZstdCompressor must not be used by two threads at once (it corrupts frames, or crashes):
-# one per thread
 _local = threading.local()
 
 
-def _cctx() -> zstandard.ZstdCompressor:
+def _compressor() -> zstandard.ZstdCompressor:
+    """One compressor per thread: zstandard's compressor objects are not thread-safe (sharing
+    one between threads crashes the interpreter)."""
     c: zstandard.ZstdCompressor | None = getattr(_local, "cctx", None)
     if c is None:
         c = _local.cctx = zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_content_size=True)
@@ -34,7 +34,7 @@ def _cctx() -> zstandard.ZstdCompressor:
 def frame(data: bytes | memoryview, *, compress: bool = True) -> bytes:
     """Frame ``data`` for storage: zstd when it helps, raw otherwise. Deterministic."""
     if compress and len(data) >= 64:
-        z = _cctx().compress(data)
+        z = _compressor().compress(data)
         if len(z) < len(data) * _MIN_GAIN:
             return bytes([CODEC_ZSTD]) + z
     return bytes([CODEC_RAW]) + bytes(data)

@@ -23,6 +23,11 @@ FORMAT_NAME = "ckptfs"
 FORMAT_VERSION = 1
 #: Features this implementation understands (a store or manifest may require any of these).
 KNOWN_FEATURES: frozenset[str] = frozenset()
+#: Which ckptfs releases read each format version and each feature, for the error a reader gives
+#: when it meets one it does not (spec "Versioning"). Add a row with every new version or
+#: feature; never edit one.
+FORMAT_READERS: dict[int, str] = {1: ">= 0.1.0"}
+FEATURE_READERS: dict[str, str] = {}
 MAX_CHUNK_SIZE = 16 * 1024 * 1024
 MAX_MANIFEST_SIZE = 64 * 1024 * 1024
 MAX_RECORD_SIZE = 64 * 1024
@@ -88,10 +93,30 @@ def check_features(required: Any, what: str) -> tuple[str, ...]:
     if unknown:
         raise UnsupportedFeature(
             f"{what} requires feature(s) {', '.join(unknown)} that this ckptfs does not "
-            "implement; upgrade ckptfs to a version that lists them in ckptfs.format.models."
-            "KNOWN_FEATURES"
-        )
+            f"implement; {'; '.join(_reader_of_feature(f) for f in unknown)}. Read it with such "
+            "a ckptfs (the store is unchanged).")
     return tuple(required)
+
+
+def _reader_of_feature(feature: str) -> str:
+    since = FEATURE_READERS.get(feature)
+    if since is None:
+        return f"feature {feature!r} is unknown to this ckptfs, so a later release reads it"
+    return f"ckptfs {since} reads feature {feature!r}"
+
+
+def unsupported_version(what: str, version: int, writer: object = None) -> UnsupportedVersion:
+    """The error for a store or manifest in a format version this reader does not read."""
+    since = FORMAT_READERS.get(version)
+    if since is not None:
+        who = f"ckptfs {since} reads format version {version}"
+    else:
+        who = (f"format version {version} is newer than this ckptfs knows, so a later ckptfs "
+               f"release reads it")
+    by = f" (written by {writer})" if isinstance(writer, str) and writer else ""
+    return UnsupportedVersion(
+        f"{what} is format version {version}{by}; this ckptfs reads format version "
+        f"{FORMAT_VERSION} only. {who}: read it with such a ckptfs (the store is unchanged).")
 
 
 @attrs.frozen(slots=True)
@@ -286,10 +311,7 @@ class Manifest:
             raise FormatError(f"{what}: must be a CBOR map")
         version = _get(m, "format", int, what)
         if version != FORMAT_VERSION:
-            raise UnsupportedVersion(
-                f"{what} is format version {version}; this ckptfs reads version "
-                f"{FORMAT_VERSION} only. Upgrade ckptfs to read it."
-            )
+            raise unsupported_version(what, version, m.get("writer"))
         required = check_features(_get(m, "required", list, what, optional=True), what)
         try:
             run = check_run_id(_get(m, "run", str, what))
@@ -403,10 +425,7 @@ class StoreConfig:
             raise FormatError(f"{what}: 'format' must be {FORMAT_NAME!r}; this is not a ckptfs store")
         version = _get(m, "version", int, what)
         if version != FORMAT_VERSION:
-            raise UnsupportedVersion(
-                f"this store is ckptfs format version {version}; this ckptfs reads version "
-                f"{FORMAT_VERSION}. Use a ckptfs release that supports format {version}."
-            )
+            raise unsupported_version(what, version)
         if m.get("hash") != "blake3":
             raise UnsupportedFeature(f"{what}: hash {m.get('hash')!r} is not supported (blake3)")
         required = check_features(_get(m, "required", list, what), what)

@@ -199,9 +199,15 @@ def _large(run: Run, key: str, result: Any) -> tuple[Captured | None, Chunks]:
     except TypeError as e:
         raise TypeError(f"{e} The effect happened but its result cannot be recorded: it stays "
                         "in doubt until run.settle_effect() records a plain result.") from None
+    return large_result(run._ledger_writer, result)
+
+
+def large_result(writer: EntryWriter, result: Any) -> tuple[Captured | None, Chunks]:
+    """A plain result as a value entry and the chunks it needs when its canonical CBOR is over
+    INLINE_RESULT_MAX; (None, []) when it belongs inline in its record."""
     if len(cbor.encode(result)) <= INLINE_RESULT_MAX:
         return None, []
-    w = EntryWriter(run._ledger_writer.objects, run._ledger_writer.params)
+    w = EntryWriter(writer.objects, writer.params)
     entry = w.encode_state({"result": result})["result"]
     assert isinstance(entry, Captured)
     return entry, w.pending

@@ -7,18 +7,24 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import attrs
+
 from ckptfs.errors import (
     ConflictError,
     CorruptSnapshot,
     ExpiredError,
     FormatError,
+    MigrationError,
     MissingReference,
     NotFound,
 )
+from ckptfs.format import cbor
 from ckptfs.format.cdc import ChunkerParams
 from ckptfs.format.ledger import Ledger, LedgerRef
 from ckptfs.format.models import Captured, Manifest, Reference, Schema
 from ckptfs.format.names import check_run_id
+from ckptfs.runtime.effects import large_result
+from ckptfs.runtime.migrations import Migrations, Step, apply_steps, apply_to_result, as_schema
 from ckptfs.runtime.refs import check_reference, to_ref
 from ckptfs.runtime.run import Run, expiry_ms
 from ckptfs.storage import Storage, open_storage
@@ -27,15 +33,16 @@ from ckptfs.store.entries import EntryWriter, decode_value, read_content, stored
 from ckptfs.store.repository import Repository, Snapshot
 
 
-def _schema(schema: Schema | tuple[str, int] | None) -> Schema:
-    if schema is None:
-        return Schema("state", 1)
-    if isinstance(schema, Schema):
-        return schema
-    name, version = schema
-    if not isinstance(name, str) or not name or type(version) is not int or version < 0:
-        raise ValueError(f"schema must be (name: str, version: int >= 0), got {schema!r}")
-    return Schema(name, version)
+#: a state schema as the API takes it: a Schema, ``(name, version)`` or ``"name@version"``
+SchemaLike = Schema | tuple[str, int] | str
+
+
+def _schema(schema: SchemaLike | None) -> Schema:
+    return Schema("state", 1) if schema is None else as_schema(schema)
+
+
+def _where(snap: Snapshot) -> str:
+    return f"snapshot {snap.id} (run {snap.run!r} seq {snap.seq})"
 
 
 class Store:
@@ -66,7 +73,7 @@ class Store:
         return EntryWriter(self.repo.objects, cfg.chunker)
 
     # -- runs --------------------------------------------------------------------------------
-    def start_run(self, run_id: str | None = None, *, schema: Schema | tuple[str, int] | None = None,
+    def start_run(self, run_id: str | None = None, *, schema: SchemaLike | None = None,
                   expires_at: Any = None) -> Run:
         """A new run. Its first checkpoint claims sequence number 1 (a taken id conflicts)."""
         if run_id is None:
@@ -81,9 +88,14 @@ class Store:
         return Run(self, run_id, _schema(schema), head=None, resumed_from=None, attempt=1,
                    state={}, writer=writer, expires=expiry_ms(expires_at), new_run=True)
 
-    def resume(self, ref: str, *, lenient_refs: bool = False, schema: Any = None,
-               migrations: Any = None, allow_expired: bool = False) -> Run:
-        """A run positioned at the snapshot ``ref`` names (a run id means its head)."""
+    def resume(self, ref: str, *, lenient_refs: bool = False, schema: SchemaLike | None = None,
+               migrations: Migrations | None = None, allow_expired: bool = False) -> Run:
+        """A run positioned at the snapshot ``ref`` names (a run id means its head).
+
+        With ``schema`` (the code's current state schema) and ``migrations``, an older snapshot's
+        state is migrated step by step in memory and the next commit records ``migrated_from``;
+        a newer, differently named or unreachable schema raises SchemaError before anything runs.
+        """
         snap = self.repo.resolve(ref)
         self.repo.check_not_erased(snap.run)
         head = self.repo.head(snap.run)
@@ -92,26 +104,79 @@ class Store:
                 f"snapshot {snap.id} is seq {snap.seq} of run {snap.run!r}, whose head is now "
                 f"seq {head.seq if head else '?'}: resuming it would fork history. Resume the "
                 "head, or fork the snapshot into a new run (store.fork / 'ckptfs fork').")
+        target, chain = self._plan(snap, schema, migrations)
         state, writer = self._restore(snap, lenient_refs=lenient_refs, allow_expired=allow_expired,
                                       seed=True)
         ledger, ledger_writer = self._ledger(snap, writer)
+        state = self._migrate(snap, chain, state)
+        ledger = self._migrate_ledger(snap, chain, ledger)
         run_expiry = read_expiry(self.storage, snap.run)
-        return Run(self, snap.run, snap.manifest.schema, head=snap, resumed_from=snap.digest,
+        return Run(self, snap.run, target, head=snap, resumed_from=snap.digest,
                    attempt=snap.attempt + 1, state=state, writer=writer, ledger=ledger,
-                   ledger_writer=ledger_writer, expires=run_expiry.expires if run_expiry else None)
+                   ledger_writer=ledger_writer, expires=run_expiry.expires if run_expiry else None,
+                   extra=_provenance(snap, chain))
 
-    def fork(self, ref: str, new_run_id: str, *, lenient_refs: bool = False) -> Run:
-        """A new run whose first snapshot's parent is ``ref`` (in any run)."""
+    def fork(self, ref: str, new_run_id: str, *, lenient_refs: bool = False,
+             schema: SchemaLike | None = None, migrations: Migrations | None = None) -> Run:
+        """A new run whose first snapshot's parent is ``ref`` (in any run), migrated like
+        ``resume`` when ``schema`` is newer than the snapshot's."""
         snap = self.repo.resolve(ref)
         check_run_id(new_run_id)
         self.repo.check_not_erased(new_run_id)
         if self.repo.head(new_run_id) is not None:
             raise ConflictError(f"run {new_run_id!r} already exists")
+        target, chain = self._plan(snap, schema, migrations)
         state, writer = self._restore(snap, lenient_refs=lenient_refs, seed=True)
         ledger, ledger_writer = self._ledger(snap, writer)  # a fork inherits what was done
-        return Run(self, new_run_id, snap.manifest.schema, head=None, resumed_from=None,
+        state = self._migrate(snap, chain, state)
+        ledger = self._migrate_ledger(snap, chain, ledger)
+        return Run(self, new_run_id, target, head=None, resumed_from=None,
                    attempt=1, state=state, writer=writer, fork_of=snap, ledger=ledger,
-                   ledger_writer=ledger_writer, new_run=True)
+                   ledger_writer=ledger_writer, new_run=True, extra=_provenance(snap, chain))
+
+    # -- schema migrations -------------------------------------------------------------------
+    def _plan(self, snap: Snapshot, schema: SchemaLike | None,
+              migrations: Migrations | None) -> tuple[Schema, list[Step]]:
+        """The schema to restore ``snap`` as, and the steps to get there (SchemaError if none)."""
+        if schema is None:
+            if migrations is not None:
+                raise ValueError("migrations= needs schema=(name, version): the schema this "
+                                 "code expects, which the state is migrated to")
+            return snap.manifest.schema, []
+        target = as_schema(schema)
+        return target, (migrations or Migrations()).plan(snap.manifest.schema, target,
+                                                           what=_where(snap))
+
+    def _migrate(self, snap: Snapshot, chain: list[Step], state: dict[str, Any]) -> dict[str, Any]:
+        return apply_steps(chain, state, what=_where(snap)) if chain else state
+
+    def _migrate_ledger(self, snap: Snapshot, chain: list[Step], ledger: Ledger, *,
+                        write: bool = True) -> Ledger:
+        """The ledger with each completed effect's result passed through the chain's
+        ``ledger_results`` hooks (spec/migrations.md); keys, names, arguments and statuses never
+        change. With ``write``, a large migrated result gets its chunks written now, for the next
+        commit to reference; otherwise it stays in memory. Old snapshots keep the old results."""
+        if not any(s.ledger_results for s in chain) or not ledger.records:
+            return ledger
+        where = f"{_where(snap)} ledger"
+        writer = EntryWriter(self.repo.objects, self.repo.config.chunker)
+        out = Ledger()
+        for r in ledger.records:
+            if r.status == "completed" and r.kind == "effect":
+                value = r.result
+                if r.result_content is not None:
+                    content = read_content(self.repo.objects, r.result_content, where=where)
+                    value = decode_value(r.result_content, content, where=where)
+                value = apply_to_result(chain, r.name, value, what=_where(snap))
+                try:
+                    cbor.check_plain(value, what=f"migrated result of effect {r.key!r}")
+                except TypeError as e:
+                    raise MigrationError(f"migrating {_where(snap)}: {e}") from e
+                big, chunks = large_result(writer, value) if write else (None, [])
+                self.repo.objects.put_chunks(chunks)  # unreferenced until the next commit
+                r = attrs.evolve(r, result=None if big else value, result_content=big)
+            out = out.append(r, what=where)
+        return out
 
     # -- reading -----------------------------------------------------------------------------
     def runs(self) -> list[str]:
@@ -128,16 +193,24 @@ class Store:
         return self.repo.resolve(ref)
 
     def read(self, ref: str | Snapshot, *, lenient_refs: bool = True,
-             allow_expired: bool = False) -> dict[str, Any]:
-        """The state of a snapshot, every chunk verified. References are checked and marked."""
-        snap = ref if isinstance(ref, Snapshot) else self.repo.resolve(ref)
-        state, _ = self._restore(snap, lenient_refs=lenient_refs, allow_expired=allow_expired)
-        return state
+             allow_expired: bool = False, schema: SchemaLike | None = None,
+             migrations: Migrations | None = None) -> dict[str, Any]:
+        """The state of a snapshot, every chunk verified. References are checked and marked.
 
-    def ledger(self, ref: str | Snapshot) -> Ledger:
-        """The effect ledger of a snapshot (records and their fold), every chunk verified."""
+        With ``schema`` and ``migrations`` the state is migrated in memory as ``resume`` would.
+        """
         snap = ref if isinstance(ref, Snapshot) else self.repo.resolve(ref)
-        return self._ledger(snap)[0]
+        _, chain = self._plan(snap, schema, migrations)
+        state, _ = self._restore(snap, lenient_refs=lenient_refs, allow_expired=allow_expired)
+        return self._migrate(snap, chain, state)
+
+    def ledger(self, ref: str | Snapshot, *, schema: SchemaLike | None = None,
+               migrations: Migrations | None = None) -> Ledger:
+        """The effect ledger of a snapshot (records and their fold), every chunk verified; with
+        ``schema`` and ``migrations`` its results migrated in memory as ``resume`` would."""
+        snap = ref if isinstance(ref, Snapshot) else self.repo.resolve(ref)
+        _, chain = self._plan(snap, schema, migrations)
+        return self._migrate_ledger(snap, chain, self._ledger(snap)[0], write=False)
 
     def _ledger(self, snap: Snapshot, seed_from: EntryWriter | None = None
                 ) -> tuple[Ledger, EntryWriter | None]:
@@ -204,6 +277,11 @@ class Store:
 
     def __repr__(self) -> str:
         return f"<ckptfs.Store {self.url}>"
+
+
+def _provenance(snap: Snapshot, chain: list[Step]) -> dict[str, Any]:
+    """Manifest fields for the first commit after a migration (spec/migrations.md)."""
+    return {"migrated_from": snap.manifest.schema.to_cbor()} if chain else {}
 
 
 def open_store(url: str, *, chunker: ChunkerParams | None = None, **storage_options: Any) -> Store:

@@ -11,6 +11,7 @@ import errno
 import os
 import secrets
 import stat
+import stat
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -67,12 +68,36 @@ class LocalStorage(Storage):
         self.capabilities = Capabilities(create_only=True, create_only_how="link(2)",
                                          durable=durable)
         self._known_dirs: set[str] = set()
+        self._safe_dirs: set[str] = set()
         self._tmp = os.path.join(self.root, TMP)
         self._tmpfile_ok = True
 
     # -- helpers -----------------------------------------------------------------------------
     def _abs(self, path: str) -> str:
-        return os.path.join(self.root, *check_path(path).split("/"))
+        """The absolute path of ``path``; its folders inside the store must not be links."""
+        full = os.path.join(self.root, *check_path(path).split("/"))
+        self._check_no_links(os.path.dirname(full))
+        return full
+
+    def _check_no_links(self, d: str) -> None:
+        """Refuse a folder inside the store that is (or lies below) a symbolic link: a link
+        would let reads and writes escape the store root. Checked once per folder."""
+        if d in self._safe_dirs or d == self.root:
+            return
+        rel = os.path.relpath(d, self.root)
+        cur = self.root
+        for part in rel.split(os.sep):
+            cur = os.path.join(cur, part)
+            if cur in self._safe_dirs:
+                continue
+            try:
+                if stat.S_ISLNK(os.lstat(cur).st_mode):
+                    raise StorageError(
+                        f"{os.path.relpath(cur, self.root)}: is a symbolic link; a store holds no "
+                        "links (they could lead outside it). Replace it with a real folder.")
+            except FileNotFoundError:
+                return  # not created yet; _ensure_dir creates real folders
+            self._safe_dirs.add(cur)
 
     def _fsync_dir(self, d: str) -> None:
         if not self.durable:
@@ -154,6 +179,17 @@ class LocalStorage(Storage):
             _drop_temp(tmp)
         return os.path.dirname(final)
 
+    def _put_all(self, temps: list[tuple[str, int]], todo: list[tuple[str, bytes]]) -> list[str]:
+        """Link every staged temp to its path; on failure close the temps not yet linked."""
+        dirs: list[str] = []
+        for i, (temp, (path, _)) in enumerate(zip(temps, todo)):
+            try:
+                dirs.append(self._put(temp, path, exclusive=False))
+            except BaseException:
+                self._discard(temps[i + 1:])
+                raise
+        return dirs
+
     def _discard(self, temps: list[tuple[str, int]]) -> None:
         for tmp, fd in temps:
             os.close(fd)
@@ -219,7 +255,7 @@ class LocalStorage(Storage):
     def write_many(self, items: Iterable[tuple[str, bytes]]) -> None:
         todo = [(p, d) for p, d in items if not self._freshen(p)]
         temps = self._stage(todo, [])
-        self._sync_dirs([self._put(t, p, exclusive=False) for t, (p, _) in zip(temps, todo)])
+        self._sync_dirs(self._put_all(temps, todo))
 
     def commit(self, objects: list[tuple[str, bytes]], path: str, data: bytes) -> None:
         """Three rounds of fsync instead of two per file: all temp files (objects and the
@@ -232,8 +268,7 @@ class LocalStorage(Storage):
             self._discard([record])
             raise
         try:
-            dirs = [self._put(t, p, exclusive=False) for t, (p, _) in zip(temps, todo)]
-            self._sync_dirs(dirs)
+            self._sync_dirs(self._put_all(temps, todo))
         except BaseException:
             self._discard([record])
             raise
@@ -266,6 +301,7 @@ class LocalStorage(Storage):
 
     def list(self, prefix: str) -> list[str]:
         d = self._abs(prefix) if prefix else self.root
+        self._check_no_links(d)
         try:
             return sorted(os.listdir(d))
         except FileNotFoundError:

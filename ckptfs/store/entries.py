@@ -87,9 +87,7 @@ class EntryWriter:
                 entries[name] = self._blob(name, Blob(value.read(), type=value.type),
                                            labels or dict(value.labels))
             elif isinstance(value, StoredBlob):
-                entries[name] = Captured(kind="blob", type=value.type, size=value.size,
-                                         digest=value.digest, chunks=value_chunks(value),
-                                         labels=labels or value.labels)
+                entries[name] = _restored_blob(value, labels)
             else:
                 entries[name] = self._value(name, value, labels, pending)
         for name in list(self.prev):
@@ -278,11 +276,12 @@ class EntryWriter:
                         chunks=tuple(chunks), labels=labels)
 
 
-def value_chunks(blob: StoredBlob) -> tuple[ChunkRef, ...]:
-    chunks = blob.chunks
-    if not chunks and blob.size:
-        raise TypeError("this StoredBlob cannot be re-checkpointed; read it into a Blob first")
-    return tuple(chunks)
+def _restored_blob(blob: StoredBlob, labels: dict[str, str]) -> Captured:
+    """A restored blob checkpointed again: its chunks as they are, or its inline bytes (a blob
+    with no chunks was inline, so reading it touches no storage)."""
+    inline = None if blob.chunks or not blob.size else blob.read()
+    return Captured(kind="blob", type=blob.type, size=blob.size, digest=blob.digest,
+                    chunks=tuple(blob.chunks), labels=labels or blob.labels, inline=inline)
 
 
 def _reference(ref: Ref, labels: dict[str, str]) -> Reference:

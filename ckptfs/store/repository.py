@@ -26,7 +26,7 @@ from ckptfs.errors import (
 )
 from ckptfs.format.cdc import ChunkerParams
 from ckptfs.format.digest import Digest
-from ckptfs.format.models import Manifest, RunRecord, StoreConfig
+from ckptfs.format.models import Manifest, RunRecord, Schema, StoreConfig
 from ckptfs.format.names import (
     CONFIG_PATH,
     RUN_ID,
@@ -92,6 +92,16 @@ class Snapshot:
     @property
     def expires(self) -> int | None:
         return self.manifest.expires
+
+    @property
+    def migrated_from(self) -> Schema | None:
+        """The state schema this snapshot's run was migrated from, if its first commit after a
+        migration (optional manifest field ``migrated_from``; a malformed one is ignored)."""
+        m = self.manifest.extra.get("migrated_from")
+        if (isinstance(m, dict) and type(m.get("name")) is str
+                and type(m.get("version")) is int and m["version"] >= 0):
+            return Schema(m["name"], m["version"])
+        return None
 
 
 class Repository:

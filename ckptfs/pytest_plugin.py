@@ -1,0 +1,18 @@
+"""pytest plugin (entry point ``pytest11``): fixtures for testing code that uses ckptfs.
+
+The checks themselves live in ``ckptfs.testing`` (no pytest needed there).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ckptfs.runtime.store import Store, open_store
+
+
+@pytest.fixture
+def ckptfs_store(tmp_path: Path) -> Store:
+    """A fresh, empty local store in the test's temporary directory."""
+    return open_store(str(tmp_path / "ckptfs-store"))
