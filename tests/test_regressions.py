@@ -39,20 +39,3 @@ def test_manifest_with_an_empty_ledger_map_round_trips() -> None:
         return
     assert m.to_bytes() == data
 
-
-def test_framing_from_many_threads_at_once() -> None:
-    """Frames compressed concurrently all decode (found by the full suite under load: one
-    zstd compressor shared by every thread wrote corrupt frames, 'Data corruption detected')."""
-    import random
-    from concurrent.futures import ThreadPoolExecutor
-
-    from ckptfs.format import framing
-
-    blobs = [random.Random(i).choice([b"a", b"bc", b"def"]) * (20000 + 997 * i) for i in range(64)]
-
-    def round_trip(data: bytes) -> bool:
-        return framing.unframe(framing.frame(data), len(data), what="t") == data
-
-    for _ in range(5):
-        with ThreadPoolExecutor(8) as ex:
-            assert all(ex.map(round_trip, blobs))
