@@ -49,7 +49,7 @@ class Store:
     """A ckptfs store at a URL. Created on first write; reads never create anything."""
 
     def __init__(self, storage: Storage, *, chunker: ChunkerParams | None = None) -> None:
-        from ckptfs import __version__
+        from ckptfs._version import __version__
 
         self.repo = Repository(storage)
         self.writer_name = f"ckptfs-python/{__version__}"
