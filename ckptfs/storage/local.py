@@ -334,6 +334,8 @@ class LocalStorage(Storage):
         self._sync_dirs([self._put(record, path, exclusive=True)])
 
     def create(self, path: str, data: bytes) -> None:
+        if not data:
+            raise ValueError(f"{path}: create-only objects must not be empty")
         self._write_one(data, path, exclusive=True)
 
     def replace(self, path: str, data: bytes) -> None:

@@ -83,6 +83,10 @@ class EntryWriter:
                 entries[name] = _reference(value, labels)
             elif isinstance(value, Blob):
                 entries[name] = self._blob(name, value, labels)
+            elif isinstance(value, StoredBlob) and value.size and not value.chunks:
+                # a small blob restored from its manifest (inline): write it again from bytes
+                entries[name] = self._blob(name, Blob(value.read(), type=value.type),
+                                           labels or dict(value.labels))
             elif isinstance(value, StoredBlob):
                 entries[name] = _restored_blob(value, labels)
             else:
