@@ -15,6 +15,12 @@ Layout in the store (README, section "LangGraph"):
 * the pending writes of a checkpoint are snapshots at boundary ``writes`` (label ``lg.kind``
   ``writes``): each holds all writes so far in entry ``writes``, rows ``[task_id, channel,
   idx, task_path, value]``; its parent is the previous writes snapshot or the checkpoint.
+* every snapshot carries history labels (``chain_labels``): ``lg.max_checkpoint_id``,
+  ``lg.max_writes_id``, ``lg.last_writes_seq`` and ``lg.ordered``, so that lookups read from the
+  head down or binary-search instead of reading the whole run; a ``mark`` snapshot (no entries)
+  becomes the head when ``delete_for_runs`` forgets the newest checkpoint;
+* deleting goes through ckptfs's retention ops (``erase``, ``forget``); an erased thread starts
+  over in run ``<run id>.<n>``;
 * ``CkptfsSaver.effect`` keeps a thread's side effects in ckptfs's effect ledger, in the
   separate run ``lgfx-<32 hex>`` (the same thread hash).
 
@@ -350,10 +356,22 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
         head = self._head_labels(idx)
         return head is None or head.get(L_ORDERED) == "true"
 
-    def _bisect(self, idx: _RunIndex, key: str, pred: Callable[[str], bool]) -> int:
+    def _bisect(self, idx: _RunIndex, key: str, pred: Callable[[str], bool],
+                near: int | None = None) -> int:
         """The first position in ``idx.seqs`` whose snapshot's label ``key`` (default "")
-        satisfies ``pred`` (false then true along the run), or ``len(idx.seqs)``."""
+        satisfies ``pred`` (false then true along the run), or ``len(idx.seqs)``. With
+        ``near`` (a position the answer is likely close to), gallop from there first."""
         lo, hi = 0, len(idx.seqs)
+        step = 1
+        while near is not None and lo < hi:
+            p = min(max(near, lo), hi - 1)
+            if pred(self._at(idx, idx.seqs[p]).manifest.labels.get(key, "")):
+                hi, near = p, p - step
+            else:
+                lo, near = p + 1, p + step
+            step *= 2
+            if hi - lo <= step:
+                break
         while lo < hi:
             mid = (lo + hi) // 2
             if pred(self._at(idx, idx.seqs[mid]).manifest.labels.get(key, "")):
@@ -383,30 +401,37 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
             return self._all_checkpoints(idx).get(cid)
         head = self._head_labels(idx)
         if head is not None and head.get(L_MAX_CID) == cid:
-            return self._latest(idx)
-        i = self._bisect(idx, L_MAX_CID, lambda top: top >= cid)
-        snap = self._at(idx, idx.seqs[i]) if i < len(idx.seqs) else None
+            snap = self._latest(idx)  # the greatest id, if it was not forgotten
+        else:
+            i = self._bisect(idx, L_MAX_CID, lambda top: top >= cid)
+            snap = self._at(idx, idx.seqs[i]) if i < len(idx.seqs) else None
         return snap if snap and _kind(snap) == "checkpoint" and _cid(snap) == cid else None
 
     def _locked_checkpoint(self, idx: _RunIndex, cid: str) -> Snapshot | None:
         with idx.lock:
             return self._checkpoint(idx, cid)
 
-    def _writes_snap(self, idx: _RunIndex, cid: str) -> Snapshot | None:
-        """The newest writes snapshot of checkpoint ``cid`` (it holds all its writes so far)."""
+    def _writes_snap(self, idx: _RunIndex, cid: str, near: int | None = None
+                     ) -> Snapshot | None:
+        """The newest writes snapshot of checkpoint ``cid`` (it holds all its writes so far);
+        ``near``: the checkpoint's seq, where its writes usually follow."""
         if self._ordered(idx) and idx.seqs:
             head = self._head_labels(idx)
             assert head is not None
+            if head.get(L_MAX_WID, "") < cid:
+                return None  # no writes snapshot names an id this high
             if head.get(L_MAX_WID) == cid:
                 i = len(idx.seqs)
             else:
-                i = self._bisect(idx, L_MAX_WID, lambda top: top > cid)
+                at = None if near is None else bisect.bisect_left(idx.seqs, near)
+                i = self._bisect(idx, L_MAX_WID, lambda top: top > cid, at)
             if i == 0:
                 return None
-            near = self._at(idx, idx.seqs[i - 1]).manifest.labels
-            if near.get(L_MAX_WID) != cid:
+            below = self._at(idx, idx.seqs[i - 1]).manifest.labels
+            if below.get(L_MAX_WID) != cid:
                 return None
-            w = int(near.get(L_LAST_W, "0"))
+            last = below.get(L_LAST_W, "")
+            w = int(last) if last.isdigit() else 0
             if idx.seqs[bisect.bisect_left(idx.seqs, w) % len(idx.seqs)] == w:
                 snap = self._at(idx, w)
                 if _kind(snap) == "writes" and _cid(snap) == cid:
@@ -474,8 +499,9 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
             idx.meta[snap.digest] = self._unpack(self._entry_value(snap, "metadata"))
         return idx.meta[snap.digest]
 
-    def _rows(self, idx: _RunIndex, checkpoint_id: str) -> builtins.list[Any]:
-        last = self._writes_snap(idx, checkpoint_id)
+    def _rows(self, idx: _RunIndex, checkpoint_id: str, near: int | None = None
+              ) -> builtins.list[Any]:
+        last = self._writes_snap(idx, checkpoint_id, near)
         if last is None:
             return []
         if last.digest not in idx.rows:
@@ -524,7 +550,7 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
         checkpoint = cast(Checkpoint, {**doc, "channel_values": values})
         cid = checkpoint["id"]
         parent = snap.manifest.labels.get(L_PARENT)
-        rows = sorted(self._rows(idx, cid), key=lambda r: writes_sort_key(r[3], r[0], r[2]))
+        rows = sorted(self._rows(idx, cid, snap.seq), key=lambda r: writes_sort_key(r[3], r[0], r[2]))
         return CheckpointTuple(
             config=_config(thread_id, ns, cid), checkpoint=checkpoint,
             metadata=self._unpack(state["metadata"]),
@@ -554,9 +580,9 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
                 if before_id:
                     hi = self._bisect(idx, L_MAX_CID, lambda top: top >= before_id)
                 seqs = idx.seqs[:hi]
-            else:
+            else:  # ascending ids, as seqs to walk down
                 found = self._all_checkpoints(idx)
-                seqs = sorted(found[c].seq for c in found if not before_id or c < before_id)
+                seqs = [found[c].seq for c in sorted(found) if not before_id or c < before_id]
         for s in reversed(seqs):
             with idx.lock:
                 snap = self._at(idx, s)
