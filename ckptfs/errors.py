@@ -93,6 +93,12 @@ class ErasedError(NotFound):
     category = "erased"
 
 
+class InvalidURL(CkptfsError, ValueError):
+    """A store URL that no backend can open (unknown protocol, missing fsspec plugin, bad form)."""
+
+    category = "url"
+
+
 class StorageError(CkptfsError, OSError):
     """The storage backend failed (permissions, credentials, network); the store is unchanged."""
 

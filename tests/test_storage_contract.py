@@ -128,6 +128,22 @@ def test_local_never_follows_a_symlink(local: LocalStorage, tmp_path: Path) -> N
     assert local.read_many(["chunks/aa/real"]) == [b"x"]
 
 
+def test_local_refuses_a_symlinked_folder(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    (outside / "bb").mkdir(parents=True)
+    (outside / "bb" / "x").write_bytes(b"outside the store")
+    root = tmp_path / "store"
+    (root / "chunks").mkdir(parents=True)
+    os.symlink(outside / "bb", root / "chunks" / "bb")
+    local = LocalStorage(str(root))
+    for call in (lambda: local.read("chunks/bb/x"), lambda: local.write("chunks/bb/new", b"y"),
+                 lambda: local.list("chunks/bb"), lambda: local.size("chunks/bb/x"),
+                 lambda: local.delete("chunks/bb/x")):
+        with pytest.raises(StorageError, match="symbolic link"):
+            call()
+    assert sorted(p.name for p in (outside / "bb").iterdir()) == ["x"]  # nothing leaked out
+
+
 def test_local_leaves_no_temp_files(local: LocalStorage) -> None:
     local.write_many([(f"chunks/ab/{i}", b"d" * i) for i in range(10)])
     local.create("runs/r/00000000000000000001", b"rec")
@@ -173,3 +189,21 @@ def test_local_temp_files_live_inside_the_store(local: LocalStorage,
     tmp = os.path.join(local.root, "tmp")
     assert created and all(p == tmp or p.startswith(tmp + os.sep) for p in created)
     assert local.capabilities.create_only and local.capabilities.create_only_how == "link(2)"
+
+
+def test_local_writes_after_fork_link_the_childs_own_files(local: LocalStorage) -> None:
+    """Temp files are linked through /proc/self/fd; a forked child must not reuse the parent's
+    descriptor of that folder (it would name the parent's files)."""
+    local.write("chunks/aa/parent", b"parent bytes")
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        code = 0
+        try:
+            local.write("chunks/aa/child", b"child bytes")
+        except BaseException:
+            code = 1
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert local.read("chunks/aa/child") == b"child bytes"
+    assert local.read("chunks/aa/parent") == b"parent bytes"

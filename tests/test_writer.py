@@ -263,3 +263,18 @@ def test_any_sequence_of_states_restores_exactly(tmp_path_factory: pytest.TempPa
             other = arg
         run.checkpoint({"items": items, "other": other})
         assert ckptfs.open_store(str(root / "s")).read("r") == {"items": items, "other": other}
+
+
+def test_bad_labels_are_refused_before_anything_is_written(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    run = ckptfs.open_store(str(root)).start_run("r")
+    big = {"messages": [message(i) for i in range(100)]}
+    with pytest.raises(ckptfs.errors.InvalidName):
+        run.checkpoint(big, entry_labels={"messages": {"../pii": "true"}})
+    with pytest.raises(KeyError, match="nope"):
+        run.checkpoint(big, entry_labels={"nope": {"pii": "true"}})
+    with pytest.raises(TypeError):
+        run.checkpoint(big, labels={"owner": 7})  # type: ignore[dict-item]
+    assert not (root / "chunks").exists() or not any((root / "chunks").rglob("*"))
+    snap = run.checkpoint(big, entry_labels={"messages": {"pii": "true"}}, labels={"owner": "ops"})
+    assert snap.manifest.entries["messages"].labels == {"pii": "true"} and snap.labels == {"owner": "ops"}

@@ -2,8 +2,9 @@
 
 Each subcommand lives in a module ``ckptfs/cli/cmd_<name>.py`` that defines
 ``register(subparsers) -> None``; modules are discovered, so adding a command touches no
-shared file. Exit codes: 0 success, 1 the check found problems, 2 usage error, 3 store error
-(not found, corrupt, conflict, ...), 130 interrupted.
+shared file. Exit codes: 0 success, 1 the check found problems, 2 usage error (bad arguments,
+a URL no backend can open), 3 store error (not found, corrupt, conflict, credentials, ...),
+130 interrupted.
 """
 
 from __future__ import annotations
@@ -16,13 +17,13 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ckptfs.errors import CkptfsError
+from ckptfs.errors import CkptfsError, InvalidURL
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, EXIT_STORE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ckptfs import __version__
+    from ckptfs._version import __version__
 
     parser = argparse.ArgumentParser(
         prog="ckptfs",
@@ -59,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except CkptfsError as e:
         print(f"ckptfs: error ({e.category}): {e}", file=sys.stderr)
-        return EXIT_STORE
+        return EXIT_USAGE if isinstance(e, InvalidURL) else EXIT_STORE
     except BrokenPipeError:
         return EXIT_OK
 

@@ -18,6 +18,7 @@ CODEC_ZSTD = 0x01
 CODECS = {CODEC_RAW: "raw", CODEC_ZSTD: "zstd"}
 ZSTD_LEVEL = 3
 _MIN_GAIN = 0.95  # keep zstd only when it saves at least 5 %
+_PROBE = 4096
 
 _local = threading.local()
 
@@ -33,11 +34,20 @@ def _compressor() -> zstandard.ZstdCompressor:
 
 def frame(data: bytes | memoryview, *, compress: bool = True) -> bytes:
     """Frame ``data`` for storage: zstd when it helps, raw otherwise. Deterministic."""
-    if compress and len(data) >= 64:
+    if compress and len(data) >= 64 and not _incompressible(data):
         z = _compressor().compress(data)
         if len(z) < len(data) * _MIN_GAIN:
             return bytes([CODEC_ZSTD]) + z
     return bytes([CODEC_RAW]) + bytes(data)
+
+
+def _incompressible(data: bytes | memoryview) -> bool:
+    """A cheap, deterministic guess for large pieces: if their first 4 KiB do not shrink by
+    2 %, random or already-compressed bytes are likely and compressing them all is wasted."""
+    if len(data) < _PROBE * 4:
+        return False
+    sample = bytes(data[:_PROBE])
+    return len(_compressor().compress(sample)) >= _PROBE * 0.98
 
 
 def unframe(stored: bytes | memoryview, size: int, *, what: str) -> bytes:

@@ -29,7 +29,7 @@ from ckptfs.format.names import (
 from ckptfs.ops.gc import _chunks, _old, _walk, grace_of
 from ckptfs.ops.lease import DEFAULT_TTL_MS, MaintenanceLease
 from ckptfs.store.lifecycle import read_retired, read_tombstone, write_retired
-from ckptfs.store.repository import Repository
+from ckptfs.store.repository import Repository, Snapshot
 
 MAX_REASON = 4096
 
@@ -78,7 +78,7 @@ def erase(repo: Repository, run_id: str, *, reason: str, seq: int | None = None,
             for s in repo.seqs(other):
                 snap = repo.snapshot_at(other, s)  # unreadable: stop, erase nothing shared
                 if snap.digest not in victims:
-                    protected |= _chunks(snap.manifest)
+                    protected |= _chunks(repo, snap)
         for path in _walk(st, SNAPSHOTS):
             d = Digest.parse(path.rsplit("/", 1)[-1])
             try:
@@ -87,9 +87,9 @@ def erase(repo: Repository, run_id: str, *, reason: str, seq: int | None = None,
                 continue
             if m.run == run_id and (seq is None or m.seq == seq):
                 victims.add(d)
-                victim_chunks |= _chunks(m)
+                victim_chunks |= _chunks(repo, Snapshot(d, m), strict=False)
             elif not _old(st, path, cutoff_s):
-                protected |= _chunks(m)  # an in-flight commit of someone else
+                protected |= _chunks(repo, Snapshot(d, m), strict=False)  # someone's in-flight commit
         # 4. chunks, while the (now invisible) manifests still name them for a rerun
         lease.check()
         deleted = nbytes = 0

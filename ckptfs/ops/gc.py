@@ -15,12 +15,12 @@ import attrs
 
 from ckptfs.errors import CkptfsError
 from ckptfs.format.digest import Digest
-from ckptfs.format.models import Captured, Manifest
 from ckptfs.format.names import CHUNKS, SNAPSHOTS, TMP, record_path
+from ckptfs.ops.chunks import snapshot_chunks
 from ckptfs.ops.lease import DEFAULT_TTL_MS, MaintenanceLease
 from ckptfs.storage.base import Storage
 from ckptfs.store.lifecycle import effective_expiry, read_retired, retire
-from ckptfs.store.repository import Repository
+from ckptfs.store.repository import Repository, Snapshot
 
 DEFAULT_GRACE_MS = 3_600_000
 
@@ -63,8 +63,15 @@ def _old(storage: Storage, path: str, cutoff_s: float) -> bool:
     return t is not None and t < cutoff_s
 
 
-def _chunks(m: Manifest) -> set[Digest]:
-    return {c.digest for e in m.entries.values() if isinstance(e, Captured) for c in e.chunks}
+def _chunks(repo: Repository, snap: Snapshot, *, strict: bool = True) -> set[Digest]:
+    """Entries', ledger's and ledger results' chunks. The ledger is read for the results; when
+    it cannot be, ``strict`` raises and otherwise the results are left out."""
+    try:
+        return {c.digest for _, c in snapshot_chunks(repo, snap)}
+    except CkptfsError:
+        if strict:
+            raise
+        return {c.digest for _, c in snapshot_chunks(repo, snap, results=False)}
 
 
 def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
@@ -116,7 +123,11 @@ def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
                     sound = False
                     continue
                 manifests.add(snap.digest)
-                chunks |= _chunks(snap.manifest)
+                try:
+                    chunks |= _chunks(repo, snap)
+                except CkptfsError as e:  # e.g. its ledger cannot be read
+                    report.problems.append(f"{run_id}@{seq}: {e}")
+                    sound = False
         # 3. manifests nobody commits to; young ones may be in flight, so their chunks stay
         lease.check()
         for path in _walk(st, SNAPSHOTS):
@@ -129,7 +140,7 @@ def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
             if not _old(st, path, cutoff_s):
                 report.young_kept += 1
                 try:
-                    chunks |= _chunks(repo.objects.get_manifest(d))
+                    chunks |= _chunks(repo, Snapshot(d, repo.objects.get_manifest(d)))
                 except CkptfsError as e:
                     report.problems.append(f"young manifest {d}: {e}")
                     sound = False

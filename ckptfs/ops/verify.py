@@ -14,10 +14,10 @@ import attrs
 from ckptfs.errors import CkptfsError
 from ckptfs.format import framing
 from ckptfs.format.digest import Digest
-from ckptfs.format.ledger import LedgerRef
-from ckptfs.format.models import Captured, ChunkRef, Entry
+from ckptfs.format.models import ChunkRef
 from ckptfs.format.names import chunk_path
-from ckptfs.store.repository import Repository
+from ckptfs.ops.chunks import snapshot_chunks
+from ckptfs.store.repository import Repository, Snapshot
 
 
 @attrs.frozen
@@ -77,21 +77,31 @@ def verify(repo: Repository, *, runs: Iterable[str] | None = None, read_data: bo
                 report.problems.append(Problem(
                     "corrupt", run_id, seq, snap.id,
                     f"manifest says run {snap.manifest.run!r} seq {snap.manifest.seq}"))
-            named: list[tuple[str, Entry]] = list(snap.manifest.entries.items())
-            if snap.manifest.ledger is not None:  # validated when the manifest was parsed
-                named.append(("(ledger)", LedgerRef.from_cbor(snap.manifest.ledger).as_entry()))
-            for name, entry in named:
-                if not isinstance(entry, Captured):
-                    continue
-                for ref in entry.chunks:
-                    if ref.digest not in checked:
-                        checked[ref.digest] = _check_chunk(repo, ref, read_data, report)
-                    why = checked[ref.digest]
-                    if why is not None:
-                        cat, _, msg = why.partition(":")
-                        report.problems.append(Problem(
-                            cat, run_id, seq, snap.id, f"entry {name!r}: chunk {ref.digest}: {msg}"))
+            before = len(report.problems)
+            named = snapshot_chunks(repo, snap, results=False)
+            _check_chunks(repo, named, checked, read_data, report, snap)
+            if snap.manifest.ledger is not None and len(report.problems) == before:
+                try:  # the ledger's chunks are sound: read it for its results' chunks
+                    results = snapshot_chunks(repo, snap)[len(named):]
+                except CkptfsError as e:
+                    report.problems.append(Problem(e.category, run_id, seq, snap.id, str(e)))
+                else:
+                    _check_chunks(repo, results, checked, read_data, report, snap)
     return report
+
+
+def _check_chunks(repo: Repository, named: list[tuple[str, ChunkRef]],
+                  checked: dict[Digest, str | None], read_data: bool, report: VerifyReport,
+                  snap: Snapshot) -> None:
+    """Check each chunk once per verify; report every snapshot that needs a bad one."""
+    for what, ref in named:
+        if ref.digest not in checked:
+            checked[ref.digest] = _check_chunk(repo, ref, read_data, report)
+        why = checked[ref.digest]
+        if why is not None:
+            cat, _, msg = why.partition(":")
+            report.problems.append(Problem(cat, snap.run, snap.seq, snap.id,
+                                           f"{what}: chunk {ref.digest}: {msg}"))
 
 
 def _check_chunk(repo: Repository, ref: ChunkRef, read_data: bool, report: VerifyReport) -> str | None:

@@ -159,6 +159,11 @@ class Run:
         if self._fenced:
             raise ConflictError(self._fenced)
         check_boundary(boundary)
+        labels = check_labels(labels)
+        for name, entry_label in (entry_labels or {}).items():
+            if state is None or name not in state:
+                raise KeyError(f"entry_labels names {name!r}, which is not an entry of this state")
+            check_labels(entry_label)
         chunks = list(chunks or [])
         prepared: dict[str, Any] | None = None
         entries: Mapping[str, Entry]
@@ -169,7 +174,7 @@ class Run:
             chunks.extend(self._writer.pending)
         else:
             entries = self.snapshot.manifest.entries
-        created = now_ms()
+        created = self.store.now()
         expires = expiry_ms(expires_at)
         if expires is None:
             expires = self.run_expires
@@ -181,7 +186,7 @@ class Run:
             parent=(self.snapshot.digest if self.snapshot
                     else self.fork_of.digest if self.fork_of else None),
             resumed_from=self._resumed_from if self._pending_resume() else None,
-            attempt=self.attempt, ledger=self._ledger_cbor(chunks), labels=check_labels(labels),
+            attempt=self.attempt, ledger=self._ledger_cbor(chunks), labels=labels,
             expires=expires, extra=self._next_extra)
         try:
             snap = self.store.repo.commit(manifest, chunks)

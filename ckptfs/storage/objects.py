@@ -5,6 +5,9 @@ uses fsspec's exclusive ``"xb"`` open (s3fs: ``If-None-Match: *``; gcsfs:
 Create-only is *probed* when a store is first written: the probe object is created twice and
 the second attempt must fail. A backend that fails the probe runs single-writer: creates are
 serialised by a lock in this process only, and ``capabilities.create_only`` says False.
+
+Any exception a plugin raises (botocore's NoCredentialsError is no OSError) becomes a
+StorageError naming the URL, so callers see one kind of backend failure.
 """
 
 from __future__ import annotations
@@ -83,7 +86,7 @@ class FsspecStorage(Storage):
             return data
         except FileNotFoundError:
             raise
-        except (OSError, ValueError) as e:
+        except Exception as e:
             raise _wrap(e, self.url, path) from e
 
     def read_many(self, paths: list[str]) -> list[bytes | None]:
@@ -92,7 +95,7 @@ class FsspecStorage(Storage):
         full = [self._abs(p) for p in paths]
         try:
             got = self.fs.cat(full, on_error="return")
-        except (OSError, ValueError) as e:
+        except Exception as e:
             raise _wrap(e, self.url, "(batch read)") from e
         out: list[bytes | None] = []
         for f, p in zip(full, paths):
@@ -110,7 +113,7 @@ class FsspecStorage(Storage):
         self._need_write()
         try:
             self.fs.pipe_file(full, data)
-        except (OSError, ValueError) as e:
+        except Exception as e:
             raise _wrap(e, self.url, path) from e
 
     def write_many(self, items: Iterable[tuple[str, bytes]]) -> None:
@@ -120,7 +123,7 @@ class FsspecStorage(Storage):
             return
         try:
             self.fs.pipe(batch)
-        except (OSError, ValueError) as e:
+        except Exception as e:
             raise _wrap(e, self.url, "(batch)") from e
 
     def create(self, path: str, data: bytes) -> None:
@@ -137,7 +140,7 @@ class FsspecStorage(Storage):
                 self.fs.pipe_file(full, data)
         except FileExistsError:
             raise
-        except (OSError, ValueError) as e:
+        except Exception as e:
             raise _wrap(e, self.url, path) from e
 
     def replace(self, path: str, data: bytes) -> None:
@@ -150,7 +153,7 @@ class FsspecStorage(Storage):
                 else self.fs.ls(full, detail=False)
         except FileNotFoundError:
             return []
-        except (OSError, ValueError) as e:
+        except Exception as e:
             raise _wrap(e, self.url, prefix) from e
         out = set()
         for n in names:
@@ -167,7 +170,7 @@ class FsspecStorage(Storage):
             self.fs.rm_file(full)
         except FileNotFoundError:
             return
-        except (OSError, ValueError) as e:
+        except Exception as e:
             raise _wrap(e, self.url, path) from e
 
     def _info(self, path: str) -> dict[str, Any] | None:
@@ -176,7 +179,7 @@ class FsspecStorage(Storage):
             info: dict[str, Any] = self.fs.info(full)
         except FileNotFoundError:
             return None
-        except (OSError, ValueError) as e:
+        except Exception as e:
             raise _wrap(e, self.url, path) from e
         if info.get("type") == "directory":
             return None
@@ -212,5 +215,6 @@ def _wrap(e: Exception, url: str, path: str) -> StorageError:
     hint = ""
     text = str(e)
     if "credential" in text.lower() or "AccessDenied" in text or "403" in text:
-        hint = " Check the credentials passed as storage_options or in the environment."
+        hint = (" Check the credentials: storage_options in Python, or the environment "
+                "(for s3:// AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE).")
     return StorageError(f"{url}: {path}: {type(e).__name__}: {text}.{hint}")

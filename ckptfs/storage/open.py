@@ -1,25 +1,65 @@
-"""Pick the backend class for a URL."""
+"""Pick the backend class for a URL.
+
+A local path to a ``.zip`` or ``.tar`` file opens the store inside the archive (read-only), so an
+exported run can be inspected with no unpacking: ``ckptfs ls run.zip``.
+"""
 
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 import fsspec
 
+from ckptfs.errors import InvalidURL
+from ckptfs.format.names import CONFIG_PATH
 from ckptfs.storage.base import Storage
 from ckptfs.storage.local import LocalStorage
 from ckptfs.storage.objects import FsspecStorage
+
+ARCHIVE_SUFFIXES = {".zip": "zip", ".tar": "tar"}
+_MISSPELT = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:/(?!/)")
 
 
 def open_storage(url: str, **storage_options: Any) -> Storage:
     """Local paths and ``file://`` get the POSIX backend; everything else goes through fsspec."""
     url = os.fspath(url)
+    if _MISSPELT.match(url) and not os.path.exists(url):
+        raise InvalidURL(f"{url!r} looks like a URL with a missing '/' (did you mean "
+                         f"{url.replace(':/', '://', 1)!r}?); a local path needs no scheme")
     if "://" not in url or url.startswith("file://"):
         path = url[len("file://"):] if url.startswith("file://") else url
-        durable = storage_options.pop("durable", True)
-        if storage_options:
-            raise TypeError(f"local stores take no storage options but 'durable', got {sorted(storage_options)}")
-        return LocalStorage(path, durable=durable)
-    fs, root = fsspec.core.url_to_fs(url, **storage_options)
+        archive = _archive_url(path)
+        if archive is None:
+            durable = storage_options.pop("durable", True)
+            if storage_options:
+                raise TypeError(f"local stores take no storage options but 'durable', got "
+                                f"{sorted(storage_options)}")
+            return LocalStorage(path, durable=durable)
+        url = archive
+    try:
+        fs, root = fsspec.core.url_to_fs(url, **storage_options)
+    except ImportError as e:
+        raise InvalidURL(f"{url}: {e} (the fsspec plugin for this protocol is not installed; "
+                         "for s3:// install ckptfs[s3])") from e
+    except (ValueError, TypeError) as e:
+        raise InvalidURL(f"{url}: not a store URL fsspec can open ({e}); use a local path or "
+                         "a URL such as s3://bucket/prefix, memory://name, zip://::file.zip, "
+                         "http://host/store") from e
     return FsspecStorage(fs, root, url)
+
+
+def _archive_url(path: str) -> str | None:
+    """``zip://ROOT::PATH`` for a local archive file, ROOT being where its store config is."""
+    kind = ARCHIVE_SUFFIXES.get(os.path.splitext(path)[1].lower())
+    if kind is None or not os.path.isfile(path):
+        return None
+    fs = fsspec.filesystem(kind, fo=os.path.abspath(path))
+    root = ""
+    if not fs.isfile(CONFIG_PATH):
+        tops = fs.ls("", detail=False)
+        found = [t.rstrip("/") for t in tops if fs.isfile(f"{t.rstrip('/')}/{CONFIG_PATH}")]
+        if len(found) == 1:  # archived with a leading directory ("./" or "store/")
+            root = found[0]
+    return f"{kind}://{root}::{os.path.abspath(path)}"

@@ -22,10 +22,11 @@ from typing import IO, Any, BinaryIO, cast
 import attrs
 import cbor2
 
-from ckptfs.errors import CorruptSnapshot
+from ckptfs.errors import CorruptSnapshot, FormatError
 from ckptfs.format import cbor
 from ckptfs.format.cdc import ChunkerParams, cut_lengths, iter_chunks
 from ckptfs.format.digest import Digest, hasher
+from ckptfs.format.ledger import Ledger, LedgerRef
 from ckptfs.format.models import VALUE_TYPES, Captured, ChunkRef, Entry, Reference
 from ckptfs.format.names import check_entry_name
 from ckptfs.format.values import Blob, Ref, StoredBlob
@@ -37,7 +38,7 @@ MERGE_FANOUT = 16
 MAX_OPEN = 2 * (MERGE_FANOUT - 1)
 #: values and byte blobs up to this size go in the manifest itself: no chunk file, no fsync
 INLINE_MAX = 2048
-_BATCH_BYTES = 8 * 1024 * 1024
+_BATCH_BYTES = 32 * 1024 * 1024
 
 
 @attrs.define
@@ -336,3 +337,19 @@ def stored_blob(objects: ObjectStore, entry: Captured, *, where: str) -> StoredB
 
     return StoredBlob(size=entry.size, digest=entry.digest, type=entry.type,
                       labels=dict(entry.labels), opener=opener, chunks=entry.chunks)
+
+
+def read_ledger(objects: ObjectStore, field: Any, *, where: str
+                ) -> tuple[Ledger, Captured, bytes, list[Any]]:
+    """A manifest's ``ledger`` field read, verified and folded: the ledger, its content entry,
+    the content and the decoded records (CorruptSnapshot if the records break the rules)."""
+    ref = LedgerRef.from_cbor(field, what=where)
+    entry = ref.as_entry()
+    content = read_content(objects, entry, where=where)
+    items = decode_value(entry, content, where=where)
+    if len(items) != ref.count:
+        raise CorruptSnapshot(f"{where}: holds {len(items)} records, count says {ref.count}")
+    try:
+        return Ledger.from_cbor(items, what=where), entry, content, items
+    except FormatError as e:
+        raise CorruptSnapshot(str(e)) from e

@@ -137,12 +137,13 @@ class Repository:
         return cfg
 
     def init(self, chunker: ChunkerParams | None = None,
-             settings: dict[str, Any] | None = None) -> StoreConfig:
+             settings: dict[str, Any] | None = None, created: int | None = None) -> StoreConfig:
         """Create the store config if absent (create-only); return the config in force."""
         existing = self.load_config()
         if existing is not None:
             return existing
-        cfg = StoreConfig(chunker=chunker or ChunkerParams(), created=now_ms(),
+        cfg = StoreConfig(chunker=chunker or ChunkerParams(),
+                          created=now_ms() if created is None else created,
                           settings=settings or {})
         try:
             self.storage.create(CONFIG_PATH, cfg.to_bytes())

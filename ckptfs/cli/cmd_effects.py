@@ -1,0 +1,40 @@
+"""``ckptfs effects STORE RUN``: the effect ledger at a run's head, in-doubt effects first."""
+
+from __future__ import annotations
+
+import argparse
+
+from ckptfs.cli import EXIT_OK, human, print_json
+
+
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    p = sub.add_parser("effects", help="a run's side effects and approvals; in-doubt ones flagged",
+                       description="Print the effect ledger at the head of RUN, one line per "
+                                   "idempotency key: its status, who issued and settled it and "
+                                   "when. An effect that was issued but whose outcome was never "
+                                   "recorded is IN DOUBT: it may have happened. Resuming will not "
+                                   "repeat it silently; settle it with reconcile= or "
+                                   "run.settle_effect().")
+    p.add_argument("store", metavar="STORE")
+    p.add_argument("run_id", metavar="RUN")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ckptfs.ops.inspect import run_effects
+
+    store = human.open_existing(args.store)
+    out = run_effects(store.repo, args.run_id)
+    if args.json:
+        print_json(out)
+        return EXIT_OK
+    effects = sorted(out["effects"], key=lambda e: (not e["in_doubt"], not e["pending"]))
+    print(f"{out['run']} @{out['head_seq']}: {out['records']} ledger record(s), "
+          f"{len(effects)} key(s), {out['in_doubt']} in doubt, {out['pending']} pending approval")
+    if effects:
+        rows = [["IN DOUBT" if e["in_doubt"] else "pending" if e["pending"] else e["status"],
+                 e["key"], e["kind"], e["name"], human.when(e["intended_at"]),
+                 human.when(e["settled_at"])] for e in effects]
+        print(human.table(rows, ["STATUS", "KEY", "KIND", "NAME", "ISSUED", "SETTLED"]))
+    return EXIT_OK

@@ -1,0 +1,61 @@
+"""``ckptfs log STORE RUN``: a run's lineage as a tree."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ckptfs.cli import EXIT_OK, human, print_json
+
+
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    p = sub.add_parser("log", help="a run's history: parents, resumes, attempts, forks",
+                       description="Print every snapshot of RUN in order with its boundary, "
+                                   "where the run was forked from, where each attempt resumed, "
+                                   "which runs fork from it, and the effects each snapshot records.")
+    p.add_argument("store", metavar="STORE")
+    p.add_argument("run_id", metavar="RUN")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ckptfs.ops.inspect import run_log
+
+    store = human.open_existing(args.store)
+    log = run_log(store.repo, args.run_id)
+    if args.json:
+        print_json(log)
+        return EXIT_OK
+    for line in render(log):
+        print(line)
+    return EXIT_OK
+
+
+def render(log: dict[str, Any]) -> list[str]:
+    """The tree, one string per line."""
+    snaps = log["snapshots"]
+    lines = [f"{log['run']}  (schema {log['schema']}, {len(snaps)} snapshot{'s' if len(snaps) != 1 else ''}, "
+             f"{log['attempts']} attempt{'s' if log['attempts'] != 1 else ''})"]
+    origin = log["forked_from"]
+    if origin:
+        where = f"{origin['run']}@{origin['seq']} " if origin["run"] else "(not in this store) "
+        lines.append(f"│ forked from {where}{human.short(origin['snapshot'])}")
+    seq_of = {s["snapshot"]: s["seq"] for s in snaps}
+    for i, s in enumerate(snaps):
+        if s["resumed_from"]:
+            lines.append(f"│ ↻ attempt {s['attempt']}: resumed from "
+                         f"@{seq_of.get(s['resumed_from'], '?')} {human.short(s['resumed_from'])}")
+        elbow = "└─" if i == len(snaps) - 1 else "├─"
+        lines.append(f"{elbow} @{s['seq']:<4} {s['boundary']:<14} {human.short(s['snapshot'])}  "
+                     f"{human.when(s['created'])}  {s['entry_count']} entries  "
+                     f"{human.size(s['state_bytes'])}")
+        bar = "   " if i == len(snaps) - 1 else "│  "
+        for e in s["effects"]:
+            mark = "!" if e.get("in_doubt") else " "
+            lines.append(f"{bar}{mark} effect {e.get('key')}  {e.get('name')}  {e.get('status')}")
+        for f in s["forks"]:
+            lines.append(f"{bar}└─ fork: {f['run']} @{f['seq']} {human.short(f['snapshot'])}")
+    for p in log["problems"]:
+        lines.append(f"! {p}")
+    return lines

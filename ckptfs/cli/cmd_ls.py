@@ -1,0 +1,36 @@
+"""``ckptfs ls STORE``: the runs of a store with their heads."""
+
+from __future__ import annotations
+
+import argparse
+
+from ckptfs.cli import EXIT_OK, human, print_json
+
+
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    p = sub.add_parser("ls", help="list runs: head, length, last boundary, age, size",
+                       description="List the runs of STORE: head snapshot and sequence number, "
+                                   "number of snapshots, boundary of the head, its age and the "
+                                   "bytes of state it holds.")
+    p.add_argument("store", metavar="STORE")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ckptfs.ops.inspect import list_runs
+
+    store = human.open_existing(args.store)
+    rows = list_runs(store.repo)
+    if args.json:
+        print_json({"store": store.url, "runs": rows})
+        return EXIT_OK
+    if not rows:
+        print(f"no runs in {store.url}")
+        return EXIT_OK
+    print(human.table(
+        [[r["run"], str(r["head_seq"] or "-"), str(r["snapshots"]), human.short(r["head"]),
+          r["boundary"] or "-", str(r["attempt"] or "-"), human.age(r["age_seconds"]),
+          human.size(r["state_bytes"]), r["error"] or ""] for r in rows],
+        ["RUN", "HEAD", "SNAPS", "SNAPSHOT", "BOUNDARY", "ATTEMPT", "AGE", "STATE", ""]))
+    return EXIT_OK

@@ -1,0 +1,218 @@
+"""Copy runs from one store to another, incrementally, between any two backends.
+
+Order is what keeps the destination valid at every moment: for each snapshot, in sequence
+order, first the chunks the destination lacks, then the manifest, then the run record, created
+only if absent. A record therefore never names anything that is not already there, and a run in
+the destination is always a prefix of the run in the source. Interrupted at any point, the copy
+is resumed by running it again: records already present are skipped, chunks already present
+are not sent again. Every chunk and manifest is verified against its digest before it is
+written; stored bytes are copied as they are (no recompression).
+
+Chunk boundaries are the writer's choice (readers only concatenate), so a destination whose
+config pins other chunker parameters still receives valid snapshots; they keep the source's
+chunks, and later writes to the destination cut with its own parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import attrs
+
+from ckptfs.errors import ConflictError, CorruptSnapshot, NotFound, UnsupportedFeature
+from ckptfs.format import framing
+from ckptfs.format.digest import Digest
+from ckptfs.format.models import ChunkRef, Manifest, RunRecord
+from ckptfs.format.names import CHUNKS, CONFIG_PATH, chunk_path, record_path, snapshot_path
+from ckptfs.ops.chunks import snapshot_chunks
+from ckptfs.store.repository import Repository, Snapshot
+
+#: ``progress(done, total, note)``: snapshots handled so far of all to consider.
+Progress = Callable[[int, int, str], None]
+_BATCH_ITEMS = 256
+_BATCH_BYTES = 16 * 1024 * 1024
+
+
+@attrs.define
+class CopyReport:
+    """What a copy did; ``conflicts`` lists runs whose histories differ and were not copied."""
+
+    runs: int = 0
+    snapshots_copied: int = 0
+    snapshots_present: int = 0
+    chunks_copied: int = 0
+    chunks_present: int = 0
+    bytes_copied: int = 0
+    config_created: bool = False
+    conflicts: list[str] = attrs.field(factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.conflicts
+
+    def to_json(self) -> dict[str, object]:
+        return {"ok": self.ok, **attrs.asdict(self)}
+
+
+class _ChunkIndex:
+    """Which chunks the destination holds: one listing per fan-out folder, then remembered."""
+
+    def __init__(self, dst: Repository) -> None:
+        self.dst = dst
+        self.folders: dict[str, set[str]] = {}
+        #: chunks this copy has already counted (present or copied)
+        self.seen: set[Digest] = set()
+
+    def has(self, d: Digest) -> bool:
+        h = d.hex
+        names = self.folders.get(h[:2])
+        if names is None:
+            names = self.folders[h[:2]] = set(self.dst.storage.list(f"{CHUNKS}/{h[:2]}"))
+        return h in names
+
+    def add(self, d: Digest) -> None:
+        self.folders.setdefault(d.hex[:2], set()).add(d.hex)
+
+
+def copy_runs(src: Repository, dst: Repository, *, runs: Iterable[str] | None = None,
+              progress: Progress | None = None) -> CopyReport:
+    """Copy ``runs`` (default: every run) of ``src`` into ``dst``; see the module docstring."""
+    report = CopyReport()
+    report.config_created = _ensure_config(src, dst)
+    run_ids = list(runs) if runs is not None else src.run_ids()
+    plan: list[tuple[str, list[int]]] = []
+    for run_id in run_ids:
+        seqs = src.seqs(run_id)
+        if not seqs:
+            raise NotFound(f"no run {run_id!r} in {src.url}; 'ckptfs ls {src.url}' lists the runs")
+        plan.append((run_id, seqs))
+    total = sum(len(s) for _, s in plan)
+    done = 0
+    index = _ChunkIndex(dst)
+    for run_id, seqs in plan:
+        report.runs += 1
+        have = set(dst.seqs(run_id))
+        for seq in seqs:
+            try:
+                _copy_snapshot(src, dst, run_id, seq, seq in have, index, report)
+            except ConflictError as e:
+                report.conflicts.append(str(e))
+                done += len(seqs) - seqs.index(seq)
+                break
+            done += 1
+            if progress:
+                progress(done, total, f"{run_id}@{seq}  {report.bytes_copied} B copied")
+    return report
+
+
+def _ensure_config(src: Repository, dst: Repository) -> bool:
+    """Give ``dst`` the source's config (same chunker) if it has none; refuse a destination
+    that lacks a feature the source requires. True when the config was created."""
+    src_cfg = src.config
+    dst_cfg = dst.load_config()
+    if dst_cfg is None:
+        try:
+            dst.storage.create(CONFIG_PATH, src.storage.read(CONFIG_PATH))
+            return True
+        except FileExistsError:
+            dst_cfg = dst.config
+    missing = sorted(set(src_cfg.required) - set(dst_cfg.required))
+    if missing:
+        raise UnsupportedFeature(
+            f"{src.url} requires feature(s) {', '.join(missing)} that {dst.url} does not declare; "
+            "copy into a new, empty destination instead")
+    return False
+
+
+def _copy_snapshot(src: Repository, dst: Repository, run_id: str, seq: int, present: bool,
+                   index: _ChunkIndex, report: CopyReport) -> None:
+    rec_bytes, rec = _record(src, run_id, seq)
+    if present:
+        theirs = dst.record(run_id, seq)
+        if theirs.snapshot != rec.snapshot:
+            raise _diverged(src, dst, run_id, seq)
+        report.snapshots_present += 1
+        return
+    where = f"run {run_id!r} seq {seq} (snapshot {rec.snapshot.short})"
+    m_stored, m_data = _verified_manifest(src, rec, where)
+    manifest = Manifest.from_bytes(m_data, what=where)
+    needed = []
+    for _, c in snapshot_chunks(src, Snapshot(rec.snapshot, manifest)):
+        if c.digest in index.seen:
+            continue
+        index.seen.add(c.digest)
+        if index.has(c.digest):
+            report.chunks_present += 1
+        else:
+            needed.append(c)
+    for batch in _batches(needed):
+        got = src.storage.read_many([chunk_path(c.digest) for c in batch])
+        items = []
+        for c, stored in zip(batch, got):
+            if stored is None:
+                raise CorruptSnapshot(f"{src.url}: {where}: chunk {c.digest} is missing from the "
+                                      "source; run 'ckptfs verify' on it. Nothing of this "
+                                      "snapshot was committed to the destination.")
+            data = framing.unframe(stored, c.size, what=f"{where}: chunk {c.digest}")
+            if Digest.of(data) != c.digest:
+                raise CorruptSnapshot(f"{src.url}: {where}: chunk {c.digest} does not match its "
+                                      "digest; run 'ckptfs verify --read-data' on the source")
+            items.append((chunk_path(c.digest), stored))
+            report.bytes_copied += len(stored)
+        dst.storage.write_many(items)
+        for c in batch:
+            index.add(c.digest)
+        report.chunks_copied += len(batch)
+    dst.storage.write(snapshot_path(rec.snapshot), m_stored)
+    report.bytes_copied += len(m_stored)
+    try:
+        dst.storage.create(record_path(run_id, seq), rec_bytes)
+    except FileExistsError:
+        if dst.record(run_id, seq).snapshot != rec.snapshot:
+            raise _diverged(src, dst, run_id, seq) from None
+        report.snapshots_present += 1
+        return
+    report.snapshots_copied += 1
+
+
+def _record(src: Repository, run_id: str, seq: int) -> tuple[bytes, RunRecord]:
+    """A run record's bytes (copied verbatim) and their validated meaning."""
+    data = src.storage.read(record_path(run_id, seq))
+    rec = RunRecord.from_bytes(data, what=f"{src.url}: run record {record_path(run_id, seq)}")
+    if rec.run != run_id or rec.seq != seq:
+        raise CorruptSnapshot(f"{src.url}: run record {record_path(run_id, seq)} names run "
+                              f"{rec.run!r} seq {rec.seq}, not its own path")
+    return data, rec
+
+
+def _verified_manifest(src: Repository, rec: RunRecord, where: str) -> tuple[bytes, bytes]:
+    """The manifest's stored bytes and content, checked against the snapshot id."""
+    try:
+        stored = src.storage.read(snapshot_path(rec.snapshot))
+    except FileNotFoundError:
+        raise CorruptSnapshot(f"{src.url}: {where}: manifest {snapshot_path(rec.snapshot)} is "
+                              "missing from the source; run 'ckptfs verify' on it") from None
+    data = framing.unframe(stored, rec.size, what=f"{where} manifest")
+    if Digest.of(data) != rec.snapshot:
+        raise CorruptSnapshot(f"{src.url}: {where}: manifest does not match the snapshot id")
+    return stored, data
+
+
+def _batches(chunks: list[ChunkRef]) -> Iterable[list[ChunkRef]]:
+    batch: list[ChunkRef] = []
+    size = 0
+    for c in chunks:
+        batch.append(c)
+        size += c.size
+        if len(batch) >= _BATCH_ITEMS or size >= _BATCH_BYTES:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def _diverged(src: Repository, dst: Repository, run_id: str, seq: int) -> ConflictError:
+    return ConflictError(
+        f"run {run_id!r} seq {seq} differs between {src.url} and {dst.url}: the two stores hold "
+        "different histories of this run (it was written to both). Nothing more of this run was "
+        "copied; fork it under a new id in one of them, or copy into another store.")

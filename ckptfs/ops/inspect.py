@@ -1,0 +1,263 @@
+"""Read-only views of a store for people and scripts: runs, lineage, manifests, entries, diffs.
+
+Everything here returns plain JSON-able data (the ``--json`` output of the CLI, whose keys are
+documented in the README); the CLI only formats it. Nothing here writes to the store.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from ckptfs.errors import CkptfsError, NotFound
+from ckptfs.format.ledger import Effect, Ledger, LedgerRef
+from ckptfs.format.models import Captured, Entry, Manifest, Reference
+from ckptfs.format.names import check_run_id
+from ckptfs.store.entries import decode_value, read_content, stored_blob
+from ckptfs.store.repository import Repository, Snapshot
+
+#: JSON marker objects for CBOR values JSON cannot hold (documented in the README).
+BYTES_MARKER = "$bytes"
+FLOAT_MARKER = "$float"
+
+
+def state_bytes(m: Manifest) -> int:
+    """Bytes of captured content a snapshot holds (references count 0)."""
+    return sum(e.size for e in m.entries.values() if isinstance(e, Captured))
+
+
+def snapshot_json(s: Snapshot) -> dict[str, Any]:
+    """A snapshot's place in history, without its entries."""
+    m = s.manifest
+    return {"snapshot": s.id, "run": m.run, "seq": m.seq, "boundary": m.boundary,
+            "created": m.created, "attempt": m.attempt, "schema": str(m.schema),
+            "parent": s.parent,
+            "resumed_from": s.resumed_from, "labels": dict(m.labels), "expires": m.expires,
+            "entry_count": len(m.entries), "state_bytes": state_bytes(m)}
+
+
+# -- ls ---------------------------------------------------------------------------------------
+def list_runs(repo: Repository, *, now_ms: int | None = None) -> list[dict[str, Any]]:
+    """One summary per run: head, length, last boundary, age and state size at the head."""
+    repo.config  # NotAStore when the URL holds no store
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    out = []
+    for run_id in repo.run_ids():
+        seqs = repo.seqs(run_id)
+        row: dict[str, Any] = {"run": run_id, "snapshots": len(seqs),
+                               "head_seq": seqs[-1] if seqs else None, "head": None,
+                               "boundary": None, "created": None, "age_seconds": None,
+                               "attempt": None, "schema": None, "state_bytes": None,
+                               "error": None}
+        if seqs:
+            try:
+                s = repo.snapshot_at(run_id, seqs[-1])
+            except CkptfsError as e:
+                row["error"] = f"{e.category}: {e}"
+            else:
+                m = s.manifest
+                row.update(head=s.id, boundary=m.boundary, created=m.created,
+                           age_seconds=max(0, (now - m.created) // 1000), attempt=m.attempt,
+                           schema=str(m.schema), state_bytes=state_bytes(m))
+        out.append(row)
+    return out
+
+
+# -- log --------------------------------------------------------------------------------------
+def run_log(repo: Repository, run_id: str) -> dict[str, Any]:
+    """A run's history: every snapshot with its parent, resume and attempt, plus where the run
+    was forked from and which other runs fork from it."""
+    repo.config
+    seqs = repo.seqs(run_id)
+    if not seqs:
+        raise NotFound(f"no run {run_id!r} in {repo.url}; 'ckptfs ls {repo.url}' lists the runs")
+    snaps: list[dict[str, Any]] = []
+    by_id: dict[str, dict[str, Any]] = {}
+    problems: list[str] = []
+    loaded: list[Snapshot] = []
+    for seq in seqs:
+        try:
+            s = repo.snapshot_at(run_id, seq)
+        except CkptfsError as e:
+            problems.append(f"@{seq}: {e.category}: {e}")
+            continue
+        row = snapshot_json(s)
+        row["forks"] = []
+        snaps.append(row)
+        by_id[s.id] = row
+        loaded.append(s)
+    for row, effects in zip(snaps, _record_rows(repo, loaded)):
+        row["effects"] = effects
+    forked_from = None
+    if snaps and snaps[0]["parent"] and snaps[0]["parent"] not in by_id:
+        forked_from = _origin(repo, snaps[0]["parent"])
+    for other in repo.run_ids():
+        if other == run_id:
+            continue
+        first = _first_snapshot(repo, other)
+        if first is not None and first.parent in by_id:
+            by_id[first.parent]["forks"].append({"run": other, "seq": first.seq,
+                                                 "snapshot": first.id})
+    return {"run": run_id, "schema": snaps[-1]["schema"] if snaps else None,
+            "forked_from": forked_from,
+            "attempts": max((r["attempt"] for r in snaps), default=0),
+            "snapshots": snaps, "problems": problems}
+
+
+def _origin(repo: Repository, snapshot_id: str) -> dict[str, Any]:
+    """Where a parent snapshot lives, or only its id when this store does not hold it."""
+    try:
+        s = repo.resolve(snapshot_id)
+    except CkptfsError:
+        return {"run": None, "seq": None, "snapshot": snapshot_id}
+    return {"run": s.run, "seq": s.seq, "snapshot": s.id}
+
+
+def _first_snapshot(repo: Repository, run_id: str) -> Snapshot | None:
+    seqs = repo.seqs(run_id)
+    if not seqs:
+        return None
+    try:
+        return repo.snapshot_at(run_id, seqs[0])
+    except CkptfsError:
+        return None
+
+
+def _ledger(repo: Repository, s: Snapshot) -> Ledger:
+    from ckptfs.runtime.store import Store
+
+    return Store(repo.storage).ledger(s)
+
+
+def _ledger_count(m: Manifest) -> int:
+    return LedgerRef.from_cbor(m.ledger).count if m.ledger is not None else 0
+
+
+def effect_json(e: Effect) -> dict[str, Any]:
+    """One folded effect or approval; ``in_doubt``: issued, outcome never recorded."""
+    out: dict[str, Any] = to_json_value(e.to_json())
+    out.update(in_doubt=e.in_doubt, pending=e.pending)
+    return out
+
+
+def run_effects(repo: Repository, run_id: str) -> dict[str, Any]:
+    """The effect ledger at a run's head, folded by key, in-doubt effects flagged."""
+    repo.config
+    s = repo.resolve(check_run_id(run_id))
+    ledger = _ledger(repo, s)
+    effects = [effect_json(e) for e in ledger.effects.values()]
+    return {"run": run_id, "head_seq": s.seq, "head": s.id, "records": len(ledger),
+            "in_doubt": sum(e["in_doubt"] for e in effects),
+            "pending": sum(e["pending"] for e in effects), "effects": effects}
+
+
+def _record_rows(repo: Repository, snaps: list[Snapshot]) -> list[list[dict[str, Any]]]:
+    """The ledger records each snapshot appended (the head's ledger, cut by each count)."""
+    if not snaps or snaps[-1].manifest.ledger is None:
+        return [[] for _ in snaps]
+    ledger = _ledger(repo, snaps[-1])
+    rows, prev = [], 0
+    for s in snaps:
+        n = _ledger_count(s.manifest)
+        rows.append([{"key": r.key, "kind": r.kind, "name": r.name, "status": r.status,
+                      "at": r.at, "attempt": r.attempt,
+                      "in_doubt": ledger.effects[r.key].in_doubt and r.status == "intended"}
+                     for r in ledger.records[prev:n]])
+        prev = n
+    return rows
+
+
+# -- show -------------------------------------------------------------------------------------
+def entry_json(e: Entry) -> dict[str, Any]:
+    if isinstance(e, Reference):
+        return {"kind": "ref", "uri": e.uri, "digest": e.digest.text if e.digest else None,
+                "size": e.size, "expires": e.expires, "labels": dict(e.labels)}
+    return {"kind": e.kind, "type": e.type, "size": e.size, "digest": e.digest.text,
+            "encoding": e.encoding, "labels": dict(e.labels), "inline": e.inline is not None,
+            "chunks": [[c.digest.text, c.size] for c in e.chunks]}
+
+
+def manifest_json(s: Snapshot) -> dict[str, Any]:
+    """The whole manifest, digests as ``blake3:<hex>`` text."""
+    m = s.manifest
+    out = snapshot_json(s)
+    out.update(writer=m.writer,
+               entries={k: entry_json(e) for k, e in sorted(m.entries.items())},
+               ledger=to_json_value(dict(m.ledger)) if m.ledger else None,
+               required=list(m.required), extra=to_json_value(dict(m.extra)))
+    return out
+
+
+# -- cat --------------------------------------------------------------------------------------
+def entry(s: Snapshot, name: str) -> Entry:
+    try:
+        return s.manifest.entries[name]
+    except KeyError:
+        names = ", ".join(sorted(s.manifest.entries)) or "(none)"
+        raise NotFound(f"snapshot {s.digest.short} (run {s.run!r} seq {s.seq}) has no entry "
+                       f"{name!r}; it has: {names}") from None
+
+
+def _captured(s: Snapshot, name: str) -> tuple[Captured, str]:
+    e = entry(s, name)
+    if not isinstance(e, Captured):
+        raise NotFound(f"entry {name!r} is a reference to {e.uri}, not captured data")
+    return e, f"snapshot {s.digest.short} (run {s.run!r} seq {s.seq}) entry {name!r}"
+
+
+def read_value(repo: Repository, s: Snapshot, name: str) -> Any:
+    """The decoded value of a captured ``value`` entry (a blob's bytes), every chunk verified."""
+    e, where = _captured(s, name)
+    content = read_content(repo.objects, e, where=where)
+    return decode_value(e, content, where=where) if e.kind == "value" else content
+
+
+def iter_blob(repo: Repository, s: Snapshot, name: str) -> Iterator[bytes]:
+    """A blob entry's bytes chunk by chunk, each verified, never all in memory."""
+    e, where = _captured(s, name)
+    return stored_blob(repo.objects, e, where=where).iter_bytes()
+
+
+def to_json_value(v: Any) -> Any:
+    """A decoded CBOR value as JSON: bytes become ``{"$bytes": base64}``, non-finite floats
+    ``{"$float": "NaN"}``; a map key that starts with ``$`` gets one more ``$`` in front."""
+    if isinstance(v, bytes):
+        return {BYTES_MARKER: base64.b64encode(v).decode("ascii")}
+    if isinstance(v, float) and not math.isfinite(v):
+        return {FLOAT_MARKER: "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")}
+    if isinstance(v, list):
+        return [to_json_value(x) for x in v]
+    if isinstance(v, dict):
+        return {("$" + k if k.startswith("$") else k): to_json_value(x) for k, x in v.items()}
+    return v
+
+
+# -- diff -------------------------------------------------------------------------------------
+def diff(a: Snapshot, b: Snapshot) -> dict[str, Any]:
+    """What changed from ``a`` to ``b``: entries added, removed and changed; chunks shared; the
+    bytes of ``b``'s chunks that ``a`` does not hold."""
+    ea, eb = a.manifest.entries, b.manifest.entries
+    changed = []
+    for name in sorted(set(ea) & set(eb)):
+        x, y = ea[name], eb[name]
+        if entry_json(x) != entry_json(y):
+            changed.append({"name": name, "kind": y.kind, "size_a": x.size,
+                            "size_b": y.size})
+    ca, cb = _chunks(a.manifest), _chunks(b.manifest)
+    return {"a": snapshot_json(a), "b": snapshot_json(b),
+            "added": [{"name": n, "kind": eb[n].kind, "size": eb[n].size}
+                      for n in sorted(set(eb) - set(ea))],
+            "removed": [{"name": n, "kind": ea[n].kind, "size": ea[n].size}
+                        for n in sorted(set(ea) - set(eb))],
+            "changed": changed,
+            "unchanged": len(set(ea) & set(eb)) - len(changed),
+            "chunks_a": len(ca), "chunks_b": len(cb), "chunks_shared": len(set(ca) & set(cb)),
+            "bytes_new": sum(size for d, size in cb.items() if d not in ca)}
+
+
+def _chunks(m: Manifest) -> dict[str, int]:
+    return {c.digest.text: c.size for e in m.entries.values() if isinstance(e, Captured)
+            for c in e.chunks}
