@@ -38,6 +38,10 @@ class KnownChunks:
         for d in ds:
             self._seen[d] = now
 
+    def clear(self) -> None:
+        """Trust nothing (after chunks were deleted without a grace period, as erase does)."""
+        self._seen.clear()
+
     def __len__(self) -> int:
         return len(self._seen)
 
