@@ -11,7 +11,6 @@ the final state in a fresh process. Writes ``bench/results/langgraph_w1.md``.
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import shutil
 import sqlite3

@@ -19,8 +19,16 @@ from typing import Any
 
 from bench import common
 from bench.data import message, messages
-from bench.peers import PEERS, Ckptfs, CkptfsSingle, ObjectStorage, PickleFsync, Sqlite, \
-    SqliteDelta, available
+from bench.peers import (
+    PEERS,
+    Ckptfs,
+    CkptfsSingle,
+    ObjectStorage,
+    PickleFsync,
+    Sqlite,
+    SqliteDelta,
+    available,
+)
 
 RESTORE_REPEATS = 5
 PEER_ORDER = [Ckptfs.name, Sqlite.name, SqliteDelta.name, ObjectStorage.name, PickleFsync.name]

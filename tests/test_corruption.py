@@ -7,7 +7,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from tests.storeutil import contents
 
 import ckptfs
 from ckptfs.errors import (
@@ -23,6 +22,7 @@ from ckptfs.format import cbor, framing
 from ckptfs.format.models import Captured
 from ckptfs.format.names import CONFIG_PATH, chunk_path, record_path, snapshot_path
 from ckptfs.storage import Storage
+from tests.storeutil import contents
 
 MSGS = [{"role": "user", "content": f"message {i} " * 30} for i in range(40)]
 

@@ -27,8 +27,8 @@ import pytest
 
 import ckptfs
 from ckptfs.format.cdc import ChunkerParams
-from ckptfs.runtime.effects import NOT_DONE
 from ckptfs.ops.verify import verify
+from ckptfs.runtime.effects import NOT_DONE
 from ckptfs.storage import Storage, open_storage
 from tests.conftest import TALLY
 from tests.faults import Crash, FaultyStorage

@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import heapq
 import builtins
+import heapq
 import json
 import re
 import threading

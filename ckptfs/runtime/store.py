@@ -26,10 +26,9 @@ from ckptfs.runtime.migrations import Migrations, Step, apply_steps, apply_to_re
 from ckptfs.runtime.refs import check_reference, to_ref
 from ckptfs.runtime.run import Run, expiry_ms
 from ckptfs.storage import Storage, open_storage
-from ckptfs.store.lifecycle import effective_expiry, read_expiry, read_retired
 from ckptfs.store.entries import EntryWriter, decode_value, read_content, read_ledger, stored_blob
+from ckptfs.store.lifecycle import effective_expiry, read_expiry, read_retired
 from ckptfs.store.repository import Repository, Snapshot, now_ms
-
 
 #: a state schema as the API takes it: a Schema, ``(name, version)`` or ``"name@version"``
 SchemaLike = Schema | tuple[str, int] | str

@@ -13,7 +13,6 @@ import os
 import secrets
 import stat
 import sys
-import stat
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -21,7 +20,6 @@ from typing import Any
 from ckptfs.errors import StorageError
 from ckptfs.format.names import TMP
 from ckptfs.storage.base import Capabilities, Storage, check_path
-
 
 _HAVE_TMPFILE = hasattr(os, "O_TMPFILE") and os.path.isdir("/proc/self/fd")
 

@@ -294,27 +294,9 @@ def _reference(ref: Ref, labels: dict[str, str]) -> Reference:
 # -- reading -----------------------------------------------------------------------------------
 def read_content(objects: ObjectStore, entry: Captured, *, where: str) -> bytes:
     """The verified content of a captured entry, read in one batch."""
-    from ckptfs.format.names import chunk_path
-    from ckptfs.format import framing
-    from ckptfs.errors import CorruptObject, MissingObject
-
     if entry.inline is not None:
         return entry.inline  # verified against its digest when the manifest was parsed
-    paths = [chunk_path(c.digest) for c in entry.chunks]
-    got = objects.storage.read_many(paths)
-    parts: list[bytes] = []
-    for c, stored in zip(entry.chunks, got):
-        if stored is None:
-            raise MissingObject(f"{where}: chunk {c.digest} is missing from the store "
-                                f"({chunk_path(c.digest)}); run 'ckptfs verify' to see what else is affected")
-        try:
-            data = framing.unframe(stored, c.size, what=f"{where}: chunk {c.digest}")
-        except CorruptObject as e:
-            raise CorruptSnapshot(str(e)) from e
-        if Digest.of(data) != c.digest:
-            raise CorruptSnapshot(f"{where}: chunk {c.digest} does not match its digest")
-        parts.append(data)
-    content = b"".join(parts)
+    content = b"".join(objects.get_chunks(entry.chunks, where=where))
     if Digest.of(content) != entry.digest:
         raise CorruptSnapshot(f"{where}: content does not match the entry digest {entry.digest}")
     return content
