@@ -6,7 +6,6 @@ its *uncompressed* bytes, and a reader never inflates past the size that names t
 
 from __future__ import annotations
 
-import io
 import threading
 
 import zstandard
@@ -39,6 +38,14 @@ def frame(data: bytes | memoryview, *, compress: bool = True) -> bytes:
         if len(z) < len(data) * _MIN_GAIN:
             return bytes([CODEC_ZSTD]) + z
     return bytes([CODEC_RAW]) + bytes(data)
+
+
+def _decompressor() -> zstandard.ZstdDecompressor:
+    """One decompressor per thread, like the compressor."""
+    d: zstandard.ZstdDecompressor | None = getattr(_local, "dctx", None)
+    if d is None:
+        d = _local.dctx = zstandard.ZstdDecompressor()
+    return d
 
 
 def _incompressible(data: bytes | memoryview) -> bool:
@@ -79,13 +86,8 @@ def _inflate(body: memoryview, size: int, what: str) -> bytes:
     if declared != size:
         raise CorruptObject(f"{what}: zstd frame declares {declared} bytes, expected {size}")
     try:
-        with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(body), read_across_frames=False) as r:
-            out = bytearray()
-            while len(out) <= size:
-                piece = r.read(min(size + 1 - len(out), 1 << 20))
-                if not piece:
-                    break
-                out += piece
+        # the frame declares exactly ``size`` bytes (checked above), so this allocates no more
+        out: bytes = _decompressor().decompress(body, max_output_size=size)
     except zstandard.ZstdError as e:
         raise CorruptObject(f"{what}: zstd data is damaged ({e})") from e
-    return bytes(out)
+    return out

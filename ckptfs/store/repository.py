@@ -218,12 +218,12 @@ class Repository:
     def head(self, run_id: str) -> RunRecord | None:
         """The record with the highest sequence number (names are zero-padded, so the greatest
         valid name is the head)."""
-        names = [n for n in self.storage.list(run_dir(run_id)) if parse_seq_name(n)]
-        if not names:
-            return None
-        retired = read_retired(self.storage, run_id)
-        if retired is None:
-            return self.record(run_id, int(max(names)))
+        listing = self.storage.list(run_dir(run_id))
+        retired = read_retired(self.storage, run_id) if listing else None
+        if retired is None:  # the greatest record name is the head: look from the end
+            top = next((n for n in sorted(listing, reverse=True) if parse_seq_name(n)), None)
+            return None if top is None else self.record(run_id, int(top))
+        names = [n for n in listing if parse_seq_name(n)]
         visible = [s for s in map(int, names) if retired.visible(s)]  # strays are not heads
         return self.record(run_id, max(visible)) if visible else None
 
