@@ -25,6 +25,7 @@ from ckptfs.format.digest import Digest
 from ckptfs.format.models import ChunkRef, Manifest, RunRecord
 from ckptfs.format.names import CHUNKS, CONFIG_PATH, chunk_path, record_path, snapshot_path
 from ckptfs.ops.chunks import snapshot_chunks
+from ckptfs.store.ledgers import LedgerScanner
 from ckptfs.store.repository import Repository, Snapshot
 
 #: ``progress(done, total, note)``: snapshots handled so far of all to consider.
@@ -57,11 +58,13 @@ class CopyReport:
 class _ChunkIndex:
     """Which chunks the destination holds: one listing per fan-out folder, then remembered."""
 
-    def __init__(self, dst: Repository) -> None:
+    def __init__(self, src: Repository, dst: Repository) -> None:
         self.dst = dst
         self.folders: dict[str, set[str]] = {}
         #: chunks this copy has already counted (present or copied)
         self.seen: set[Digest] = set()
+        #: the source's ledgers, read once along each run
+        self.ledgers = LedgerScanner(src.objects)
 
     def has(self, d: Digest) -> bool:
         h = d.hex
@@ -88,7 +91,7 @@ def copy_runs(src: Repository, dst: Repository, *, runs: Iterable[str] | None = 
         plan.append((run_id, seqs))
     total = sum(len(s) for _, s in plan)
     done = 0
-    index = _ChunkIndex(dst)
+    index = _ChunkIndex(src, dst)
     for run_id, seqs in plan:
         report.runs += 1
         have = set(dst.seqs(run_id))
@@ -137,7 +140,8 @@ def _copy_snapshot(src: Repository, dst: Repository, run_id: str, seq: int, pres
     m_stored, m_data = _verified_manifest(src, rec, where)
     manifest = Manifest.from_bytes(m_data, what=where)
     needed = []
-    for _, c in snapshot_chunks(src, Snapshot(rec.snapshot, manifest)):
+    for _, c in snapshot_chunks(src, Snapshot(rec.snapshot, manifest),
+                                   ledgers=index.ledgers):
         if c.digest in index.seen:
             continue
         index.seen.add(c.digest)

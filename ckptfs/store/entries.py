@@ -16,7 +16,7 @@ Readers only concatenate chunks, so all of this is the writer's choice (spec: "C
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import IO, Any, BinaryIO, cast
 
 import attrs
@@ -289,16 +289,24 @@ def _reference(ref: Ref, labels: dict[str, str]) -> Reference:
 # -- reading -----------------------------------------------------------------------------------
 def read_content(objects: ObjectStore, entry: Captured, *, where: str) -> bytes:
     """The verified content of a captured entry, read in one batch."""
-    from ckptfs.format.names import chunk_path
-    from ckptfs.format import framing
-    from ckptfs.errors import CorruptObject, MissingObject
-
     if entry.inline is not None:
         return entry.inline  # verified against its digest when the manifest was parsed
-    paths = [chunk_path(c.digest) for c in entry.chunks]
-    got = objects.storage.read_many(paths)
+    content = b"".join(read_chunks(objects, entry.chunks, where=where))
+    if Digest.of(content) != entry.digest:
+        raise CorruptSnapshot(f"{where}: content does not match the entry digest {entry.digest}")
+    return content
+
+
+def read_chunks(objects: ObjectStore, chunks: Iterable[ChunkRef], *, where: str) -> list[bytes]:
+    """The content of each chunk, read in one batch and verified against its digest."""
+    from ckptfs.errors import CorruptObject, MissingObject
+    from ckptfs.format import framing
+    from ckptfs.format.names import chunk_path
+
+    chunks = list(chunks)
+    got = objects.storage.read_many([chunk_path(c.digest) for c in chunks])
     parts: list[bytes] = []
-    for c, stored in zip(entry.chunks, got):
+    for c, stored in zip(chunks, got):
         if stored is None:
             raise MissingObject(f"{where}: chunk {c.digest} is missing from the store "
                                 f"({chunk_path(c.digest)}); run 'ckptfs verify' to see what else is affected")
@@ -309,10 +317,7 @@ def read_content(objects: ObjectStore, entry: Captured, *, where: str) -> bytes:
         if Digest.of(data) != c.digest:
             raise CorruptSnapshot(f"{where}: chunk {c.digest} does not match its digest")
         parts.append(data)
-    content = b"".join(parts)
-    if Digest.of(content) != entry.digest:
-        raise CorruptSnapshot(f"{where}: content does not match the entry digest {entry.digest}")
-    return content
+    return parts
 
 
 def decode_value(entry: Captured, content: bytes, *, where: str) -> Any:
