@@ -3,7 +3,7 @@
 A one-node graph loops N times on one thread (one superstep, one checkpoint and one pending
 write per step, ``durability="sync"`` so each step waits for its checkpoint). Measured: bytes on
 disk at the end, per-step latency (p50/p95/p99, first and last 100 steps), and the time to load
-the final state from a fresh saver. Writes ``bench/results/langgraph_w1.md``.
+the final state in a fresh process. Writes ``bench/results/langgraph_w1.md``.
 
     python bench/langgraph_w1.py [--n 1000] [--dir /tmp/x] [--out bench/results/langgraph_w1.md]
 """
@@ -11,11 +11,12 @@ the final state from a fresh saver. Writes ``bench/results/langgraph_w1.md``.
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import shutil
 import sqlite3
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -81,11 +82,7 @@ def run(name: str, make: Callable[[], BaseCheckpointSaver[Any]], n: int,
         saver.conn.close()
     elif isinstance(saver, CkptfsSaver):
         saver.close()
-    t1 = time.perf_counter()
-    fresh = make()
-    values = build(n, []).compile(checkpointer=fresh).get_state(config).values
-    load = time.perf_counter() - t1
-    assert len(values["messages"]) == n
+    load = load_in_fresh_process(name, where, n)
     files, apparent, allocated = (0, 0, 0)
     for p in where.parent.glob(where.name + "*"):  # sqlite's -wal/-shm too
         f, a, b = disk(p)
@@ -98,22 +95,50 @@ def run(name: str, make: Callable[[], BaseCheckpointSaver[Any]], n: int,
             "files": files, "apparent_mb": apparent / 1e6, "allocated_mb": allocated / 1e6}
 
 
+def make_saver(kind: str, where: Path) -> BaseCheckpointSaver[Any]:
+    if kind.startswith("Ckptfs"):
+        return CkptfsSaver(str(where))
+    return SqliteSaver(sqlite3.connect(str(where), check_same_thread=False))
+
+
+def load_latest(kind: str, where: Path, n: int) -> float:
+    """Seconds to open the saver and ``get_state`` the thread (in this process)."""
+    t1 = time.perf_counter()
+    fresh = make_saver(kind, where)
+    values = build(n, []).compile(checkpointer=fresh).get_state(
+        {"configurable": {"thread_id": "w1"}}).values
+    load = time.perf_counter() - t1
+    assert len(values["messages"]) == n
+    return load
+
+
+def load_in_fresh_process(kind: str, where: Path, n: int) -> float:
+    """``load_latest`` in a new Python process (imports excluded), as a restarted agent sees it."""
+    out = subprocess.run([sys.executable, __file__, "--load", kind, str(where), "--n", str(n)],
+                         capture_output=True, text=True, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--dir", default=None, help="scratch directory (default: a temp dir)")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "langgraph_w1.md"))
+    ap.add_argument("--load", nargs=2, metavar=("SAVER", "PATH"),
+                    help="only time loading the latest state of PATH; print seconds")
     args = ap.parse_args()
+    if args.load:
+        print(load_latest(args.load[0], Path(args.load[1]), args.n))
+        return
     scratch = Path(args.dir or tempfile.mkdtemp(prefix="lg-w1-"))
     scratch.mkdir(parents=True, exist_ok=True)
     results = []
     try:
         store = scratch / "ckptfs-store"
-        results.append(run("CkptfsSaver (local dir)", lambda: CkptfsSaver(str(store)),
+        results.append(run("CkptfsSaver (local dir)", lambda: make_saver("Ckptfs", store),
                            args.n, store))
         db = scratch / "sqlite.db"
-        results.append(run("SqliteSaver (file)", lambda: SqliteSaver(
-            sqlite3.connect(str(db), check_same_thread=False)), args.n, db))
+        results.append(run("SqliteSaver (file)", lambda: make_saver("Sqlite", db), args.n, db))
     finally:
         if args.dir is None:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -124,7 +149,7 @@ def main() -> None:
         "",
         f"One ~1 KB AIMessage appended per superstep, N = {args.n}, one thread, "
         "`durability=\"sync\"`; step = time between consecutive node runs (includes the "
-        "checkpoint); load = `get_state` from a fresh saver. Machine: shared 2-core box "
+        "checkpoint); load = open the saver and `get_state` in a fresh process (imports excluded). Machine: shared 2-core box "
         f"(noisy; compare ratios). Command: `python bench/langgraph_w1.py --n {args.n}`.",
         "",
         "| " + " | ".join(cols) + " |",

@@ -8,18 +8,16 @@
 """
 
 from ckptfs import errors
+from ckptfs._version import __version__
 from ckptfs.format.cdc import ChunkerParams
 from ckptfs.format.digest import Digest
 from ckptfs.format.models import Schema
 from ckptfs.format.values import Blob, Ref, StoredBlob
-
-__version__ = "0.1.0"
-
-from ckptfs.runtime.effects import NOT_DONE, Decision  # noqa: E402
-from ckptfs.runtime.migrations import Migrations  # noqa: E402
-from ckptfs.runtime.run import Run  # noqa: E402
-from ckptfs.runtime.store import Store, open_store  # noqa: E402
-from ckptfs.store.repository import Snapshot  # noqa: E402
+from ckptfs.runtime.effects import NOT_DONE, Decision
+from ckptfs.runtime.migrations import Migrations
+from ckptfs.runtime.run import Run
+from ckptfs.runtime.store import Store, open_store
+from ckptfs.store.repository import Snapshot
 
 __all__ = [
     "Blob",

@@ -1,39 +1,138 @@
-"""Shared fixtures: stores on every backend the suite can run locally."""
+"""Shared fixtures: stores on every backend the suite can run locally, S3 included.
+
+The S3 API is a real moto server on 127.0.0.1 started by the suite itself (one per session)
+and reached through s3fs, exactly as a user reaches a bucket.
+"""
 
 from __future__ import annotations
 
+import collections
+import logging
+import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
+import hypothesis
 import pytest
 
 import ckptfs
 from ckptfs.storage import Storage, open_storage
 
+S3_BUCKET = "ckptfs-test"
+#: generated fuzz cases and enumerated crash points, per test, for the summary line
+TALLY: collections.Counter[str] = collections.Counter()
 
-@pytest.fixture(params=["local", "memory"])
-def store_url(request: pytest.FixtureRequest, tmp_path: object) -> Iterator[str]:
-    """A fresh, empty store URL on each backend."""
+hypothesis.settings.register_profile(
+    "ckptfs", database=None, deadline=None, print_blob=True,
+    suppress_health_check=[hypothesis.HealthCheck.too_slow,
+                           hypothesis.HealthCheck.function_scoped_fixture])
+hypothesis.settings.load_profile("ckptfs")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--fuzz-long", action="store_true", default=False,
+                     help="run the fuzz tests with 50x more generated cases (slow)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--fuzz-long") and not os.environ.get("CKPTFS_FUZZ_SCALE"):
+        os.environ["CKPTFS_FUZZ_SCALE"] = "50"
+
+
+def fuzz_examples(n: int) -> int:
+    """``n`` hypothesis examples, times CKPTFS_FUZZ_SCALE (50 with --fuzz-long)."""
+    return n * max(1, int(os.environ.get("CKPTFS_FUZZ_SCALE") or 1))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if TALLY:
+        fuzz = sum(v for k, v in TALLY.items() if k.startswith("fuzz:"))
+        crash = sum(v for k, v in TALLY.items() if k.startswith("crash:"))
+        terminalreporter.write_line(
+            f"ckptfs reliability: {fuzz} fuzz cases, {crash} crash points, "
+            f"{TALLY['racing commits landed']} racing commits landed and "
+            f"{TALLY['racing commits refused']} refused with ConflictError")
+
+
+@pytest.fixture(scope="session")
+def s3_options() -> Iterator[dict[str, Any]]:
+    """storage_options for a bucket on a moto server on loopback (started here, stopped at end)."""
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    opts: dict[str, Any] = {"key": "testing", "secret": "testing",
+                            "endpoint_url": f"http://{host}:{port}",
+                            "client_kwargs": {"region_name": "us-east-1"}}
+    # the same server through the environment, so that a bare s3:// URL (and every subprocess
+    # the tests start: CLI, racing writers) reaches it too
+    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+           "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL_S3": opts["endpoint_url"]}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    import s3fs
+
+    fs = s3fs.S3FileSystem(**opts)
+    fs.call_s3("create_bucket", Bucket=S3_BUCKET)
+    try:
+        yield opts
+    finally:
+        server.stop()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def new_s3_url() -> str:
+    """A fresh prefix in the test bucket (needs the ``s3_options`` fixture active)."""
+    return f"s3://{S3_BUCKET}/{uuid.uuid4().hex}"
+
+
+@pytest.fixture(params=["local", "memory", "s3"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(url, storage_options) of a fresh, empty store location on each backend."""
     if request.param == "local":
-        yield str(tmp_path / "store")  # type: ignore[operator]
-    else:
+        yield str(tmp_path / "store"), {}
+    elif request.param == "memory":
         url = f"memory://ckptfs-test-{uuid.uuid4().hex}"
-        yield url
+        yield url, {}
         import fsspec
 
         fs = fsspec.filesystem("memory")
         if fs.exists(url):
             fs.rm(url, recursive=True)
+    else:
+        opts = request.getfixturevalue("s3_options")
+        yield new_s3_url(), opts
 
 
 @pytest.fixture
-def store(store_url: str) -> ckptfs.Store:
-    return ckptfs.open_store(store_url)
+def store_url(backend: tuple[str, dict[str, Any]]) -> str:
+    """A fresh, empty store URL on each backend (S3 reaches moto through the environment;
+    ``store_options`` gives the explicit storage_options a user would pass)."""
+    return backend[0]
 
 
 @pytest.fixture
-def storage(store_url: str) -> Iterator[Storage]:
+def store_options(backend: tuple[str, dict[str, Any]]) -> dict[str, Any]:
+    """The storage_options that go with ``store_url``."""
+    return dict(backend[1])
+
+
+@pytest.fixture
+def store(store_url: str, store_options: dict[str, Any]) -> ckptfs.Store:
+    return ckptfs.open_store(store_url, **store_options)
+
+
+@pytest.fixture
+def storage(store_url: str, store_options: dict[str, Any]) -> Iterator[Storage]:
     """The raw storage backend of a fresh store URL (every backend ``store_url`` has)."""
-    s = open_storage(store_url)
+    s = open_storage(store_url, **store_options)
     yield s
     s.close()

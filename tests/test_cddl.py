@@ -16,8 +16,8 @@ from ckptfs.errors import CkptfsError
 from ckptfs.format import cbor, framing
 from ckptfs.format.digest import Digest
 from ckptfs.format.models import Manifest, RunRecord, StoreConfig
-from ckptfs.store.objects import _declared_size
 from ckptfs.format.names import parse_seq_name
+from ckptfs.store.objects import _declared_size
 from tests.storeutil import walk
 
 CDDL = (Path(__file__).parent.parent / "spec" / "ckptfs.cddl").read_text()

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.clihelp import cli, cli_json, make_demo
-from tests.test_cli_inspect import EXPORT_KEYS
 
 import ckptfs
+from tests.clihelp import cli, cli_json, make_demo
+from tests.test_cli_inspect import EXPORT_KEYS
 
 
 @pytest.fixture(scope="module")

@@ -13,12 +13,12 @@ import uuid
 from pathlib import Path
 
 import pytest
-from tests.clihelp import cli, cli_json, make_demo
-from tests.test_cli_inspect import COPY_KEYS, VERIFY_KEYS
 
 import ckptfs
 from ckptfs.format.names import chunk_path, snapshot_path
 from ckptfs.ops.copy import copy_runs
+from tests.clihelp import cli, cli_json, make_demo
+from tests.test_cli_inspect import COPY_KEYS, VERIFY_KEYS
 
 
 def _files(root: str | Path, sub: str) -> set[str]:

@@ -5,11 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tests.clihelp import cli, cli_json
-
 import ckptfs
 from ckptfs.format.names import chunk_path
 from ckptfs.ops.chunks import snapshot_chunks
+from tests.clihelp import cli, cli_json
 
 EFFECTS_KEYS = {"run", "head_seq", "head", "records", "in_doubt", "pending", "effects"}
 

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.clihelp import cli, cli_json, make_demo
-from tests.test_cli_effects import EFFECTS_KEYS
 
 import ckptfs
 from ckptfs.format.names import CONFIG_PATH, chunk_path
+from tests.clihelp import cli, cli_json, make_demo
+from tests.test_cli_effects import EFFECTS_KEYS
 
 #: The documented --json keys of each read command (README "CLI tour"); exact, so a renamed or
 #: dropped key fails here and the README check below.

@@ -7,7 +7,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from tests.storeutil import contents
 
 import ckptfs
 from ckptfs.errors import (
@@ -23,6 +22,7 @@ from ckptfs.format import cbor, framing
 from ckptfs.format.models import Captured
 from ckptfs.format.names import CONFIG_PATH, chunk_path, record_path, snapshot_path
 from ckptfs.storage import Storage
+from tests.storeutil import contents
 
 MSGS = [{"role": "user", "content": f"message {i} " * 30} for i in range(40)]
 
@@ -201,3 +201,18 @@ def test_noncanonical_manifest_is_refused(store: ckptfs.Store, storage: Storage)
     rec.update(snapshot=d.raw, size=len(loose))
     overwrite(storage, record_path("n", 1), cbor.encode(rec))
     fails_cleanly(storage, FormatError, lambda: store.read("n"), "canonical")
+
+
+def test_a_non_canonical_run_record_is_reported_as_such(tmp_path: Path) -> None:
+    import cbor2
+
+    from ckptfs.errors import NonCanonical
+
+    store = ckptfs.open_store(str(tmp_path / "s"))
+    store.start_run("r").checkpoint({"x": 1})
+    path = tmp_path / "s" / "runs" / "r" / ("0" * 19 + "1")
+    fields = cbor2.loads(path.read_bytes())
+    reordered = dict(reversed(list(fields.items())))  # same map, keys out of canonical order
+    path.write_bytes(cbor2.dumps(reordered))
+    with pytest.raises(NonCanonical):
+        store.repo.record("r", 1)

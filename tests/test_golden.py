@@ -15,8 +15,8 @@ import pytest
 
 import ckptfs
 from ckptfs.errors import EffectFailed, EffectInDoubt, MissingReference
-from ckptfs.runtime.effects import result_of
 from ckptfs.ops.verify import verify
+from ckptfs.runtime.effects import result_of
 from ckptfs.testing import assert_stores_load, copy_store
 
 GOLDEN = Path(__file__).parent / "golden"

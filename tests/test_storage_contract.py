@@ -6,15 +6,18 @@ then runs on it too. Backend-specific tests at the end use ``backend_kind``.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ckptfs.errors import InvalidName, StorageError
-from ckptfs.storage import Storage
+from ckptfs.storage import Storage, open_storage
 from ckptfs.storage.local import LocalStorage
+from ckptfs.storage.objects import FsspecStorage
 
 BAD_PATHS = ["", "/abs", "../x", "a/../../b", "a/./b", ".", "..", "a//b", "a/", "a\x00b",
              "a\\b", "/", "chunks/../../etc"]
@@ -189,3 +192,86 @@ def test_local_temp_files_live_inside_the_store(local: LocalStorage,
     tmp = os.path.join(local.root, "tmp")
     assert created and all(p == tmp or p.startswith(tmp + os.sep) for p in created)
     assert local.capabilities.create_only and local.capabilities.create_only_how == "link(2)"
+
+
+def test_local_writes_after_fork_link_the_childs_own_files(local: LocalStorage) -> None:
+    """Temp files are linked through /proc/self/fd; a forked child must not reuse the parent's
+    descriptor of that folder (it would name the parent's files)."""
+    local.write("chunks/aa/parent", b"parent bytes")
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        code = 0
+        try:
+            local.write("chunks/aa/child", b"child bytes")
+        except BaseException:
+            code = 1
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert local.read("chunks/aa/child") == b"child bytes"
+    assert local.read("chunks/aa/parent") == b"parent bytes"
+
+
+# -- added by the reliability work: probe, object stores (moto S3), caches, concurrency -------
+def test_create_only_is_proven_and_never_empty(storage: Storage) -> None:
+    """The first write probes the backend; moto S3, memory and local disk all pass."""
+    storage.create("runs/r/00000000000000000001", b"first")
+    assert storage.capabilities.create_only, storage.capabilities
+    with pytest.raises(ValueError):
+        storage.create("runs/r/00000000000000000002", b"")  # never exclusive on s3fs
+    assert storage.size("runs/r/00000000000000000002") is None
+
+
+def test_objects_written_by_another_client_are_seen(backend: tuple[str, dict[str, Any]]) -> None:
+    """A listing cached by one client must not hide what another client created since."""
+    url, opts = backend
+    a = open_storage(url, **opts)
+    b = open_storage(url, **({**opts, "skip_instance_cache": True} if opts else opts))
+    a.write("snapshots/aa/one", b"1")
+    assert a.list("snapshots/aa") == ["one"]
+    b.write("snapshots/aa/two", b"22")
+    assert a.size("snapshots/aa/two") == 2
+    assert a.list("snapshots/aa") == ["one", "two"]
+
+
+def test_local_url_spellings_get_the_posix_backend(tmp_path: Any) -> None:
+    """'local://' is local disk too: it must get link(2) commits, not fsspec's torn 'xb'."""
+    for url in (str(tmp_path / "a"), f"file://{tmp_path}/b", f"local://{tmp_path}/c"):
+        s = open_storage(url)
+        assert isinstance(s, LocalStorage), url
+        s.create("runs/r/1", b"x")
+        assert s.read("runs/r/1") == b"x"
+
+
+def test_s3_batches_are_concurrent(s3_options: dict[str, Any]) -> None:
+    """write_many and read_many keep many requests in flight on an async filesystem."""
+    from tests.conftest import new_s3_url
+
+    storage = open_storage(new_s3_url(), **s3_options)
+    assert isinstance(storage, FsspecStorage)
+    fs = storage.fs
+    state = {"now": 0, "max": 0}
+
+    def counting(fn: Any) -> Any:
+        async def wrapped(*args: Any, **kwargs: Any) -> Any:
+            state["now"] += 1
+            state["max"] = max(state["max"], state["now"])
+            try:
+                await asyncio.sleep(0)
+                return await fn(*args, **kwargs)
+            finally:
+                state["now"] -= 1
+        return wrapped
+
+    orig_pipe, orig_cat = fs._pipe_file, fs._cat_file
+    fs._pipe_file, fs._cat_file = counting(orig_pipe), counting(orig_cat)
+    try:
+        items = [(f"chunks/00/{i:04d}", bytes([i % 256]) * 100) for i in range(64)]
+        storage.write_many(items)
+        assert state["max"] >= 8, state
+        state["max"] = 0
+        got = storage.read_many([p for p, _ in items])
+        assert state["max"] >= 8, state
+        assert got == [d for _, d in items]
+    finally:
+        fs._pipe_file, fs._cat_file = orig_pipe, orig_cat

@@ -23,7 +23,7 @@ EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, EXIT_STORE, EXIT_INTERRUPTED = 0, 1, 2, 3, 1
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ckptfs import __version__
+    from ckptfs._version import __version__
 
     parser = argparse.ArgumentParser(
         prog="ckptfs",

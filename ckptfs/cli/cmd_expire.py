@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import datetime
 
-from ckptfs.cli._usage import usage_error
 from ckptfs.cli import EXIT_OK, print_json
+from ckptfs.cli._usage import usage_error
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

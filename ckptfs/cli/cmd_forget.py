@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from ckptfs.cli._usage import usage_error
 from ckptfs.cli import EXIT_OK, EXIT_PROBLEMS, print_json
+from ckptfs.cli._usage import usage_error
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

@@ -6,7 +6,6 @@ its *uncompressed* bytes, and a reader never inflates past the size that names t
 
 from __future__ import annotations
 
-import io
 import threading
 
 import zstandard
@@ -18,6 +17,7 @@ CODEC_ZSTD = 0x01
 CODECS = {CODEC_RAW: "raw", CODEC_ZSTD: "zstd"}
 ZSTD_LEVEL = 3
 _MIN_GAIN = 0.95  # keep zstd only when it saves at least 5 %
+_PROBE = 4096
 
 _local = threading.local()
 
@@ -33,11 +33,28 @@ def _compressor() -> zstandard.ZstdCompressor:
 
 def frame(data: bytes | memoryview, *, compress: bool = True) -> bytes:
     """Frame ``data`` for storage: zstd when it helps, raw otherwise. Deterministic."""
-    if compress and len(data) >= 64:
+    if compress and len(data) >= 64 and not _incompressible(data):
         z = _compressor().compress(data)
         if len(z) < len(data) * _MIN_GAIN:
             return bytes([CODEC_ZSTD]) + z
     return bytes([CODEC_RAW]) + bytes(data)
+
+
+def _decompressor() -> zstandard.ZstdDecompressor:
+    """One decompressor per thread, like the compressor."""
+    d: zstandard.ZstdDecompressor | None = getattr(_local, "dctx", None)
+    if d is None:
+        d = _local.dctx = zstandard.ZstdDecompressor()
+    return d
+
+
+def _incompressible(data: bytes | memoryview) -> bool:
+    """A cheap, deterministic guess for large pieces: if their first 4 KiB do not shrink by
+    2 %, random or already-compressed bytes are likely and compressing them all is wasted."""
+    if len(data) < _PROBE * 4:
+        return False
+    sample = bytes(data[:_PROBE])
+    return len(_compressor().compress(sample)) >= _PROBE * 0.98
 
 
 def unframe(stored: bytes | memoryview, size: int, *, what: str) -> bytes:
@@ -69,13 +86,8 @@ def _inflate(body: memoryview, size: int, what: str) -> bytes:
     if declared != size:
         raise CorruptObject(f"{what}: zstd frame declares {declared} bytes, expected {size}")
     try:
-        with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(body), read_across_frames=False) as r:
-            out = bytearray()
-            while len(out) <= size:
-                piece = r.read(min(size + 1 - len(out), 1 << 20))
-                if not piece:
-                    break
-                out += piece
+        # the frame declares exactly ``size`` bytes (checked above), so this allocates no more
+        out: bytes = _decompressor().decompress(body, max_output_size=size)
     except zstandard.ZstdError as e:
         raise CorruptObject(f"{what}: zstd data is damaged ({e})") from e
-    return bytes(out)
+    return out

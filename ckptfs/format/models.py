@@ -286,7 +286,8 @@ class Manifest:
             "entries": {k: e.to_cbor() for k, e in self.entries.items()},
             "parent": self.parent.raw if self.parent else None,
             "resumed_from": self.resumed_from.raw if self.resumed_from else None,
-            "attempt": self.attempt, "ledger": dict(self.ledger) if self.ledger else None,
+            "attempt": self.attempt,
+            "ledger": dict(self.ledger) if self.ledger is not None else None,
             "labels": dict(self.labels), "expires": self.expires,
         })
         if self.required:

@@ -15,6 +15,12 @@ Layout in the store (README, section "LangGraph"):
 * the pending writes of a checkpoint are snapshots at boundary ``writes`` (label ``lg.kind``
   ``writes``): each holds all writes so far in entry ``writes``, rows ``[task_id, channel,
   idx, task_path, value]``; its parent is the previous writes snapshot or the checkpoint.
+* every snapshot carries history labels (``chain_labels``): ``lg.max_checkpoint_id``,
+  ``lg.max_writes_id``, ``lg.last_writes_seq`` and ``lg.ordered``, so that lookups read from the
+  head down or binary-search instead of reading the whole run; a ``mark`` snapshot (no entries)
+  becomes the head when ``delete_for_runs`` forgets the newest checkpoint;
+* deleting goes through ckptfs's retention ops (``erase``, ``forget``); an erased thread starts
+  over in run ``<run id>.<n>``;
 * ``CkptfsSaver.effect`` keeps a thread's side effects in ckptfs's effect ledger, in the
   separate run ``lgfx-<32 hex>`` (the same thread hash).
 
@@ -26,7 +32,9 @@ is refused on read whatever serializer is configured.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import builtins
+import heapq
 import json
 import re
 import threading
@@ -55,15 +63,18 @@ except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError("ckptfs.integrations.langgraph needs LangGraph: "
                       "pip install 'ckptfs[langgraph]'") from e
 
-from ckptfs.errors import ConflictError, CorruptSnapshot, NotFound
+from ckptfs.errors import CkptfsError, ConflictError, CorruptSnapshot, NotFound
 from ckptfs.format.cbor import check_plain
 from ckptfs.format.digest import Digest, hasher
 from ckptfs.format.ledger import Effect
 from ckptfs.format.models import Captured, Entry, Manifest, Schema
-from ckptfs.format.names import ENTRY_SEGMENT, LABEL_KEY, record_path
+from ckptfs.format.names import ENTRY_SEGMENT, LABEL_KEY
+from ckptfs.ops.erase import erase
+from ckptfs.ops.retention import Policy, forget, forget_snapshots
 from ckptfs.runtime.run import Run
 from ckptfs.runtime.store import Store, open_store
 from ckptfs.store.entries import EntryWriter, decode_value, read_content
+from ckptfs.store.lifecycle import retired_throughs
 from ckptfs.store.repository import Snapshot, now_ms
 
 SCHEMA = Schema("langgraph", 1)
@@ -78,6 +89,11 @@ L_PARENT = "lg.parent_checkpoint_id"
 L_CHANNEL = "lg.channel"
 L_VERSION = "lg.version"
 L_COPIED = "lg.copied_from"
+L_MAX_CID = "lg.max_checkpoint_id"
+L_MAX_WID = "lg.max_writes_id"
+L_LAST_W = "lg.last_writes_seq"
+L_ORDERED = "lg.ordered"
+CHAIN = (L_MAX_CID, L_MAX_WID, L_LAST_W, L_ORDERED)
 MAX_ID = 1024  # label values are at most 1024 characters
 #: runs whose entry writers (the previous content of each channel, for append dedup) are kept
 WARM_RUNS = 64
@@ -134,25 +150,27 @@ def _config(thread_id: Any, ns: str, checkpoint_id: str) -> RunnableConfig:
 
 @attrs.define
 class _RunIndex:
-    """What a saver knows of one run: its snapshots by sequence number and checkpoint id."""
+    """What a saver knows of one run: its visible sequence numbers (one listing) and the
+    snapshots read so far (lazily, from the head down, or by binary search)."""
 
     run_id: str
     thread_id: str | None
     ns: str | None
-    top: int = 0  # highest sequence number seen, so a deleted one is not reused here
-    by_seq: dict[int, Snapshot] = attrs.field(factory=dict)
-    checkpoints: dict[str, Snapshot] = attrs.field(factory=dict)
-    writes: dict[str, builtins.list[Snapshot]] = attrs.field(factory=dict)
+    seqs: builtins.list[int] = attrs.field(factory=list)
+    loaded: dict[int, Snapshot] = attrs.field(factory=dict)
+    complete: bool = False  # every visible snapshot is in ``loaded``
     writers: dict[str, EntryWriter] = attrs.field(factory=dict)
     rows: dict[Digest, builtins.list[Any]] = attrs.field(factory=dict)
     meta: dict[Digest, Any] = attrs.field(factory=dict)
-    #: guards the maps above; held briefly, after (never while taking) a thread lock
+    #: guards the fields above; held briefly, after (never while taking) a thread lock
     lock: threading.RLock = attrs.field(factory=threading.RLock)
 
-    def add(self, snap: Snapshot) -> None:
-        known = self.by_seq.get(snap.seq)
-        if known is not None and known.digest == snap.digest:
-            return
+    @property
+    def top(self) -> int:
+        return self.seqs[-1] if self.seqs else 0
+
+    def check(self, snap: Snapshot) -> Snapshot:
+        """``snap`` if it belongs to this (thread, namespace), else CorruptSnapshot."""
         labels = snap.manifest.labels
         tid, ns = labels.get(L_THREAD), labels.get(L_NS)
         if self.thread_id is None or self.ns is None:
@@ -162,24 +180,55 @@ class _RunIndex:
                 f"run {self.run_id!r} seq {snap.seq} is labelled thread {tid!r} namespace {ns!r}, "
                 f"not {self.thread_id!r} {self.ns!r}: it was not written by CkptfsSaver; keep "
                 f"runs named {RUN_PREFIX}* for LangGraph threads only")
-        self.by_seq[snap.seq] = snap
-        self.top = max(self.top, snap.seq)
-        cid = labels.get(L_CID, "")
-        if labels.get(L_KIND) == "writes":
-            self.writes.setdefault(cid, []).append(snap)
-            self.writes[cid].sort(key=lambda s: s.seq)
-        elif labels.get(L_KIND) == "checkpoint":
-            old = self.checkpoints.get(cid)
-            if old is None or old.seq < snap.seq:
-                self.checkpoints[cid] = snap
+        return snap
 
-    def drop(self, seqs: Iterable[int]) -> None:
-        gone = {s for s in seqs if s in self.by_seq}
-        for s in gone:
-            del self.by_seq[s]
-        self.checkpoints = {c: s for c, s in self.checkpoints.items() if s.seq not in gone}
-        self.writes = {c: kept for c, w in self.writes.items()
-                       if (kept := [s for s in w if s.seq not in gone])}
+    def reset(self, seqs: builtins.list[int]) -> None:
+        """Adopt a new listing: forget what is no longer visible."""
+        keep = set(seqs)
+        self.loaded = {s: v for s, v in self.loaded.items() if s in keep}
+        self.complete = self.complete and keep <= self.loaded.keys()
+        self.seqs = seqs
+
+    def added(self, snap: Snapshot) -> None:
+        """Record this saver's own commit (the new head)."""
+        self.loaded[snap.seq] = snap
+        if not self.seqs or self.seqs[-1] < snap.seq:
+            self.seqs.append(snap.seq)
+
+
+def _kind(snap: Snapshot) -> str | None:
+    return snap.manifest.labels.get(L_KIND)
+
+
+def _cid(snap: Snapshot) -> str:
+    return snap.manifest.labels.get(L_CID, "")
+
+
+def chain_labels(head: Mapping[str, str] | None, kind: str, cid: str, seq: int
+                 ) -> dict[str, str]:
+    """The history labels of a new snapshot at ``seq`` whose run's head has labels ``head``
+    (README "LangGraph", "Finding checkpoints"): running maxima of checkpoint ids and of
+    writes' checkpoint ids, the last writes snapshot, and whether both kept their order."""
+    head = head or {}
+    ordered = head.get(L_ORDERED) == "true" if head else True
+    top_c, top_w = head.get(L_MAX_CID), head.get(L_MAX_WID)
+    out: dict[str, str] = {}
+    if kind == "checkpoint":
+        ordered = ordered and (top_c is None or cid > top_c)
+        top_c = cid if top_c is None else max(top_c, cid)
+    elif kind == "writes":
+        ordered = ordered and (top_w is None or cid >= top_w)
+        top_w = cid if top_w is None else max(top_w, cid)
+        out[L_LAST_W] = str(seq)
+    if kind != "writes" and L_LAST_W in head:
+        out[L_LAST_W] = head[L_LAST_W]
+    if top_c is not None:
+        out[L_MAX_CID] = top_c
+    if top_w is not None:
+        out[L_MAX_WID] = top_w
+    if ordered:
+        out[L_ORDERED] = "true"
+    return out
 
 
 class CkptfsSaver(BaseCheckpointSaver[int]):
@@ -210,6 +259,7 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
         self._thread_locks: dict[str, threading.RLock] = {}
         self._runs: OrderedDict[str, _RunIndex] = OrderedDict()
         self._effect_runs: dict[str, Run] = {}
+        self._live: dict[str, str] = {}
         self._ready = False
 
     # -- bookkeeping -------------------------------------------------------------------------
@@ -219,6 +269,28 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
             if lock is None:
                 lock = self._thread_locks[thread_id] = threading.RLock()
             return lock
+
+    def _live_run(self, base: str) -> str:
+        """The run a thread's namespace (or effect ledger) writes to now: ``base``, or
+        ``base.<n>`` after n - 1 deletions, since an erased or wholly forgotten run is closed to
+        writers forever (spec/retention.md section 3). One listing per generation, cached."""
+        with self._lock:
+            known = self._live.get(base)
+        if known is not None:
+            return known
+        gen, rid = 1, base
+        while self._closed(rid):
+            gen += 1
+            rid = f"{base}.{gen}"
+        with self._lock:
+            self._live[base] = rid
+        return rid
+
+    def _closed(self, run_id: str) -> bool:
+        """True when the run has a retired marker and no visible snapshot (erased, or forgotten
+        whole): no new snapshot may be committed to it."""
+        return not self.store.repo.seqs(run_id) and bool(
+            retired_throughs(self.store.storage, run_id))
 
     def _index(self, run_id: str, thread_id: str | None, ns: str | None, *,
                refresh: bool = True) -> _RunIndex:
@@ -230,18 +302,21 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
             self._runs.move_to_end(run_id)
             for cold in builtins.list(self._runs.values())[:-WARM_RUNS]:
                 cold.writers.clear()
+                cold.loaded.clear()
+                cold.complete = False
         if refresh:
-            self._refresh(idx)
+            self._sync(idx)
         return idx
 
-    def _refresh(self, idx: _RunIndex) -> None:
-        """Bring the index up to date with the store (another saver may have written)."""
-        repo = self.store.repo
+    def _ns_index(self, thread_id: str, ns: str, *, refresh: bool = True) -> _RunIndex:
+        """The index of the live run of (thread, namespace)."""
+        return self._index(self._live_run(run_id_for(thread_id, ns)), thread_id, ns,
+                           refresh=refresh)
+
+    def _sync(self, idx: _RunIndex) -> None:
+        """Take a new listing of the run (another saver may have written or forgotten)."""
         with idx.lock:
-            seqs = set(repo.seqs(idx.run_id))
-            idx.drop([s for s in idx.by_seq if s not in seqs])
-            for s in sorted(seqs - idx.by_seq.keys()):
-                idx.add(repo.snapshot_at(idx.run_id, s))
+            idx.reset(self.store.repo.seqs(idx.run_id))
 
     def _run_ids(self, prefix: str) -> builtins.list[str]:
         return [r for r in self.store.repo.run_ids() if r.startswith(prefix)]
@@ -251,9 +326,118 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
         out = []
         for rid in self._run_ids(thread_prefix(thread_id)):
             idx = self._index(rid, thread_id, None)
-            if idx.by_seq:
+            if idx.seqs:
                 out.append(idx)
         return out
+
+    # -- finding snapshots (README "LangGraph", "Finding checkpoints") -------------------------
+    def _at(self, idx: _RunIndex, seq: int) -> Snapshot:
+        """The snapshot at ``seq``, read once."""
+        snap = idx.loaded.get(seq)
+        if snap is None:
+            snap = idx.check(self.store.repo.snapshot_at(idx.run_id, seq))
+            idx.loaded[seq] = snap
+        return snap
+
+    def _load_all(self, idx: _RunIndex) -> builtins.list[Snapshot]:
+        """Every visible snapshot, ascending (the slow path for runs whose order broke)."""
+        if not idx.complete:
+            for s in idx.seqs:
+                self._at(idx, s)
+            idx.complete = True
+        return [idx.loaded[s] for s in idx.seqs]
+
+    def _head_labels(self, idx: _RunIndex) -> Mapping[str, str] | None:
+        return self._at(idx, idx.top).manifest.labels if idx.seqs else None
+
+    def _ordered(self, idx: _RunIndex) -> bool:
+        """True when the head vouches that checkpoint ids rose, and writes' checkpoint ids
+        never fell, with the sequence number: then lookups are binary searches."""
+        head = self._head_labels(idx)
+        return head is None or head.get(L_ORDERED) == "true"
+
+    def _bisect(self, idx: _RunIndex, key: str, pred: Callable[[str], bool],
+                near: int | None = None) -> int:
+        """The first position in ``idx.seqs`` whose snapshot's label ``key`` (default "")
+        satisfies ``pred`` (false then true along the run), or ``len(idx.seqs)``. With
+        ``near`` (a position the answer is likely close to), gallop from there first."""
+        lo, hi = 0, len(idx.seqs)
+        step = 1
+        while near is not None and lo < hi:
+            p = min(max(near, lo), hi - 1)
+            if pred(self._at(idx, idx.seqs[p]).manifest.labels.get(key, "")):
+                hi, near = p, p - step
+            else:
+                lo, near = p + 1, p + step
+            step *= 2
+            if hi - lo <= step:
+                break
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if pred(self._at(idx, idx.seqs[mid]).manifest.labels.get(key, "")):
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def _latest(self, idx: _RunIndex) -> Snapshot | None:
+        """The checkpoint with the greatest id: in an ordered run the one nearest the head."""
+        if self._ordered(idx):
+            for s in reversed(idx.seqs):
+                snap = self._at(idx, s)
+                if _kind(snap) == "checkpoint":
+                    return snap
+            return None
+        found = self._all_checkpoints(idx)
+        return found[max(found)] if found else None
+
+    def _all_checkpoints(self, idx: _RunIndex) -> dict[str, Snapshot]:
+        """Checkpoint id -> its newest snapshot, reading the whole run."""
+        return {_cid(s): s for s in self._load_all(idx) if _kind(s) == "checkpoint"}
+
+    def _checkpoint(self, idx: _RunIndex, cid: str) -> Snapshot | None:
+        """The snapshot of checkpoint ``cid``: O(log n) reads in an ordered run."""
+        if not self._ordered(idx):
+            return self._all_checkpoints(idx).get(cid)
+        head = self._head_labels(idx)
+        if head is not None and head.get(L_MAX_CID) == cid:
+            snap = self._latest(idx)  # the greatest id, if it was not forgotten
+        else:
+            i = self._bisect(idx, L_MAX_CID, lambda top: top >= cid)
+            snap = self._at(idx, idx.seqs[i]) if i < len(idx.seqs) else None
+        return snap if snap and _kind(snap) == "checkpoint" and _cid(snap) == cid else None
+
+    def _locked_checkpoint(self, idx: _RunIndex, cid: str) -> Snapshot | None:
+        with idx.lock:
+            return self._checkpoint(idx, cid)
+
+    def _writes_snap(self, idx: _RunIndex, cid: str, near: int | None = None
+                     ) -> Snapshot | None:
+        """The newest writes snapshot of checkpoint ``cid`` (it holds all its writes so far);
+        ``near``: the checkpoint's seq, where its writes usually follow."""
+        if self._ordered(idx) and idx.seqs:
+            head = self._head_labels(idx)
+            assert head is not None
+            if head.get(L_MAX_WID, "") < cid:
+                return None  # no writes snapshot names an id this high
+            if head.get(L_MAX_WID) == cid:
+                i = len(idx.seqs)
+            else:
+                at = None if near is None else bisect.bisect_left(idx.seqs, near)
+                i = self._bisect(idx, L_MAX_WID, lambda top: top > cid, at)
+            if i == 0:
+                return None
+            below = self._at(idx, idx.seqs[i - 1]).manifest.labels
+            if below.get(L_MAX_WID) != cid:
+                return None
+            last = below.get(L_LAST_W, "")
+            w = int(last) if last.isdigit() else 0
+            if idx.seqs[bisect.bisect_left(idx.seqs, w) % len(idx.seqs)] == w:
+                snap = self._at(idx, w)
+                if _kind(snap) == "writes" and _cid(snap) == cid:
+                    return snap
+        found = [s for s in self._load_all(idx) if _kind(s) == "writes" and _cid(s) == cid]
+        return found[-1] if found else None
 
     def _ensure_store(self) -> None:
         if not self._ready:
@@ -315,11 +499,11 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
             idx.meta[snap.digest] = self._unpack(self._entry_value(snap, "metadata"))
         return idx.meta[snap.digest]
 
-    def _rows(self, idx: _RunIndex, checkpoint_id: str) -> builtins.list[Any]:
-        snaps = idx.writes.get(checkpoint_id)
-        if not snaps:
+    def _rows(self, idx: _RunIndex, checkpoint_id: str, near: int | None = None
+              ) -> builtins.list[Any]:
+        last = self._writes_snap(idx, checkpoint_id, near)
+        if last is None:
             return []
-        last = snaps[-1]
         if last.digest not in idx.rows:
             idx.rows = {last.digest: self._entry_value(last, "writes")}
         return idx.rows[last.digest]
@@ -328,35 +512,30 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
     def _commit(self, idx: _RunIndex, boundary: str, entries: Mapping[str, Entry],
                 labels: dict[str, str], parent: Digest | None,
                 chunks: _Chunks | None = None) -> Snapshot:
-        """Commit at the next free sequence number; LangGraph's own ids make a retry safe."""
+        """Commit at the next sequence number with fresh history labels (``chain_labels``);
+        LangGraph's own ids make a retry after a lost race safe."""
+        own = {k: v for k, v in labels.items() if k not in CHAIN}
         for _ in range(1000):
-            manifest = Manifest(run=idx.run_id, seq=idx.top + 1, boundary=boundary,
+            seq = idx.top + 1
+            chain = chain_labels(self._head_labels(idx), own[L_KIND], own.get(L_CID, ""), seq)
+            manifest = Manifest(run=idx.run_id, seq=seq, boundary=boundary,
                                 created=now_ms(), writer=self.store.writer_name, schema=SCHEMA,
-                                entries=entries, parent=parent, labels=labels)
+                                entries=entries, parent=parent, labels={**own, **chain})
             try:
                 snap = self.store.repo.commit(manifest, chunks)
             except ConflictError:
-                self._refresh(idx)
-                idx.top = max(idx.top, manifest.seq)
+                self._sync(idx)
+                if idx.top < seq:  # not a lost race: the run was erased or forgotten meanwhile
+                    with self._lock:
+                        self._live = {b: r for b, r in self._live.items() if r != idx.run_id}
+                    raise
                 continue
             except BaseException:
                 idx.writers.clear()  # they remember chunks this commit may not have written
                 raise
-            with idx.lock:
-                idx.add(snap)
+            idx.added(snap)
             return snap
         raise ConflictError(f"run {idx.run_id!r}: 1000 commits in a row lost to other writers")
-
-    def _forget(self, idx: _RunIndex, seqs: Iterable[int]) -> None:
-        """Delete run records, newest first (what remains is a prefix of history).
-
-        The snapshots' chunks stay until garbage collection removes what no record reaches.
-        """
-        with idx.lock:
-            doomed = sorted(set(seqs), reverse=True)
-            for s in doomed:
-                self.store.storage.delete(record_path(idx.run_id, s))
-            idx.drop(doomed)
 
     # -- reading -----------------------------------------------------------------------------
     def _tuple(self, idx: _RunIndex, snap: Snapshot, thread_id: Any) -> CheckpointTuple:
@@ -371,7 +550,7 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
         checkpoint = cast(Checkpoint, {**doc, "channel_values": values})
         cid = checkpoint["id"]
         parent = snap.manifest.labels.get(L_PARENT)
-        rows = sorted(self._rows(idx, cid), key=lambda r: writes_sort_key(r[3], r[0], r[2]))
+        rows = sorted(self._rows(idx, cid, snap.seq), key=lambda r: writes_sort_key(r[3], r[0], r[2]))
         return CheckpointTuple(
             config=_config(thread_id, ns, cid), checkpoint=checkpoint,
             metadata=self._unpack(state["metadata"]),
@@ -379,51 +558,72 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
             pending_writes=[(r[0], r[1], self._unpack(r[4])) for r in rows])
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """The checkpoint ``config`` names, or the thread's latest in its namespace; else None."""
+        """The checkpoint ``config`` names, or the thread's latest in its namespace; else None.
+        Reads a few snapshots near the head (or O(log n) for an old id), not the history."""
         tid, ns = _ids(config)
         cid = get_checkpoint_id(config)
         with self._thread_lock(tid):
-            idx = self._index(run_id_for(tid, ns), tid, ns)
+            idx = self._ns_index(tid, ns)
             with idx.lock:
-                if cid is None and idx.checkpoints:
-                    cid = max(idx.checkpoints)
-                snap = idx.checkpoints.get(cid) if cid else None
+                snap = self._checkpoint(idx, cid) if cid else self._latest(idx)
                 if snap is None:
                     return None
                 return self._tuple(idx, snap, config["configurable"]["thread_id"])
+
+    def _newest_first(self, idx: _RunIndex, before_id: str | None
+                      ) -> Iterator[tuple[str, _RunIndex, Snapshot]]:
+        """The run's checkpoints by descending id, those below ``before_id`` only; lazily
+        from the head in an ordered run."""
+        with idx.lock:
+            if self._ordered(idx):
+                hi = len(idx.seqs)
+                if before_id:
+                    hi = self._bisect(idx, L_MAX_CID, lambda top: top >= before_id)
+                seqs = idx.seqs[:hi]
+            else:  # ascending ids, as seqs to walk down
+                found = self._all_checkpoints(idx)
+                seqs = [found[c].seq for c in sorted(found) if not before_id or c < before_id]
+        for s in reversed(seqs):
+            with idx.lock:
+                snap = self._at(idx, s)
+            if _kind(snap) == "checkpoint":
+                yield _cid(snap), idx, snap
 
     def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
              before: RunnableConfig | None = None, limit: int | None = None
              ) -> Iterator[CheckpointTuple]:
         """Checkpoints newest first: of a thread (and namespace, when the config names one),
-        or of every thread for ``None``; ``filter`` matches metadata keys exactly."""
+        or of every thread for ``None``; ``filter`` matches metadata keys exactly. With a
+        limit, reads about as many snapshots as it returns."""
         conf = (config or {}).get("configurable") or {}
         if conf.get("thread_id") is not None:
             tid, ns = _ids(config or {})
             if "checkpoint_ns" in conf:
-                indexes = [self._index(run_id_for(tid, ns), tid, ns)]
+                indexes = [self._ns_index(tid, ns)]
             else:
                 indexes = self._thread_indexes(tid)
         else:
             indexes = [self._index(r, None, None) for r in self._run_ids(RUN_PREFIX)]
         only = get_checkpoint_id(config) if config else None
         before_id = get_checkpoint_id(before) if before else None
-        found: builtins.list[tuple[str, _RunIndex, Snapshot]] = []
-        for idx in indexes:
+        found: builtins.list[CheckpointTuple] = []
+        streams: builtins.list[Iterable[tuple[str, _RunIndex, Snapshot]]]
+        if only:
+            streams = [[(only, idx, snap)] for idx in indexes
+                       if (snap := self._locked_checkpoint(idx, only)) is not None
+                       and not (before_id and not only < before_id)]
+        else:
+            streams = [self._newest_first(idx, before_id) for idx in indexes]
+        for _, idx, snap in heapq.merge(*streams, key=lambda f: f[0], reverse=True):
+            if limit is not None and len(found) >= limit:
+                break
             with idx.lock:
-                for cid, snap in idx.checkpoints.items():
-                    if (only and cid != only) or (before_id and not cid < before_id):
+                if filter:
+                    meta = self._metadata(idx, snap)
+                    if not all(meta.get(k) == v for k, v in filter.items()):
                         continue
-                    if filter:
-                        meta = self._metadata(idx, snap)
-                        if not all(meta.get(k) == v for k, v in filter.items()):
-                            continue
-                    found.append((cid, idx, snap))
-        found.sort(key=lambda f: f[0], reverse=True)
-        for cid, idx, snap in found[:limit] if limit is not None else found:
-            with idx.lock:
-                tup = self._tuple(idx, snap, conf.get("thread_id", idx.thread_id))
-            yield tup
+                found.append(self._tuple(idx, snap, conf.get("thread_id", idx.thread_id)))
+        yield from found
 
     # -- writing -----------------------------------------------------------------------------
     def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
@@ -434,12 +634,12 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
         meta = get_checkpoint_metadata(config, metadata)
         with self._thread_lock(tid):
             self._ensure_store()
-            idx = self._index(run_id_for(tid, ns), tid, ns, refresh=False)
+            idx = self._ns_index(tid, ns, refresh=False)
             with idx.lock:
-                parent = idx.checkpoints.get(parent_cid) if parent_cid else None
+                parent = self._checkpoint(idx, parent_cid) if parent_cid else None
                 if parent_cid and parent is None:
-                    self._refresh(idx)
-                    parent = idx.checkpoints.get(parent_cid)
+                    self._sync(idx)
+                    parent = self._checkpoint(idx, parent_cid)
                 chunks: _Chunks = []
                 entries = self._channel_entries(idx, checkpoint, new_versions, parent, chunks)
                 doc = {k: v for k, v in checkpoint.items() if k != "channel_values"}
@@ -485,10 +685,12 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
         cid = str(config["configurable"]["checkpoint_id"])
         with self._thread_lock(tid):
             self._ensure_store()
-            idx = self._index(run_id_for(tid, ns), tid, ns, refresh=False)
+            idx = self._ns_index(tid, ns, refresh=False)
             with idx.lock:
-                if cid not in idx.checkpoints and cid not in idx.writes:
-                    self._refresh(idx)
+                prev = self._writes_snap(idx, cid) or self._checkpoint(idx, cid)
+                if prev is None:
+                    self._sync(idx)
+                    prev = self._writes_snap(idx, cid) or self._checkpoint(idx, cid)
                 rows = builtins.list(self._rows(idx, cid))
                 where = {(r[0], r[2]): i for i, r in enumerate(rows)}
                 for i, (channel, value) in enumerate(writes):
@@ -502,8 +704,6 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
                         rows[at] = row
                 if rows == self._rows(idx, cid):
                     return
-                older = idx.writes.get(cid)
-                prev = older[-1] if older else idx.checkpoints.get(cid)
                 chunks: _Chunks = []
                 entries = {"writes": self._encode(idx, "writes", rows, {}, chunks)}
                 labels = {L_KIND: "writes", L_THREAD: tid, L_NS: ns, L_CID: cid}
@@ -513,47 +713,78 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
 
     # -- deleting and copying ------------------------------------------------------------------
     def delete_thread(self, thread_id: str) -> None:
-        """Forget every checkpoint and write of a thread, in every namespace, and its effect
-        ledger."""
-        tid = str(thread_id)
-        with self._thread_lock(tid):
-            for idx in self._thread_indexes(tid):
-                self._forget(idx, idx.by_seq)
-        with self._thread_lock(f"\0effects\0{tid}"):
-            fx = effects_run_id(tid)
-            for seq in reversed(self.store.repo.seqs(fx)):
-                self.store.storage.delete(record_path(fx, seq))
-            self._effect_runs.pop(tid, None)
+        """Erase a thread now, in every namespace, with its effect ledger: ckptfs ``erase``
+        (fence, tombstone, records, then every chunk and manifest no other run uses). The
+        thread id stays usable: its next checkpoint starts a new run (README "LangGraph")."""
+        self._erase_thread(str(thread_id), "langgraph delete_thread")
+
+    def _erase_thread(self, tid: str, reason: str) -> None:
+        repo = self.store.repo
+        with self._thread_lock(tid), self._thread_lock(f"\0effects\0{tid}"):
+            runs = self._run_ids(thread_prefix(tid)) + self._run_ids(
+                effects_run_id(tid))
+            for rid in runs:
+                if repo.record_seqs(rid):
+                    erase(repo, rid, reason=reason)
+            with self._lock:
+                for rid in runs:
+                    self._runs.pop(rid, None)
+                self._live = {b: r for b, r in self._live.items() if r not in runs}
+                self._effect_runs.pop(tid, None)
+                for idx in self._runs.values():
+                    idx.writers.clear()  # erase removed chunks they may remember
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """Forget the checkpoints (and their writes) whose metadata ``run_id`` is listed."""
+        """Forget the checkpoints (and their writes) whose metadata ``run_id`` is listed, with
+        ckptfs ``forget`` semantics (retired range first, then the records; chunks go at the
+        next ``ckptfs gc``). A run's head goes only with its whole run, so when the newest
+        checkpoint goes, a ``mark`` snapshot (no entries) becomes the head first."""
         targets = set(run_ids)
         if not targets:
             return
+        drop: dict[str, set[int]] = {}
         for rid in self._run_ids(RUN_PREFIX):
             idx = self._index(rid, None, None)
             with idx.lock:
-                doomed: builtins.list[int] = []
-                for cid, snap in idx.checkpoints.items():
-                    if self._metadata(idx, snap).get("run_id") in targets:
-                        doomed += [snap.seq, *(w.seq for w in idx.writes.get(cid, []))]
-                self._forget(idx, doomed)
+                snaps = self._load_all(idx)
+                doomed = {_cid(s) for s in snaps if _kind(s) == "checkpoint"
+                          and self._metadata(idx, s).get("run_id") in targets}
+                seqs = {s.seq for s in snaps if _kind(s) in ("checkpoint", "writes")
+                        and _cid(s) in doomed}
+                if not seqs:
+                    continue
+                if idx.top in seqs:
+                    assert idx.thread_id is not None and idx.ns is not None
+                    head = idx.loaded[idx.top]
+                    self._commit(idx, "mark", {}, {L_KIND: "mark", L_THREAD: idx.thread_id,
+                                                   L_NS: idx.ns}, head.digest)
+                drop[rid] = seqs
+        forget_snapshots(self.store.repo, drop)
+        for rid in drop:
+            self._index(rid, None, None)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """``keep_latest``: per namespace keep the newest checkpoint and its writes;
-        ``delete``: forget the threads entirely."""
+        """``keep_latest``: per namespace keep the newest checkpoint and its writes, forgetting
+        the rest (ckptfs ``forget`` keeping label ``lg.checkpoint_id``; chunks go at the next
+        ``ckptfs gc``); ``delete``: erase the threads as ``delete_thread`` does."""
         if strategy not in ("keep_latest", "delete"):
             raise ValueError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
         for thread_id in thread_ids:
             tid = str(thread_id)
+            if strategy == "delete":
+                self._erase_thread(tid, "langgraph prune(strategy='delete')")
+                continue
             with self._thread_lock(tid):
                 for idx in self._thread_indexes(tid):
-                    keep: set[int] = set()
-                    if strategy == "keep_latest" and idx.checkpoints:
-                        latest = max(idx.checkpoints)
-                        keep = {idx.checkpoints[latest].seq,
-                                *(w.seq for w in idx.writes.get(latest, [])[-1:])}
-                    self._forget(idx, [s for s in idx.by_seq if s not in keep])
+                    with idx.lock:
+                        latest = self._latest(idx)
+                    if latest is None:
+                        continue
+                    report = forget(self.store.repo, Policy(keep_labels=((L_CID, _cid(latest)),)),
+                                    runs=[idx.run_id])
+                    if report.problems:
+                        raise CkptfsError(f"prune of thread {tid!r}: " + "; ".join(report.problems))
+                    self._sync(idx)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every snapshot of a thread to another: new manifests naming the same entries,
@@ -565,16 +796,18 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
         with self._thread_lock(first), self._thread_lock(second):
             self._ensure_store()
             for idx in self._thread_indexes(src):
+                with idx.lock:
+                    snaps = self._load_all(idx)
                 assert idx.ns is not None
-                target = self._index(run_id_for(dst, idx.ns), dst, idx.ns)
+                target = self._ns_index(dst, idx.ns)
                 copied: dict[Digest, Digest] = {}
-                for seq in sorted(idx.by_seq):
-                    snap = idx.by_seq[seq]
-                    m = snap.manifest
-                    labels = {**m.labels, L_THREAD: dst, L_COPIED: snap.id}
-                    new = self._commit(target, m.boundary, m.entries, labels,
-                                       copied.get(m.parent) if m.parent else None)
-                    copied[snap.digest] = new.digest
+                with target.lock:
+                    for snap in snaps:
+                        m = snap.manifest
+                        labels = {**m.labels, L_THREAD: dst, L_COPIED: snap.id}
+                        new = self._commit(target, m.boundary, m.entries, labels,
+                                           copied.get(m.parent) if m.parent else None)
+                        copied[snap.digest] = new.digest
 
     # -- side effects ----------------------------------------------------------------------------
     def effect(self, config: RunnableConfig, name: str, fn: Callable[..., Any], *args: Any,
@@ -587,7 +820,7 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
         with self._thread_lock(f"\0effects\0{tid}"):
             run = self._effect_runs.get(tid)
             if run is None:
-                rid = effects_run_id(tid)
+                rid = self._live_run(effects_run_id(tid))
                 try:
                     run = self.store.resume(rid)
                 except NotFound:

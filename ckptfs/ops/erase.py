@@ -101,6 +101,7 @@ def erase(repo: Repository, run_id: str, *, reason: str, seq: int | None = None,
                 st.delete(chunk_path(d))
                 deleted += 1
                 nbytes += size
+        repo.objects.known.clear()  # this process must upload those chunks again if needed
         # 5. manifests
         manifests_deleted = 0
         for d in victims:

@@ -136,14 +136,35 @@ def forget(repo: Repository, policy: Policy, *, runs: Iterable[str] | None = Non
         return plan()
     with MaintenanceLease(repo.storage) as lease:
         report = plan()
-        drop: Mapping[str, set[int]] = _group(report.forgotten)
-        for run_id, seqs in drop.items():
-            lease.check()
-            try:
-                retire(repo.storage, run_id, repo.seqs(run_id), seqs, now)
-            except (CkptfsError, ValueError) as e:
-                report.problems.append(f"{run_id}: {e}")
+        report.problems += _retire_all(repo, lease, _group(report.forgotten), now)
         return report
+
+
+def forget_snapshots(repo: Repository, drop: Mapping[str, Iterable[int]], *,
+                     now: int | None = None) -> None:
+    """Forget exactly the snapshots ``drop`` names ({run: seqs}), under the maintenance lease
+    (for callers that decide themselves, like the LangGraph saver). A run's head may go only
+    with its whole run; a problem raises CkptfsError after the other runs are done."""
+    if not any(drop.values()):
+        return
+    now = int(time.time() * 1000) if now is None else now
+    with MaintenanceLease(repo.storage) as lease:
+        problems = _retire_all(repo, lease, {r: set(s) for r, s in drop.items()}, now)
+    if problems:
+        raise CkptfsError("forget: " + "; ".join(problems))
+
+
+def _retire_all(repo: Repository, lease: MaintenanceLease, drop: Mapping[str, set[int]],
+                now: int) -> list[str]:
+    """Retire each run's ``drop`` seqs (marker first, then records); the problems met."""
+    problems = []
+    for run_id, seqs in drop.items():
+        lease.check()
+        try:
+            retire(repo.storage, run_id, repo.seqs(run_id), seqs, now)
+        except (CkptfsError, ValueError) as e:
+            problems.append(f"{run_id}: {e}")
+    return problems
 
 
 def _group(ds: Iterable[Decision]) -> dict[str, set[int]]:

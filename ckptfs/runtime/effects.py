@@ -36,7 +36,7 @@ from ckptfs.format.ledger import (
 )
 from ckptfs.format.models import Captured
 from ckptfs.store.entries import EntryWriter, decode_value, read_content
-from ckptfs.store.repository import Snapshot, now_ms
+from ckptfs.store.repository import Snapshot
 
 if TYPE_CHECKING:
     from ckptfs.runtime.run import Run
@@ -73,7 +73,7 @@ def perform(run: Run, name: str, fn: Callable[..., Any], args: tuple[Any, ...],
             return found
     _check_closed(run, key)
     intent = Record(key=key, kind="effect", name=name, args=digest, status="intended",
-                    at=now_ms(), attempt=run.attempt)
+                    at=run.store.now(), attempt=run.attempt)
     run._open_effect = key
     try:
         _append(run, intent, boundary="before_effect")
@@ -123,7 +123,7 @@ def wait_for_approval(run: Run, request: Any, *, key: str, name: str = "approval
     if known is None:
         _check_closed(run, key)
         _append(run, Record(key=key, kind="approval", name=name, args=digest, status="intended",
-                            at=now_ms(), attempt=run.attempt, request=request), boundary="approval")
+                            at=run.store.now(), attempt=run.attempt, request=request), boundary="approval")
         known = run.ledger.effects[key]
     if known.status == "intended":
         raise ApprovalPending(known)
@@ -188,7 +188,7 @@ def _settle(eff: Effect, run: Run, status: Any, *, via: Via, result: Any = None,
         err = {"type": "str" if isinstance(error, str) else type(error).__qualname__,
                "message": (error if isinstance(error, str) else str(error))[:MAX_ERROR_TEXT]}
     return Record(key=eff.key, kind=eff.kind, name=eff.name, args=eff.args, status=status,
-                  at=now_ms(), attempt=run.attempt, result=None if content else result,
+                  at=run.store.now(), attempt=run.attempt, result=None if content else result,
                   result_content=content, error=err, via=via), chunks
 
 

@@ -174,7 +174,7 @@ class Run:
             chunks.extend(self._writer.pending)
         else:
             entries = self.snapshot.manifest.entries
-        created = now_ms()
+        created = self.store.now()
         expires = expiry_ms(expires_at)
         if expires is None:
             expires = self.run_expires

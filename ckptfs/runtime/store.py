@@ -4,23 +4,21 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
 
 from ckptfs.errors import (
     ConflictError,
-    CorruptSnapshot,
     ExpiredError,
-    FormatError,
     MigrationError,
     MissingReference,
     NotFound,
 )
 from ckptfs.format import cbor
 from ckptfs.format.cdc import ChunkerParams
-from ckptfs.format.ledger import Ledger, LedgerRef
+from ckptfs.format.ledger import Ledger
 from ckptfs.format.models import Captured, Manifest, Reference, Schema
 from ckptfs.format.names import check_run_id
 from ckptfs.runtime.effects import large_result
@@ -28,10 +26,9 @@ from ckptfs.runtime.migrations import Migrations, Step, apply_steps, apply_to_re
 from ckptfs.runtime.refs import check_reference, to_ref
 from ckptfs.runtime.run import Run, expiry_ms
 from ckptfs.storage import Storage, open_storage
+from ckptfs.store.entries import EntryWriter, decode_value, read_content, read_ledger, stored_blob
 from ckptfs.store.lifecycle import effective_expiry, read_expiry, read_retired
-from ckptfs.store.entries import EntryWriter, decode_value, read_content, stored_blob
-from ckptfs.store.repository import Repository, Snapshot
-
+from ckptfs.store.repository import Repository, Snapshot, now_ms
 
 #: a state schema as the API takes it: a Schema, ``(name, version)`` or ``"name@version"``
 SchemaLike = Schema | tuple[str, int] | str
@@ -48,12 +45,16 @@ def _where(snap: Snapshot) -> str:
 class Store:
     """A ckptfs store at a URL. Created on first write; reads never create anything."""
 
-    def __init__(self, storage: Storage, *, chunker: ChunkerParams | None = None) -> None:
-        from ckptfs import __version__
+    def __init__(self, storage: Storage, *, chunker: ChunkerParams | None = None,
+                 clock: Callable[[], int] | None = None, writer: str | None = None) -> None:
+        from ckptfs._version import __version__
 
         self.repo = Repository(storage)
-        self.writer_name = f"ckptfs-python/{__version__}"
+        self.writer_name = writer or f"ckptfs-python/{__version__}"
         self._chunker = chunker
+        #: the time (ms since the epoch) written into manifests, records and the store config;
+        #: replaceable for reproducible stores (the conformance suite uses a fixed clock)
+        self.now: Callable[[], int] = clock or now_ms
 
     @property
     def url(self) -> str:
@@ -66,10 +67,10 @@ class Store:
     def init(self, settings: dict[str, Any] | None = None) -> None:
         """Create the store now (it is otherwise created by the first checkpoint). ``settings``
         go into ckptfs.cbor, e.g. ``{"default_ttl_ms": ..., "gc_grace_ms": ...}``."""
-        self.repo.init(self._chunker, settings=settings)
+        self.repo.init(self._chunker, settings=settings, created=self.now())
 
     def _writer(self) -> EntryWriter:
-        cfg = self.repo.init(self._chunker)
+        cfg = self.repo.init(self._chunker, created=self.now())
         return EntryWriter(self.repo.objects, cfg.chunker)
 
     # -- runs --------------------------------------------------------------------------------
@@ -220,16 +221,7 @@ class Store:
         if m.ledger is None:
             return Ledger(), writer
         where = f"snapshot {snap.digest.short} (run {m.run!r} seq {m.seq}) ledger"
-        ref = LedgerRef.from_cbor(m.ledger, what=where)
-        entry = ref.as_entry()
-        content = read_content(self.repo.objects, entry, where=where)
-        items = decode_value(entry, content, where=where)
-        if len(items) != ref.count:
-            raise CorruptSnapshot(f"{where}: holds {len(items)} records, count says {ref.count}")
-        try:
-            ledger = Ledger.from_cbor(items, what=where)
-        except FormatError as e:
-            raise CorruptSnapshot(str(e)) from e
+        ledger, entry, content, items = read_ledger(self.repo.objects, m.ledger, where=where)
         if writer is not None:
             writer.seed("ledger", entry, content, items)
         return ledger, writer
@@ -284,10 +276,13 @@ def _provenance(snap: Snapshot, chain: list[Step]) -> dict[str, Any]:
     return {"migrated_from": snap.manifest.schema.to_cbor()} if chain else {}
 
 
-def open_store(url: str, *, chunker: ChunkerParams | None = None, **storage_options: Any) -> Store:
+def open_store(url: str, *, chunker: ChunkerParams | None = None,
+               clock: Callable[[], int] | None = None, writer: str | None = None,
+               **storage_options: Any) -> Store:
     """Open the store at ``url`` (any fsspec URL or a local path). Nothing is written until the
-    first checkpoint or ``init()``."""
-    return Store(open_storage(url, **storage_options), chunker=chunker)
+    first checkpoint or ``init()``. ``clock`` (ms since the epoch) and ``writer`` (the name
+    recorded in manifests) exist for reproducible stores."""
+    return Store(open_storage(url, **storage_options), chunker=chunker, clock=clock, writer=writer)
 
 
 __all__ = ["Store", "open_store", "NotFound"]

@@ -71,7 +71,8 @@ class Storage(abc.ABC):
 
     @abc.abstractmethod
     def create(self, path: str, data: bytes) -> None:
-        """Create ``path`` only if absent, atomically; raise FileExistsError if present."""
+        """Create ``path`` only if absent, atomically; raise FileExistsError if present.
+        ``data`` must not be empty (ValueError): s3fs does not make an empty create exclusive."""
 
     def commit(self, objects: list[tuple[str, bytes]], path: str, data: bytes) -> None:
         """Write immutable ``objects`` durably, then create-only ``path`` (the commit point).

@@ -80,7 +80,7 @@ class FsspecStorage(Storage):
         self._probed = True
 
     def read(self, path: str) -> bytes:
-        full = self._abs(path)  # a refused path raises InvalidName, never StorageError
+        full = self._abs(path)  # InvalidName propagates as itself
         try:
             data: bytes = self.fs.cat_file(full)
             return data
@@ -128,6 +128,9 @@ class FsspecStorage(Storage):
 
     def create(self, path: str, data: bytes) -> None:
         full = self._abs(path)
+        if not data:
+            # s3fs sends a zero-length "xb" write as a plain PUT: it would not be exclusive
+            raise ValueError(f"{path}: create-only objects must not be empty")
         self._need_write()
         try:
             if self.capabilities.create_only:
@@ -175,6 +178,8 @@ class FsspecStorage(Storage):
 
     def _info(self, path: str) -> dict[str, Any] | None:
         full = self._abs(path)
+        # a cached listing of the parent (s3fs) would hide objects other writers created since
+        self.fs.invalidate_cache(full)
         try:
             info: dict[str, Any] = self.fs.info(full)
         except FileNotFoundError:

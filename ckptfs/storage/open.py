@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 import fsspec
+from fsspec.implementations.local import LocalFileSystem
 
 from ckptfs.errors import InvalidURL
 from ckptfs.format.names import CONFIG_PATH
@@ -47,6 +48,10 @@ def open_storage(url: str, **storage_options: Any) -> Storage:
         raise InvalidURL(f"{url}: not a store URL fsspec can open ({e}); use a local path or "
                          "a URL such as s3://bucket/prefix, memory://name, zip://::file.zip, "
                          "http://host/store") from e
+    if isinstance(fs, LocalFileSystem):
+        # local disk under another spelling ("local://"): fsspec's local "xb" exposes a
+        # half-written file and its writes are not fsynced; link(2) gives neither problem
+        return LocalStorage(root, durable=storage_options.get("durable", True))
     return FsspecStorage(fs, root, url)
 
 

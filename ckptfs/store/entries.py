@@ -16,16 +16,17 @@ Readers only concatenate chunks, so all of this is the writer's choice (spec: "C
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import IO, Any, BinaryIO, cast
 
 import attrs
 import cbor2
 
-from ckptfs.errors import CorruptSnapshot
+from ckptfs.errors import CorruptSnapshot, FormatError
 from ckptfs.format import cbor
 from ckptfs.format.cdc import ChunkerParams, cut_lengths, iter_chunks
 from ckptfs.format.digest import Digest, hasher
+from ckptfs.format.ledger import Ledger, LedgerRef
 from ckptfs.format.models import VALUE_TYPES, Captured, ChunkRef, Entry, Reference
 from ckptfs.format.names import check_entry_name
 from ckptfs.format.values import Blob, Ref, StoredBlob
@@ -37,7 +38,7 @@ MERGE_FANOUT = 16
 MAX_OPEN = 2 * (MERGE_FANOUT - 1)
 #: values and byte blobs up to this size go in the manifest itself: no chunk file, no fsync
 INLINE_MAX = 2048
-_BATCH_BYTES = 8 * 1024 * 1024
+_BATCH_BYTES = 32 * 1024 * 1024
 
 
 @attrs.define
@@ -82,6 +83,10 @@ class EntryWriter:
                 entries[name] = _reference(value, labels)
             elif isinstance(value, Blob):
                 entries[name] = self._blob(name, value, labels)
+            elif isinstance(value, StoredBlob) and value.size and not value.chunks:
+                # a small blob restored from its manifest (inline): write it again from bytes
+                entries[name] = self._blob(name, Blob(value.read(), type=value.type),
+                                           labels or dict(value.labels))
             elif isinstance(value, StoredBlob):
                 entries[name] = _restored_blob(value, labels)
             else:
@@ -291,33 +296,10 @@ def read_content(objects: ObjectStore, entry: Captured, *, where: str) -> bytes:
     """The verified content of a captured entry, read in one batch."""
     if entry.inline is not None:
         return entry.inline  # verified against its digest when the manifest was parsed
-    content = b"".join(read_chunks(objects, entry.chunks, where=where))
+    content = b"".join(objects.get_chunks(entry.chunks, where=where))
     if Digest.of(content) != entry.digest:
         raise CorruptSnapshot(f"{where}: content does not match the entry digest {entry.digest}")
     return content
-
-
-def read_chunks(objects: ObjectStore, chunks: Iterable[ChunkRef], *, where: str) -> list[bytes]:
-    """The content of each chunk, read in one batch and verified against its digest."""
-    from ckptfs.errors import CorruptObject, MissingObject
-    from ckptfs.format import framing
-    from ckptfs.format.names import chunk_path
-
-    chunks = list(chunks)
-    got = objects.storage.read_many([chunk_path(c.digest) for c in chunks])
-    parts: list[bytes] = []
-    for c, stored in zip(chunks, got):
-        if stored is None:
-            raise MissingObject(f"{where}: chunk {c.digest} is missing from the store "
-                                f"({chunk_path(c.digest)}); run 'ckptfs verify' to see what else is affected")
-        try:
-            data = framing.unframe(stored, c.size, what=f"{where}: chunk {c.digest}")
-        except CorruptObject as e:
-            raise CorruptSnapshot(str(e)) from e
-        if Digest.of(data) != c.digest:
-            raise CorruptSnapshot(f"{where}: chunk {c.digest} does not match its digest")
-        parts.append(data)
-    return parts
 
 
 def decode_value(entry: Captured, content: bytes, *, where: str) -> Any:
@@ -341,3 +323,19 @@ def stored_blob(objects: ObjectStore, entry: Captured, *, where: str) -> StoredB
 
     return StoredBlob(size=entry.size, digest=entry.digest, type=entry.type,
                       labels=dict(entry.labels), opener=opener, chunks=entry.chunks)
+
+
+def read_ledger(objects: ObjectStore, field: Any, *, where: str
+                ) -> tuple[Ledger, Captured, bytes, list[Any]]:
+    """A manifest's ``ledger`` field read, verified and folded: the ledger, its content entry,
+    the content and the decoded records (CorruptSnapshot if the records break the rules)."""
+    ref = LedgerRef.from_cbor(field, what=where)
+    entry = ref.as_entry()
+    content = read_content(objects, entry, where=where)
+    items = decode_value(entry, content, where=where)
+    if len(items) != ref.count:
+        raise CorruptSnapshot(f"{where}: holds {len(items)} records, count says {ref.count}")
+    try:
+        return Ledger.from_cbor(items, what=where), entry, content, items
+    except FormatError as e:
+        raise CorruptSnapshot(str(e)) from e

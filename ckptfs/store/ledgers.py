@@ -22,7 +22,6 @@ from ckptfs.format import cbor
 from ckptfs.format.digest import Digest, hasher
 from ckptfs.format.ledger import Effect, LedgerRef, Record, fold
 from ckptfs.format.models import Captured
-from ckptfs.store.entries import read_chunks
 from ckptfs.store.objects import ObjectStore
 from ckptfs.store.repository import Snapshot
 
@@ -85,7 +84,7 @@ class LedgerScanner:
         held.update(self._offered)
         self._offered.clear()
         todo = [c for c in ref.chunks if c.digest not in held]
-        held.update(zip((c.digest for c in todo), read_chunks(self.objects, todo, where=where)))
+        held.update(zip((c.digest for c in todo), self.objects.get_chunks(todo, where=where)))
         return [(c.digest, held[c.digest]) for c in ref.chunks]
 
     def _decode(self, ref: LedgerRef, last: _Decoded | None, where: str) -> _Decoded:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from ckptfs.errors import CorruptObject, CorruptSnapshot, MissingObject
 from ckptfs.format import framing
@@ -11,7 +11,6 @@ from ckptfs.format.digest import Digest
 from ckptfs.format.models import MAX_CHUNK_SIZE, MAX_MANIFEST_SIZE, ChunkRef, Manifest
 from ckptfs.format.names import chunk_path, snapshot_path
 from ckptfs.storage.base import Storage
-
 
 #: How long a writer trusts that a chunk it wrote (or restored) still exists without writing it
 #: again. Must stay well under the store's GC grace period (spec/retention.md "Grace rule").
@@ -37,6 +36,10 @@ class KnownChunks:
         now = time.monotonic()
         for d in ds:
             self._seen[d] = now
+
+    def clear(self) -> None:
+        """Trust nothing (after chunks were deleted without a grace period, as erase does)."""
+        self._seen.clear()
 
     def __len__(self) -> int:
         return len(self._seen)
@@ -82,22 +85,17 @@ class ObjectStore:
         return d, len(data), (snapshot_path(d), framing.frame(data))
 
     def get_chunk(self, ref: ChunkRef, *, where: str) -> bytes:
-        path = chunk_path(ref.digest)
+        """One chunk's content, verified against its size and digest."""
         try:
-            stored = self.storage.read(path)
+            stored: bytes | None = self.storage.read(chunk_path(ref.digest))
         except FileNotFoundError:
-            raise MissingObject(
-                f"{where}: chunk {ref.digest} is missing from the store ({path}); the snapshot "
-                "cannot be restored. Run 'ckptfs verify' to list every affected snapshot."
-            ) from None
-        try:
-            data = framing.unframe(stored, ref.size, what=f"{where}: chunk {ref.digest}")
-        except CorruptObject as e:
-            raise CorruptSnapshot(str(e)) from e
-        if Digest.of(data) != ref.digest:
-            raise CorruptSnapshot(
-                f"{where}: chunk {ref.digest} does not match its digest (bytes flipped on disk?)")
-        return data
+            stored = None
+        return check_chunk(ref, stored, where=where)
+
+    def get_chunks(self, refs: Sequence[ChunkRef], *, where: str) -> list[bytes]:
+        """Several chunks' contents, read in one batch (concurrently on object stores)."""
+        got = self.storage.read_many([chunk_path(r.digest) for r in refs])
+        return [check_chunk(r, stored, where=where) for r, stored in zip(refs, got)]
 
     def chunk_exists(self, d: Digest) -> bool:
         return self.storage.exists(chunk_path(d))
@@ -124,6 +122,22 @@ class ObjectStore:
         if Digest.of(data) != d:
             raise CorruptSnapshot(f"{what}: manifest bytes do not match the snapshot id")
         return Manifest.from_bytes(data, what=what)
+
+
+def check_chunk(ref: ChunkRef, stored: bytes | None, *, where: str) -> bytes:
+    """Unframe a chunk file's bytes (None: the file is absent) and verify them against ``ref``."""
+    if stored is None:
+        raise MissingObject(
+            f"{where}: chunk {ref.digest} is missing from the store ({chunk_path(ref.digest)}); "
+            "the snapshot cannot be restored. Run 'ckptfs verify' to list every affected snapshot.")
+    try:
+        data = framing.unframe(stored, ref.size, what=f"{where}: chunk {ref.digest}")
+    except CorruptObject as e:
+        raise CorruptSnapshot(str(e)) from e
+    if Digest.of(data) != ref.digest:
+        raise CorruptSnapshot(
+            f"{where}: chunk {ref.digest} does not match its digest (bytes flipped on disk?)")
+    return data
 
 
 def _declared_size(stored: bytes, what: str) -> int:

@@ -21,6 +21,7 @@ from ckptfs.errors import (
     FormatError,
     InvalidName,
     MissingObject,
+    NonCanonical,
     NotAStore,
     NotFound,
 )
@@ -137,12 +138,13 @@ class Repository:
         return cfg
 
     def init(self, chunker: ChunkerParams | None = None,
-             settings: dict[str, Any] | None = None) -> StoreConfig:
+             settings: dict[str, Any] | None = None, created: int | None = None) -> StoreConfig:
         """Create the store config if absent (create-only); return the config in force."""
         existing = self.load_config()
         if existing is not None:
             return existing
-        cfg = StoreConfig(chunker=chunker or ChunkerParams(), created=now_ms(),
+        cfg = StoreConfig(chunker=chunker or ChunkerParams(),
+                          created=now_ms() if created is None else created,
                           settings=settings or {})
         try:
             self.storage.create(CONFIG_PATH, cfg.to_bytes())
@@ -205,6 +207,8 @@ class Repository:
                 f"run {run_id!r} has no snapshot with sequence number {seq}")) from None
         try:
             rec = RunRecord.from_bytes(data, what=what)
+        except NonCanonical as e:
+            raise NonCanonical(f"{e} (the record was edited or written by a broken writer)") from e
         except FormatError as e:
             raise CorruptSnapshot(f"{e} (the file may be truncated or edited)") from e
         if rec.run != run_id or rec.seq != seq:
@@ -214,12 +218,12 @@ class Repository:
     def head(self, run_id: str) -> RunRecord | None:
         """The record with the highest sequence number (names are zero-padded, so the greatest
         valid name is the head)."""
-        names = [n for n in self.storage.list(run_dir(run_id)) if parse_seq_name(n)]
-        if not names:
-            return None
-        retired = read_retired(self.storage, run_id)
-        if retired is None:
-            return self.record(run_id, int(max(names)))
+        listing = self.storage.list(run_dir(run_id))
+        retired = read_retired(self.storage, run_id) if listing else None
+        if retired is None:  # the greatest record name is the head: look from the end
+            top = next((n for n in sorted(listing, reverse=True) if parse_seq_name(n)), None)
+            return None if top is None else self.record(run_id, int(top))
+        names = [n for n in listing if parse_seq_name(n)]
         visible = [s for s in map(int, names) if retired.visible(s)]  # strays are not heads
         return self.record(run_id, max(visible)) if visible else None
 

@@ -1,0 +1,1 @@
+"""The ckptfs conformance suite: language-neutral vectors, a runner and adapters (README.md)."""

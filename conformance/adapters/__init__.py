@@ -1,0 +1,1 @@
+"""Adapters that drive an implementation through the conformance protocol (README)."""

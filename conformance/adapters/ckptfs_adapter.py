@@ -1,0 +1,174 @@
+"""The conformance adapter for ckptfs itself: the protocol of conformance/README.md over argv
+and stdout, or many requests at once with ``batch`` (one JSON request per stdin line).
+
+``--break RULE`` makes a deliberately broken reader (the suite must catch it):
+``accept-non-canonical``, ``skip-digests``, ``ignore-required``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ckptfs.errors import CkptfsError
+from ckptfs.format import cbor, framing, models
+from ckptfs.format.cdc import ChunkerParams, cut_lengths
+from ckptfs.format.digest import Digest
+from conformance.render import canonical_json, render_ref, render_store, tagged, untagged
+
+BREAKS = ("accept-non-canonical", "skip-digests", "ignore-required")
+
+
+def apply_break(rule: str) -> None:
+    """Flip one rule of the reader, for testing that the suite notices."""
+    if rule == "accept-non-canonical":
+        strict = cbor.decode
+
+        def lenient(data: Any, *, what: str, allow_bignum: bool = False,
+                    check_canonical: bool = True) -> Any:
+            return strict(data, what=what, allow_bignum=allow_bignum, check_canonical=False)
+
+        cbor.decode = lenient
+    elif rule == "skip-digests":
+        Digest.__ne__ = lambda self, other: False  # type: ignore[method-assign]
+    elif rule == "ignore-required":
+        models.check_features = lambda required, what: tuple(required or ())
+    else:
+        raise SystemExit(f"unknown --break rule {rule!r}; known: {', '.join(BREAKS)}")
+
+
+class _Crash(BaseException):
+    """Raised inside an effect to stop the process between intent and outcome."""
+
+
+def write_case(case_path: str, store_dir: str) -> str:
+    """Carry out a writer case (README "Writer cases") into an empty directory."""
+    import ckptfs
+    from ckptfs.runtime.run import Run
+
+    case = json.loads(Path(case_path).read_text())
+    clock = {"now": 0}
+    chunker = ChunkerParams(**{k2: case["chunker"][k1] for k1, k2 in (
+        ("min", "min_size"), ("avg", "avg_size"), ("max", "max_size"),
+        ("normalization", "normalization"))}) if case.get("chunker") else None
+    store = ckptfs.open_store(store_dir, chunker=chunker, clock=lambda: clock["now"],
+                              writer=case["writer"])
+    runs: dict[str, Run] = {}
+    for step in case["steps"]:
+        clock["now"] = step["time"]
+        op = step["op"]
+        if op == "start":
+            runs[step["run"]] = store.start_run(
+                step["run"], schema=(step["schema"]["name"], step["schema"]["version"]))
+        elif op == "checkpoint":
+            run = runs[step["run"]]
+            state = {k: _state_value(v) for k, v in step["state"].items()}
+            run.checkpoint(state, step.get("boundary", "step"), labels=step.get("labels"),
+                           expires_at=None if step.get("expires") is None
+                           else step["expires"] / 1000,
+                           entry_labels=step.get("entry_labels"))
+        elif op == "resume":
+            runs[step["run"]] = store.resume(step["run"])
+        elif op == "fork":
+            runs[step["run"]] = store.fork(step["from"], step["run"])
+        elif op == "effect":
+            _effect(runs[step["run"]], step)
+        elif op == "settle":
+            out = step["outcome"]
+            if "result" in out:
+                runs[step["run"]].settle_effect(step["key"], result=untagged(out["result"]))
+            else:
+                runs[step["run"]].settle_effect(step["key"], failed=out["error"]["message"])
+        else:
+            raise ValueError(f"unknown writer step {op!r}")
+    store.close()
+    return "ok"
+
+
+def _effect(run: Any, step: dict[str, Any]) -> None:
+    out = step["outcome"]
+
+    def fn(*args: Any, **kwargs: Any) -> Any:
+        if "crash" in out:
+            raise _Crash()
+        if "error" in out:
+            raise RuntimeError(out["error"]["message"])
+        return untagged(out["result"])
+
+    try:
+        run.effect(step["name"], fn, *untagged(step.get("args", [])), key=step["key"],
+                   **untagged(step.get("kwargs", {})))
+    except (_Crash, RuntimeError):
+        pass
+
+
+def _state_value(v: dict[str, Any]) -> Any:
+    import ckptfs
+
+    if "value" in v:
+        return untagged(v["value"])
+    if "blob" in v:
+        return ckptfs.Blob(bytes.fromhex(v["blob"]), type=v.get("type", "application/octet-stream"))
+    r = v["ref"]
+    return ckptfs.Ref(r["uri"], digest=r.get("digest"), size=r.get("size"),
+                      expires_at=None if r.get("expires") is None else r["expires"] / 1000)
+
+
+def _read(path: str) -> bytes:
+    return Path(path).read_bytes()
+
+
+OPS: dict[str, Callable[..., str]] = {
+    "digest": lambda f: Digest.of(_read(f)).text,
+    "parse-digest": lambda text: Digest.parse(text).text,
+    "cbor-decode": lambda f: canonical_json(tagged(cbor.decode(_read(f), what="input"))),
+    "value-decode": lambda f: canonical_json(tagged(cbor.decode(
+        _read(f), what="value", allow_bignum=True, check_canonical=False))),
+    "cbor-encode": lambda f: cbor.encode(untagged(json.loads(_read(f)))).hex(),
+    "unframe": lambda f, size: framing.unframe(_read(f), int(size), what="object").hex(),
+    "cut": lambda mn, avg, mx, nc, f: json.dumps(cut_lengths(_read(f), ChunkerParams(
+        min_size=int(mn), avg_size=int(avg), max_size=int(mx), normalization=int(nc)))),
+    "read": lambda store, now: canonical_json(render_store(store, int(now))),
+    "snapshot": lambda store, now, ref: canonical_json(render_ref(store, ref, int(now))),
+    "write": write_case,
+}
+
+
+def handle(argv: list[str]) -> str:
+    """One request: the stdout text of the protocol (a result or ``error: <category>``)."""
+    op, *args = argv
+    try:
+        return OPS[op](*args)
+    except CkptfsError as e:
+        return f"error: {e.category}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="ckptfs_adapter", description=__doc__)
+    p.add_argument("--break", dest="broken", choices=BREAKS, action="append", default=[])
+    p.add_argument("request", nargs=argparse.REMAINDER)
+    a = p.parse_args(argv)
+    for rule in a.broken:
+        apply_break(rule)
+    if a.request == ["batch"]:
+        for line in sys.stdin:
+            try:
+                out = {"out": handle(json.loads(line)["argv"])}
+            except Exception:  # report, keep serving: the runner marks this vector Error
+                out = {"crash": traceback.format_exc()}
+            sys.stdout.write(json.dumps(out) + "\n")
+            sys.stdout.flush()
+        return 0
+    if not a.request or a.request[0] not in OPS:
+        p.error(f"expected one of: batch, {', '.join(OPS)}")
+    print(handle(a.request))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

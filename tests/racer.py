@@ -1,0 +1,57 @@
+"""A writer process for the racing-writer tests: commits to a run and reports every outcome.
+
+Usage: python racer.py URL WRITER ATTEMPTS GO_FILE. Each attempt commits once to the run
+"shared" (which every writer races for) and once to the writer's own run "own-WRITER" (whose
+chunks every writer shares). Prints one JSON line per commit attempt: {"run", "i", "ok": true,
+"seq", "id"} or {"run", "i", "ok": false, "why": "conflict" | "resume-conflict"}.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import ckptfs
+from ckptfs.errors import ConflictError, NotFound
+
+#: the same bytes in every writer, so that racing commits share (and race on) chunks
+COMMON = bytes(range(256)) * 64 + b"".join(i.to_bytes(4, "little") for i in range(4096))
+
+
+def state_for(writer: int, i: int) -> dict[str, object]:
+    return {"writer": writer, "i": i, "common": ckptfs.Blob(COMMON),
+            "log": [f"writer {writer} step {j}" for j in range(i + 1)]}
+
+
+def main() -> None:
+    url, writer, attempts, go = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    store = ckptfs.open_store(url)
+    deadline = time.time() + 60
+    while not os.path.exists(go) and time.time() < deadline:
+        time.sleep(0.005)
+    for i in range(attempts):
+        for run_id in ("shared", f"own-{writer}"):
+            print(json.dumps({"run": run_id, "i": i, **attempt(store, run_id, writer, i)}),
+                  flush=True)
+
+
+def attempt(store: ckptfs.Store, run_id: str, writer: int, i: int) -> dict[str, object]:
+    """Resume (or start) ``run_id`` and commit one checkpoint; the outcome."""
+    try:
+        try:
+            run = store.resume(run_id)
+        except NotFound:
+            run = store.start_run(run_id)
+    except ConflictError:
+        return {"ok": False, "why": "resume-conflict"}
+    try:
+        snap = run.checkpoint(state_for(writer, i))
+    except ConflictError:
+        return {"ok": False, "why": "conflict"}
+    return {"ok": True, "seq": snap.seq, "id": snap.id}
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,134 @@
+"""The conformance suite run against ckptfs through its adapter, exactly as an outsider would,
+plus checks that the suite itself can fail: broken adapters, bad writers, stale vectors."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from conformance import runner
+from conformance.generate import generate
+from conformance.validate import validate_store
+
+ADAPTER = f"{shlex.quote(sys.executable)} -m conformance.adapters.ckptfs_adapter"
+REPO = Path(__file__).resolve().parent.parent
+VECTORS = runner.VECTORS
+
+
+def _statuses(results: list[runner.Result]) -> dict[str, str]:
+    return {r.id: r.status for r in results}
+
+
+def test_ckptfs_passes_every_vector() -> None:
+    results = runner.run(ADAPTER, batch=True)
+    bad = [f"{r.id}: {r.status} {r.message}" for r in results if r.status != runner.PASS]
+    assert not bad, "\n".join(bad)
+    cats: dict[str, int] = {}
+    for r in results:
+        cats[r.id.split("/")[0]] = cats.get(r.id.split("/")[0], 0) + 1
+    assert len(results) >= 100
+    assert set(cats) == {"digest", "cbor", "framing", "chunker", "store-valid", "store-invalid",
+                         "lookup", "writer"}
+    assert min(cats.values()) >= 8
+
+
+def test_cli_single_process_mode_and_junit(tmp_path: Path) -> None:
+    """``python -m conformance`` from the repo root, one adapter process per vector."""
+    junit = tmp_path / "out.xml"
+    p = subprocess.run(
+        [sys.executable, "-m", "conformance", "--impl", ADAPTER, "--only", "*-exact",
+         "--junit", str(junit)], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite is not None
+    assert int(suite.get("tests", 0)) >= 5 and suite.get("failures") == "0"
+    assert "Pass: " in p.stdout and "Fail: 0" in p.stdout
+
+
+@pytest.mark.parametrize("rule, must_fail", [
+    ("accept-non-canonical", {"store-invalid/manifest-noncanonical",
+                              "store-invalid/config-noncanonical",
+                              "cbor/reject-key-order-bytewise", "cbor/reject-nonminimal-int-1byte"}),
+    ("skip-digests", {"store-invalid/chunk-flipped-byte", "store-invalid/entry-digest-lies",
+                      "store-invalid/inline-digest-lies", "store-invalid/manifest-flipped-byte"}),
+    ("ignore-required", {"store-invalid/manifest-required-feature",
+                         "store-invalid/config-required-feature"}),
+])
+def test_broken_adapter_fails_the_matching_vectors(rule: str, must_fail: set[str]) -> None:
+    results = runner.run(f"{ADAPTER} --break {rule}", batch=True,
+                         only="store-*,cbor/reject-*,cbor/decode-*")
+    st = _statuses(results)
+    failed = {i for i, s in st.items() if s == runner.FAIL}
+    assert must_fail <= failed, sorted(must_fail - failed)
+    assert runner.ERROR not in st.values()
+    # the flip touches nothing else: every other vector still passes
+    assert all(s == runner.PASS for i, s in st.items() if i not in failed)
+    assert len(failed) < len(st) / 4
+
+
+def test_capabilities_skip_what_is_not_claimed() -> None:
+    results = runner.run(ADAPTER, batch=True, capabilities={"digest"})
+    st = _statuses(results)
+    assert {s for i, s in st.items() if i.startswith("digest/")} == {runner.PASS}
+    assert {s for i, s in st.items() if not i.startswith("digest/")} == {runner.SKIP}
+
+
+def test_adapter_that_breaks_is_error_not_fail(tmp_path: Path) -> None:
+    crash = f"{shlex.quote(sys.executable)} -c 'import sys; sys.exit(3)'"
+    garbage = f"{shlex.quote(sys.executable)} -c 'print(\"hello\")'"
+    assert {r.status for r in runner.run(crash, only="digest/abc")} == {runner.ERROR}
+    assert {r.status for r in runner.run(crash, only="digest/abc", batch=True)} == {runner.ERROR}
+    # a non-JSON answer where JSON is required is the adapter's fault, not a wrong answer
+    assert {r.status for r in runner.run(garbage, only="chunker/empty")} == {runner.ERROR}
+    assert {r.status for r in runner.run(garbage, only="digest/abc")} == {runner.FAIL}
+
+
+def test_writer_vectors_catch_a_wrong_store(tmp_path: Path) -> None:
+    """A 'writer' that produces some other valid store fails both checks."""
+    other = VECTORS / "writer" / "values.store"
+    script = tmp_path / "fake.py"
+    script.write_text("import shutil, sys\n"
+                      f"shutil.copytree({str(other)!r}, sys.argv[3], dirs_exist_ok=True)\n"
+                      "print('ok')\n")
+    fake = f"{shlex.quote(sys.executable)} {shlex.quote(str(script))}"
+    st = _statuses(runner.run(fake, only="writer/resume-fork*"))
+    assert st == {"writer/resume-fork": runner.FAIL, "writer/resume-fork-exact": runner.FAIL}
+    assert _statuses(runner.run(fake, only="writer/values*")) == {
+        "writer/values": runner.PASS, "writer/values-exact": runner.PASS}
+
+
+def test_regenerating_gives_identical_vectors(tmp_path: Path) -> None:
+    generate(tmp_path / "v")
+
+    def tree(root: Path) -> dict[str, bytes]:
+        return {f.relative_to(root).as_posix(): f.read_bytes()
+                for f in sorted(root.rglob("*")) if f.is_file()}
+
+    want, got = tree(VECTORS), tree(tmp_path / "v")
+    assert sorted(want) == sorted(got), "vectors are stale: run python -m conformance.generate"
+    stale = [k for k in want if want[k] != got[k]]
+    assert not stale, f"vectors are stale ({stale[:5]}): run python -m conformance.generate"
+
+
+def test_every_manifest_in_every_vector_matches_the_cddl() -> None:
+    checked = 0
+    for v in runner.load_vectors():
+        stores = [v.get("store"), v["expect"].get("exact") if "store" in v["expect"] else None]
+        for s in filter(None, stores):
+            skip = frozenset(v.get("damaged", ())) | frozenset(v.get("beyond_cddl", ()))
+            assert not validate_store(Path(v["_dir"]) / s, skip), v["id"]
+            checked += 1
+    assert checked >= 70
+    # and the check can fail: the damaged manifests of invalid vectors do not all validate
+    v = json.loads((VECTORS / "store-invalid" / "manifest-format-2.json").read_text())
+    assert validate_store(VECTORS / "store-invalid" / v["store"])
+
+
+def test_cddl_in_vectors_is_the_spec() -> None:
+    assert (VECTORS / "ckptfs.cddl").read_bytes() == (REPO / "spec" / "ckptfs.cddl").read_bytes()
