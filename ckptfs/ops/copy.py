@@ -160,8 +160,7 @@ def _copy_snapshot(src: Repository, dst: Repository, run_id: str, seq: int, pres
         report.snapshots_skipped += 1  # expired: retired in the destination, never sent
         return
     needed = []
-    for _, c in snapshot_chunks(src, Snapshot(rec.snapshot, manifest),
-                                   ledgers=index.ledgers):
+    for _, c in snapshot_chunks(src, Snapshot(rec.snapshot, manifest), ledgers=index.ledgers):
         if c.digest in index.seen:
             continue
         index.seen.add(c.digest)
