@@ -26,8 +26,9 @@ LOG_KEYS = {"run", "schema", "forked_from", "attempts", "snapshots", "problems"}
 SHOW_KEYS = SNAPSHOT_KEYS | {"writer", "entries", "ledger", "required", "extra"}
 DIFF_KEYS = {"a", "b", "added", "removed", "changed", "unchanged", "chunks_a", "chunks_b",
              "chunks_shared", "bytes_new"}
-COPY_KEYS = {"ok", "runs", "snapshots_copied", "snapshots_present", "chunks_copied",
-             "chunks_present", "bytes_copied", "config_created", "conflicts"}
+COPY_KEYS = {"ok", "runs", "snapshots_copied", "snapshots_present", "snapshots_skipped",
+             "chunks_copied", "chunks_present", "bytes_copied", "config_created", "conflicts",
+             "controls_written", "erased"}
 EXPORT_KEYS = {"path", "kind", "files", "archive_bytes", "runs", "snapshots", "chunks"}
 INIT_KEYS = {"store", "created", "format", "chunker"}
 VERIFY_KEYS = {"ok", "runs", "snapshots", "chunks_checked", "bytes_read", "problems"}

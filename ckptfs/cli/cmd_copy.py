@@ -16,7 +16,10 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                     "every object is verified against its digest on the way; each snapshot's "
                     "chunks, then manifest, then run record are written in sequence order, so "
                     "DST is a valid store at every moment. Interrupted, run it again: it "
-                    "continues where it stopped. Running it twice copies nothing the second time.",
+                    "continues where it stopped. Running it twice copies nothing the second time. "
+                    "Expiry overrides, forgotten ranges and tombstones travel with the runs "
+                    "ahead of their records: expired snapshots are not sent, forgotten ones "
+                    "stay forgotten, and a run erased in SRC is erased in DST too.",
         epilog="Exit 1 when a run's history differs between the stores (written to both); "
                "nothing more of that run is copied.")
     p.add_argument("src", metavar="SRC")
@@ -42,6 +45,11 @@ def run(args: argparse.Namespace) -> int:
               f"{report.snapshots_present} already there; {report.chunks_copied} chunk(s) "
               f"copied, {report.chunks_present} already there; "
               f"{human.size(report.bytes_copied)} written to {dst.url}")
+        life = report.life
+        if report.snapshots_skipped or life.controls_written or life.erased:
+            print(f"retention: {report.snapshots_skipped} snapshot(s) not copied (expired, "
+                  f"forgotten or erased), {life.controls_written} expiry/retired/tombstone "
+                  f"object(s) written" + "".join(f"; erased {e} here too" for e in life.erased))
         for c in report.conflicts:
             print(f"conflict: {c}")
     return EXIT_OK if report.ok else EXIT_PROBLEMS

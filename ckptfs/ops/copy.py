@@ -8,6 +8,10 @@ is resumed by running it again: records already present are skipped, chunks alre
 are not sent again. Every chunk and manifest is verified against its digest before it is
 written; stored bytes are copied as they are (no recompression).
 
+Before a run's records, its retention objects (expiry overrides, retired markers, tombstones)
+are carried by ``copy_retention``: expired snapshots are not sent, forgotten and erased ones
+never come back, and an erasure in the source is repeated in the destination.
+
 Chunk boundaries are the writer's choice (readers only concatenate), so a destination whose
 config pins other chunker parameters still receives valid snapshots; they keep the source's
 chunks, and later writes to the destination cut with its own parameters.
@@ -15,6 +19,7 @@ chunks, and later writes to the destination cut with its own parameters.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 
 import attrs
@@ -25,6 +30,8 @@ from ckptfs.format.digest import Digest
 from ckptfs.format.models import ChunkRef, Manifest, RunRecord
 from ckptfs.format.names import CHUNKS, CONFIG_PATH, chunk_path, record_path, snapshot_path
 from ckptfs.ops.chunks import snapshot_chunks
+from ckptfs.ops.copy_retention import LifeReport, RunLife, tombstoned_runs
+from ckptfs.store.ledgers import LedgerScanner
 from ckptfs.store.repository import Repository, Snapshot
 
 #: ``progress(done, total, note)``: snapshots handled so far of all to consider.
@@ -43,25 +50,31 @@ class CopyReport:
     chunks_copied: int = 0
     chunks_present: int = 0
     bytes_copied: int = 0
+    #: source snapshots not copied: expired, or retired or erased in either store
+    snapshots_skipped: int = 0
     config_created: bool = False
     conflicts: list[str] = attrs.field(factory=list)
+    life: LifeReport = attrs.field(factory=LifeReport)
 
     @property
     def ok(self) -> bool:
         return not self.conflicts
 
     def to_json(self) -> dict[str, object]:
-        return {"ok": self.ok, **attrs.asdict(self)}
+        out = {"ok": self.ok, **attrs.asdict(self, filter=lambda a, _: a.name != "life")}
+        return {**out, **attrs.asdict(self.life)}
 
 
 class _ChunkIndex:
     """Which chunks the destination holds: one listing per fan-out folder, then remembered."""
 
-    def __init__(self, dst: Repository) -> None:
+    def __init__(self, src: Repository, dst: Repository) -> None:
         self.dst = dst
         self.folders: dict[str, set[str]] = {}
         #: chunks this copy has already counted (present or copied)
         self.seen: set[Digest] = set()
+        #: the source's ledgers, read once along each run
+        self.ledgers = LedgerScanner(src.objects)
 
     def has(self, d: Digest) -> bool:
         h = d.hex
@@ -75,26 +88,31 @@ class _ChunkIndex:
 
 
 def copy_runs(src: Repository, dst: Repository, *, runs: Iterable[str] | None = None,
-              progress: Progress | None = None) -> CopyReport:
-    """Copy ``runs`` (default: every run) of ``src`` into ``dst``; see the module docstring."""
+              progress: Progress | None = None, now: int | None = None) -> CopyReport:
+    """Copy ``runs`` (default: every run) of ``src`` into ``dst``; see the module docstring.
+    ``now`` (ms) decides which snapshots have expired (default: the clock)."""
     report = CopyReport()
+    now = int(time.time() * 1000) if now is None else now
     report.config_created = _ensure_config(src, dst)
-    run_ids = list(runs) if runs is not None else src.run_ids()
-    plan: list[tuple[str, list[int]]] = []
+    erased = tombstoned_runs(src.storage)
+    known = set(src.run_ids()) | erased
+    run_ids = list(runs) if runs is not None else sorted(known)
     for run_id in run_ids:
-        seqs = src.seqs(run_id)
-        if not seqs:
+        if run_id not in known:
             raise NotFound(f"no run {run_id!r} in {src.url}; 'ckptfs ls {src.url}' lists the runs")
-        plan.append((run_id, seqs))
-    total = sum(len(s) for _, s in plan)
+    total = sum(len(src.seqs(r)) for r in run_ids)
     done = 0
-    index = _ChunkIndex(dst)
-    for run_id, seqs in plan:
+    index = _ChunkIndex(src, dst)
+    for run_id in run_ids:
         report.runs += 1
+        life = RunLife(src, dst, run_id, now, report.life)
+        seqs = life.carry()
+        report.snapshots_skipped += len(life.src_seqs) - len(seqs)
+        done += len(life.src_seqs) - len(seqs)
         have = set(dst.seqs(run_id))
         for seq in seqs:
             try:
-                _copy_snapshot(src, dst, run_id, seq, seq in have, index, report)
+                _copy_snapshot(src, dst, run_id, seq, seq in have, index, report, life)
             except ConflictError as e:
                 report.conflicts.append(str(e))
                 done += len(seqs) - seqs.index(seq)
@@ -102,6 +120,7 @@ def copy_runs(src: Repository, dst: Repository, *, runs: Iterable[str] | None = 
             done += 1
             if progress:
                 progress(done, total, f"{run_id}@{seq}  {report.bytes_copied} B copied")
+        life.finish()
     return report
 
 
@@ -125,19 +144,23 @@ def _ensure_config(src: Repository, dst: Repository) -> bool:
 
 
 def _copy_snapshot(src: Repository, dst: Repository, run_id: str, seq: int, present: bool,
-                   index: _ChunkIndex, report: CopyReport) -> None:
+                   index: _ChunkIndex, report: CopyReport, life: RunLife) -> None:
     rec_bytes, rec = _record(src, run_id, seq)
+    where = f"run {run_id!r} seq {seq} (snapshot {rec.snapshot.short})"
     if present:
         theirs = dst.record(run_id, seq)
         if theirs.snapshot != rec.snapshot:
             raise _diverged(src, dst, run_id, seq)
+        life.admit(seq, lambda: src.snapshot_at(run_id, seq).manifest.expires, present=True)
         report.snapshots_present += 1
         return
-    where = f"run {run_id!r} seq {seq} (snapshot {rec.snapshot.short})"
     m_stored, m_data = _verified_manifest(src, rec, where)
     manifest = Manifest.from_bytes(m_data, what=where)
+    if not life.admit(seq, lambda: manifest.expires, present=False):
+        report.snapshots_skipped += 1  # expired: retired in the destination, never sent
+        return
     needed = []
-    for _, c in snapshot_chunks(src, Snapshot(rec.snapshot, manifest)):
+    for _, c in snapshot_chunks(src, Snapshot(rec.snapshot, manifest), ledgers=index.ledgers):
         if c.digest in index.seen:
             continue
         index.seen.add(c.digest)
@@ -165,6 +188,7 @@ def _copy_snapshot(src: Repository, dst: Repository, run_id: str, seq: int, pres
         report.chunks_copied += len(batch)
     dst.storage.write(snapshot_path(rec.snapshot), m_stored)
     report.bytes_copied += len(m_stored)
+    life.ready()  # markers for the expired seqs below this one, before its record
     try:
         dst.storage.create(record_path(run_id, seq), rec_bytes)
     except FileExistsError:

@@ -29,6 +29,7 @@ from ckptfs.format.names import (
 from ckptfs.ops.gc import _chunks, _old, _walk, grace_of
 from ckptfs.ops.lease import DEFAULT_TTL_MS, MaintenanceLease
 from ckptfs.store.lifecycle import read_retired, read_tombstone, write_retired
+from ckptfs.store.ledgers import LedgerScanner
 from ckptfs.store.repository import Repository, Snapshot
 
 MAX_REASON = 4096
@@ -74,11 +75,12 @@ def erase(repo: Repository, run_id: str, *, reason: str, seq: int | None = None,
         protected: set[Digest] = set()
         victim_chunks: set[Digest] = set()
         cutoff_s = (t0 - grace) / 1000
+        ledgers = LedgerScanner(repo.objects)
         for other in repo.run_ids():
             for s in repo.seqs(other):
                 snap = repo.snapshot_at(other, s)  # unreadable: stop, erase nothing shared
                 if snap.digest not in victims:
-                    protected |= _chunks(repo, snap)
+                    protected |= _chunks(repo, snap, ledgers)
         for path in _walk(st, SNAPSHOTS):
             d = Digest.parse(path.rsplit("/", 1)[-1])
             try:
@@ -87,9 +89,9 @@ def erase(repo: Repository, run_id: str, *, reason: str, seq: int | None = None,
                 continue
             if m.run == run_id and (seq is None or m.seq == seq):
                 victims.add(d)
-                victim_chunks |= _chunks(repo, Snapshot(d, m), strict=False)
+                victim_chunks |= _chunks(repo, Snapshot(d, m), ledgers, strict=False)
             elif not _old(st, path, cutoff_s):
-                protected |= _chunks(repo, Snapshot(d, m), strict=False)  # someone's in-flight commit
+                protected |= _chunks(repo, Snapshot(d, m), ledgers, strict=False)  # someone's in-flight commit
         # 4. chunks, while the (now invisible) manifests still name them for a rerun
         lease.check()
         deleted = nbytes = 0

@@ -20,6 +20,7 @@ from ckptfs.ops.chunks import snapshot_chunks
 from ckptfs.ops.lease import DEFAULT_TTL_MS, MaintenanceLease
 from ckptfs.storage.base import Storage
 from ckptfs.store.lifecycle import effective_expiry, read_retired, retire
+from ckptfs.store.ledgers import LedgerScanner
 from ckptfs.store.repository import Repository, Snapshot
 
 DEFAULT_GRACE_MS = 3_600_000
@@ -63,11 +64,12 @@ def _old(storage: Storage, path: str, cutoff_s: float) -> bool:
     return t is not None and t < cutoff_s
 
 
-def _chunks(repo: Repository, snap: Snapshot, *, strict: bool = True) -> set[Digest]:
-    """Entries', ledger's and ledger results' chunks. The ledger is read for the results; when
-    it cannot be, ``strict`` raises and otherwise the results are left out."""
+def _chunks(repo: Repository, snap: Snapshot, ledgers: LedgerScanner, *, strict: bool = True
+            ) -> set[Digest]:
+    """Entries', ledger's and ledger results' chunks. The ledger is read (through ``ledgers``)
+    for the results; when it cannot be, ``strict`` raises and otherwise they are left out."""
     try:
-        return {c.digest for _, c in snapshot_chunks(repo, snap)}
+        return {c.digest for _, c in snapshot_chunks(repo, snap, ledgers=ledgers)}
     except CkptfsError:
         if strict:
             raise
@@ -112,6 +114,7 @@ def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
         manifests: set[Digest] = set()
         chunks: set[Digest] = set()
         sound = True
+        ledgers = LedgerScanner(repo.objects)
         for run_id in repo.run_ids():
             for seq in repo.seqs(run_id):
                 if dry_run and f"{run_id}@{seq}" in report.expired:
@@ -124,7 +127,7 @@ def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
                     continue
                 manifests.add(snap.digest)
                 try:
-                    chunks |= _chunks(repo, snap)
+                    chunks |= _chunks(repo, snap, ledgers)
                 except CkptfsError as e:  # e.g. its ledger cannot be read
                     report.problems.append(f"{run_id}@{seq}: {e}")
                     sound = False
@@ -140,7 +143,7 @@ def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
             if not _old(st, path, cutoff_s):
                 report.young_kept += 1
                 try:
-                    chunks |= _chunks(repo, Snapshot(d, repo.objects.get_manifest(d)))
+                    chunks |= _chunks(repo, Snapshot(d, repo.objects.get_manifest(d)), ledgers)
                 except CkptfsError as e:
                     report.problems.append(f"young manifest {d}: {e}")
                     sound = False

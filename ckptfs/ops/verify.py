@@ -17,6 +17,7 @@ from ckptfs.format.digest import Digest
 from ckptfs.format.models import ChunkRef
 from ckptfs.format.names import chunk_path
 from ckptfs.ops.chunks import snapshot_chunks
+from ckptfs.store.ledgers import LedgerScanner
 from ckptfs.store.repository import Repository, Snapshot
 
 
@@ -62,6 +63,7 @@ def verify(repo: Repository, *, runs: Iterable[str] | None = None, read_data: bo
         report.problems.append(Problem(e.category, None, None, None, str(e)))
         return report
     checked: dict[Digest, str | None] = {}
+    ledgers = LedgerScanner(repo.objects)
     for run_id in (list(runs) if runs is not None else repo.run_ids()):
         report.runs += 1
         for seq in repo.seqs(run_id):
@@ -79,24 +81,26 @@ def verify(repo: Repository, *, runs: Iterable[str] | None = None, read_data: bo
                     f"manifest says run {snap.manifest.run!r} seq {snap.manifest.seq}"))
             before = len(report.problems)
             named = snapshot_chunks(repo, snap, results=False)
-            _check_chunks(repo, named, checked, read_data, report, snap)
+            _check_chunks(repo, named, checked, read_data, report, snap, ledgers)
             if snap.manifest.ledger is not None and len(report.problems) == before:
                 try:  # the ledger's chunks are sound: read it for its results' chunks
-                    results = snapshot_chunks(repo, snap)[len(named):]
+                    results = snapshot_chunks(repo, snap, ledgers=ledgers)[len(named):]
                 except CkptfsError as e:
                     report.problems.append(Problem(e.category, run_id, seq, snap.id, str(e)))
                 else:
-                    _check_chunks(repo, results, checked, read_data, report, snap)
+                    _check_chunks(repo, results, checked, read_data, report, snap, ledgers)
     return report
 
 
 def _check_chunks(repo: Repository, named: list[tuple[str, ChunkRef]],
                   checked: dict[Digest, str | None], read_data: bool, report: VerifyReport,
-                  snap: Snapshot) -> None:
-    """Check each chunk once per verify; report every snapshot that needs a bad one."""
+                  snap: Snapshot, ledgers: LedgerScanner) -> None:
+    """Check each chunk once per verify; report every snapshot that needs a bad one. Ledger
+    chunks read here are handed to ``ledgers`` so that it does not read them again."""
     for what, ref in named:
         if ref.digest not in checked:
-            checked[ref.digest] = _check_chunk(repo, ref, read_data, report)
+            keep = ledgers.offer if what == "(ledger)" else None
+            checked[ref.digest] = _check_chunk(repo, ref, read_data, report, keep)
         why = checked[ref.digest]
         if why is not None:
             cat, _, msg = why.partition(":")
@@ -104,7 +108,8 @@ def _check_chunks(repo: Repository, named: list[tuple[str, ChunkRef]],
                                            f"{what}: chunk {ref.digest}: {msg}"))
 
 
-def _check_chunk(repo: Repository, ref: ChunkRef, read_data: bool, report: VerifyReport) -> str | None:
+def _check_chunk(repo: Repository, ref: ChunkRef, read_data: bool, report: VerifyReport,
+                 keep: Callable[[Digest, bytes], None] | None = None) -> str | None:
     path = chunk_path(ref.digest)
     report.chunks_checked += 1
     if not read_data:
@@ -127,4 +132,6 @@ def _check_chunk(repo: Repository, ref: ChunkRef, read_data: bool, report: Verif
         return f"corrupt:{e}"
     if Digest.of(data) != ref.digest:
         return "corrupt:content does not match its digest"
+    if keep is not None:
+        keep(ref.digest, data)
     return None

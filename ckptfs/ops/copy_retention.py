@@ -1,0 +1,203 @@
+"""What ``copy`` carries besides snapshots: the retention layer's control objects of a run
+(spec/retention.md section 9, "Copies").
+
+Every rule fails closed, so a copy never makes data live longer or come back:
+- a tombstone in the source erases the run (or snapshot) in the destination too, or, when the
+  destination holds nothing of it, arrives there (with a fence) before anything else;
+- retired markers are merged (a seq retired in either store stays retired) and reach the
+  destination before any record they cover; records the merge hides there are deleted, as a
+  forget would;
+- expiry overrides arrive before the records they govern; where both stores hold one, the
+  earlier expiry wins, and no snapshot's effective expiry in the destination ends up later
+  than in the source;
+- a snapshot already expired (in either store) is not copied: its seq is retired instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+
+from ckptfs.format.lifecycle import FENCE_ALL, Expiry, Retired
+from ckptfs.format.names import (
+    EXPIRY,
+    RUN_ID,
+    TOMBSTONES,
+    expiry_path,
+    parse_seq_name,
+    record_path,
+    run_dir,
+    tombstone_path,
+)
+from ckptfs.ops.erase import erase
+from ckptfs.storage.base import Storage
+from ckptfs.store.lifecycle import read_expiry, read_retired, read_tombstone, write_retired
+from ckptfs.store.repository import Repository
+
+
+@attrs.define
+class LifeReport:
+    """What the copy did to the destination's retention objects."""
+
+    controls_written: int = 0
+    erased: list[str] = attrs.field(factory=list)
+
+
+def tombstoned_runs(storage: Storage) -> set[str]:
+    """Runs with a tombstone (of the whole run or of one snapshot) in a store."""
+    out = set()
+    for name in storage.list(TOMBSTONES):
+        run = name[: -len(".cbor")] if name.endswith(".cbor") else name
+        if RUN_ID.match(run) and not run.endswith("."):
+            out.add(run)
+    return out
+
+
+def _overrides(storage: Storage, run_id: str) -> dict[int | None, Expiry]:
+    """The run's expiry overrides: key None for the run's own, else the snapshot's seq."""
+    out: dict[int | None, Expiry] = {}
+    for name in storage.list(run_dir(run_id)):
+        if name == EXPIRY:
+            seq: int | None = None
+        elif name.startswith(EXPIRY + "-") and parse_seq_name(name[len(EXPIRY) + 1:]):
+            seq = parse_seq_name(name[len(EXPIRY) + 1:])
+        else:
+            continue
+        e = read_expiry(storage, run_id, seq)  # unreadable: CorruptObject, the copy stops
+        if e is not None:
+            out[seq] = e
+    return out
+
+
+def _earlier(a: int | None, b: int | None) -> bool:
+    """True when expiry ``a`` comes before ``b`` (None is never)."""
+    return a is not None and (b is None or a < b)
+
+
+class RunLife:
+    """Carries one run's control objects from ``src`` to ``dst``, in the order the copy of its
+    snapshots needs: ``carry`` before any record, ``admit``/``ready`` around each snapshot,
+    ``finish`` at the end."""
+
+    def __init__(self, src: Repository, dst: Repository, run_id: str, now: int,
+                 report: LifeReport) -> None:
+        self.src, self.dst, self.run, self.now, self.report = src, dst, run_id, now, report
+        self.src_over = _overrides(src.storage, run_id)
+        self.dst_over = _overrides(dst.storage, run_id)
+        self.marker = read_retired(dst.storage, run_id)
+        self.src_seqs = src.seqs(run_id)
+        self.candidates = set(self.src_seqs) | set(dst.record_seqs(run_id))
+        self.expired: set[int] = set()  # skipped, to be retired before any record above them
+
+    # -- before any record ----------------------------------------------------------------------
+    def carry(self) -> list[int]:
+        """Tombstones, overrides and the merged marker; the source seqs still to copy or check."""
+        st = self.src.storage
+        if read_tombstone(st, self.run) is not None:
+            self._erased_run()
+            return []
+        if read_tombstone(self.dst.storage, self.run) is not None:
+            return []  # erased in the destination: nothing of it may come back
+        for seq in [None, *self.src_seqs]:
+            self._merge_expiry(seq)
+        erased_seqs = [s for s in (parse_seq_name(n[: -len(".cbor")])
+                                   for n in st.list(f"{TOMBSTONES}/{self.run}")
+                                   if n.endswith(".cbor")) if s]
+        records = set(self.dst.record_seqs(self.run))
+        before = self._visible_set(records)
+        self._publish(read_retired(st, self.run), set(erased_seqs))
+        for s in sorted(records & set(erased_seqs)):
+            self._erase(s)
+        for s in sorted(before - self._visible_set(before) - set(erased_seqs)):
+            self.dst.storage.delete(record_path(self.run, s))  # forgotten in the source
+        for s in erased_seqs:
+            if read_tombstone(self.dst.storage, self.run, s) is None:
+                self._put(tombstone_path(self.run, s), st.read(tombstone_path(self.run, s)))
+        return [s for s in self.src_seqs if self._visible(s)]
+
+    def _erased_run(self) -> None:
+        """The run was erased in the source: erase it here too, or fence it and put the
+        tombstone here when this store holds none of its records."""
+        st, dt = self.src.storage, self.dst.storage
+        theirs = read_tombstone(dt, self.run)
+        if self.dst.record_seqs(self.run) or (theirs is not None and theirs.state == "erasing"):
+            self._erase(None)
+            return
+        self._publish(Retired(run=self.run, through=FENCE_ALL, kept=(), created=self.now))
+        if theirs is None:
+            self._put(tombstone_path(self.run), st.read(tombstone_path(self.run)))
+
+    def _erase(self, seq: int | None) -> None:
+        stone = read_tombstone(self.src.storage, self.run, seq)
+        assert stone is not None
+        erase(self.dst, self.run, seq=seq, reason=stone.reason)
+        self.report.erased.append(self.run if seq is None else f"{self.run}@{seq}")
+        self.marker = read_retired(self.dst.storage, self.run)
+
+    # -- expiry --------------------------------------------------------------------------------
+    def _merge_expiry(self, seq: int | None) -> None:
+        """Give the destination the source's override unless it holds an earlier one."""
+        theirs, ours = self.src_over.get(seq), self.dst_over.get(seq)
+        if theirs is not None and (ours is None or _earlier(theirs.expires, ours.expires)):
+            self._put(expiry_path(self.run, seq), theirs.to_bytes())
+            self.dst_over[seq] = theirs
+
+    def _effective(self, over: dict[int | None, Expiry], seq: int,
+                   manifest: Callable[[], int | None]) -> int | None:
+        for key in (seq, None):
+            if key in over:
+                return over[key].expires
+        return manifest()
+
+    def admit(self, seq: int, manifest: Callable[[], int | None], *, present: bool) -> bool:
+        """Make the destination's expiry of ``seq`` no later than the source's; False (and the
+        seq is to be retired, not copied) when it is not ``present`` and has expired."""
+        theirs = self._effective(self.src_over, seq, manifest)
+        ours = self._effective(self.dst_over, seq, manifest)
+        when = theirs if _earlier(theirs, ours) else ours
+        if not present and when is not None and when <= self.now:
+            self.expired.add(seq)
+            return False
+        if _earlier(theirs, ours):
+            e = Expiry(run=self.run, seq=seq, expires=theirs, set_at=self.now)
+            self._put(expiry_path(self.run, seq), e.to_bytes())
+            self.dst_over[seq] = e
+        return True
+
+    # -- retired ranges ------------------------------------------------------------------------
+    def ready(self) -> None:
+        """Before a record is created: retire the expired seqs skipped so far."""
+        if self.expired:
+            self._publish(None, self.expired)
+            self.expired = set()
+
+    finish = ready
+
+    def _visible(self, seq: int) -> bool:
+        return self.marker is None or self.marker.visible(seq)
+
+    def _visible_set(self, seqs: set[int]) -> set[int]:
+        return {s for s in seqs if self._visible(s)}
+
+    def _publish(self, other: Retired | None, hidden: set[int] | None = None) -> None:
+        """Write the marker that retires what the destination's marker, ``other`` and
+        ``hidden`` retire (a seq retired anywhere stays retired), unless nothing changes."""
+        hidden = hidden or set()
+        markers = [m for m in (self.marker, other) if m is not None]
+        throughs = [m.through for m in markers] + list(hidden)
+        if not throughs:
+            return
+        through = max(throughs)
+        kept = tuple(sorted(s for s in self.candidates if s <= through and s not in hidden
+                            and all(m.visible(s) for m in markers)))
+        if self.marker is not None and (self.marker.through, set(self.marker.kept)) == (
+                through, set(kept)):
+            return
+        self.marker = Retired(run=self.run, through=through, kept=kept, created=self.now)
+        write_retired(self.dst.storage, self.marker)
+        self.report.controls_written += 1
+
+    def _put(self, path: str, data: bytes) -> None:
+        self.dst.storage.replace(path, data)
+        self.report.controls_written += 1

@@ -1,0 +1,95 @@
+"""verify, gc and copy read a long effect ledger once, not once per snapshot: every ledger
+chunk is read at most once, and the large results found match a full read of each ledger."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import ckptfs
+from ckptfs.format.ledger import LedgerRef
+from ckptfs.ops.copy import copy_runs
+from ckptfs.ops.gc import gc
+from ckptfs.ops.verify import verify
+from ckptfs.storage.local import LocalStorage
+from ckptfs.store.ledgers import LedgerScanner
+from ckptfs.store.repository import Repository
+
+
+class CountingStorage(LocalStorage):
+    """Local storage counting reads per path (its read_many goes through read)."""
+
+    def __init__(self, root: str) -> None:
+        super().__init__(root)
+        self.reads: Counter[str] = Counter()
+
+    def read(self, path: str) -> bytes:
+        self.reads[path] += 1
+        return super().read(path)
+
+
+def _long_run(url: str, effects: int = 60) -> ckptfs.Store:
+    store = ckptfs.open_store(url)
+    run = store.start_run("r")
+    for i in range(effects):  # every 10th result is large: it gets chunks of its own
+        pad = "y" * (70_000 if i % 10 == 0 else 50)
+        run.effect("call", lambda i=i, pad=pad: {"i": i, "pad": f"{i}{pad}"}, key=f"k{i}")
+    return store
+
+
+def _ledger_chunks(store: ckptfs.Store) -> set[str]:
+    out = set()
+    for snap in store.snapshots("r"):
+        if snap.manifest.ledger is not None:
+            out |= {f"chunks/{c.digest.hex[:2]}/{c.digest.hex}"
+                    for c in LedgerRef.from_cbor(snap.manifest.ledger).chunks}
+    return out
+
+
+@pytest.mark.parametrize("op", ["verify", "verify --read-data", "gc"])
+def test_each_ledger_chunk_is_read_at_most_once(tmp_path: Path, op: str) -> None:
+    url = str(tmp_path / "s")
+    store = _long_run(url)
+    ledger_chunks = _ledger_chunks(store)
+    assert len(ledger_chunks) > 10  # the ledger is chunked and its chunk list changes
+    counting = CountingStorage(url)
+    repo = Repository(counting)
+    if op == "gc":
+        assert not gc(repo).problems
+    else:
+        assert verify(repo, read_data=op.endswith("data")).ok
+    reads = {p: n for p, n in counting.reads.items() if p in ledger_chunks}
+    assert set(reads) == ledger_chunks  # every one was read (and verified) ...
+    assert max(reads.values()) == 1  # ... once, although ~120 snapshots each need most of them
+    if op != "verify":  # every chunk at all is read at most once
+        assert max(n for p, n in counting.reads.items() if p.startswith("chunks/")) == 1
+
+
+def test_copy_reads_the_source_ledger_once(tmp_path: Path) -> None:
+    src = str(tmp_path / "src")
+    ledger_chunks = _ledger_chunks(_long_run(src, 40))
+    counting = CountingStorage(src)
+    rep = copy_runs(Repository(counting), ckptfs.open_store(str(tmp_path / "dst")).repo)
+    assert rep.ok and rep.snapshots_copied == 80
+    # once to decode, once to send (copy reads what it sends)
+    assert max(counting.reads[p] for p in ledger_chunks) <= 2
+    assert verify(ckptfs.open_store(str(tmp_path / "dst")).repo, read_data=True).ok
+
+
+def test_scanner_matches_a_full_read_across_forks(tmp_path: Path) -> None:
+    """Forks and resumes make a ledger that does not extend the one read just before it."""
+    store = _long_run(str(tmp_path / "s"), 30)
+    fork = store.fork("r@21", "f")
+    for i in range(15):
+        fork.effect("other", lambda i=i: "z" * (80_000 if i == 7 else 10) + str(i), key=f"f{i}")
+    scanner = LedgerScanner(store.repo.objects)
+    order = [*store.snapshots("r"), *store.snapshots("f"), *store.snapshots("r")]
+    seen = 0
+    for snap in order:
+        full = [(r.key, r.result_content) for r in store.ledger(snap).records
+                if r.result_content is not None]
+        assert list(scanner.results(snap)) == full
+        seen += len(full)
+    assert seen > 0
