@@ -214,3 +214,73 @@ def test_gc_dry_run_changes_nothing(template: tuple[str, dict[str, object]],
     after = sorted(str(p) for p in Path(root).rglob("*") if p.is_file())
     assert after == before
 
+
+
+def test_gc_inside_a_copy_window_spares_chunks_the_destination_had(tmp_path: Path) -> None:
+    """copy finds an old garbage chunk already in the destination and relies on it; gc of the
+    destination runs between that and the copied manifest and record. copy wrote the chunk again
+    (refreshing it), so gc's grace period covers it, as for any writer."""
+    from ckptfs.ops.copy import copy_runs
+
+    src, dst = str(tmp_path / "src"), str(tmp_path / "dst")
+    ckptfs.open_store(src).start_run("new").checkpoint({"blob": "recurring content " * 200})
+    target = ckptfs.open_store(dst)
+    target.start_run("old").checkpoint({"blob": "recurring content " * 200})
+    forget(target.repo, Policy(keep_labels=(("none", "x"),)))
+    age_tree(dst, 7200)  # garbage now, and old
+    ran: list[object] = []
+
+    def gc_now(op: str, path: str) -> None:
+        if path.startswith("snapshots/") and not ran:  # chunks are handled, the manifest not
+            ran.append(gc(target.repo))
+
+    report = copy_runs(ckptfs.open_store(src).repo,
+                       Repository(CrashingStorage(LocalStorage(dst), None, before=gc_now)))
+    assert ran and report.ok and report.chunks_present >= 1 and report.chunks_copied == 0
+    assert verify(target.repo, read_data=True).ok
+    assert target.read("new") == {"blob": "recurring content " * 200}
+
+
+def test_snapshot_ids_of_forgotten_or_erased_strays_are_not_served(store: ckptfs.Store) -> None:
+    """A record left behind in a retired range (a forget or erase interrupted before it deleted
+    the record) is a stray: lookups by id or prefix refuse it just as RUN@SEQ does."""
+    from ckptfs.errors import NotFound
+    from ckptfs.format.names import record_path, snapshot_path
+
+    run = store.start_run("r")
+    ids = [run.checkpoint({"x": f"value {i}"}).id for i in range(3)]
+    st = store.storage
+    kept = {p: st.read(p) for p in (record_path("r", 1), record_path("r", 2),
+                                    snapshot_path(store.get("r@2").digest))}
+    forget(store.repo, Policy(keep_last=2))  # forgets r@1
+    erase(store.repo, "r", seq=2, reason="test")
+    for p, data in kept.items():  # as if both had stopped before deleting these
+        st.write(p, data)
+    for ref in (ids[0], ids[0].removeprefix("blake3:")[:12], "r@1"):
+        with pytest.raises(NotFound) as forgotten:
+            store.get(ref)
+        assert not isinstance(forgotten.value, ErasedError), ref
+    for ref in (ids[1], ids[1].removeprefix("blake3:")[:12], "r@2"):
+        with pytest.raises(ErasedError):
+            store.get(ref)
+        with pytest.raises(ErasedError):
+            store.read(ref)
+    assert store.get(ids[2]).seq == 3
+
+
+def test_whole_run_forget_is_no_fence_and_the_fence_message_says_erased(
+        store: ckptfs.Store) -> None:
+    """spec/retention.md "Forget rule": forgetting a whole run does not fence it (a writer
+    holding its head may go on); only erasure fences, and the error says so."""
+    run = store.start_run("gone")
+    run.checkpoint({"x": 1})
+    forget(store.repo, Policy(keep_labels=(("none", "x"),)))
+    store.repo.check_not_erased("gone")  # not fenced
+    assert run.checkpoint({"x": 2}).seq == 2  # the holder of the head goes on
+    other = store.start_run("r")
+    other.checkpoint({"x": 1})
+    other.checkpoint({"x": 2})
+    erase(store.repo, "r", seq=1, reason="test")
+    with pytest.raises(ErasedError) as fenced:
+        store.repo.check_not_erased("r")
+    assert "erased" in str(fenced.value) and "forgotten" not in str(fenced.value)

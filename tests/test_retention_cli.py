@@ -54,3 +54,44 @@ def test_du_forget_gc_expire_erase(tmp_path: Path) -> None:
     gone = ckptfs_cli("erase", root, "nobody", "--reason", "x")
     assert gone.returncode == 3 and "nobody" in gone.stderr
     assert store.read("other") == {"x": "unrelated " * 50}
+
+
+def test_read_commands_refuse_expired_state_unless_allowed(tmp_path: Path) -> None:
+    """cat and effects print state data: an expired snapshot (here by a snapshot override, not
+    its manifest) is refused with exit 3 / 'expired' unless --allow-expired; log withholds the
+    expired snapshots' ledger records; show and diff (metadata only) still work."""
+    from ckptfs.ops.expire import set_expiry
+    from tests.test_cli_effects import _run_with_effects
+
+    root = str(tmp_path / "s")
+    big = _run_with_effects(root)  # x@1 {"a": 1}, x@2..4 ledger steps; k1's result is chunked
+    store = ckptfs.open_store(root)
+    run = store.resume("x", allow_expired=True)
+    run.checkpoint({"a": 2, "blob": ckptfs.Blob(b"B" * 70_000)})  # x@5
+    for seq in (4, 5):
+        set_expiry(store.repo, f"x@{seq}", 1000)
+    assert store.head("x").manifest.expires is None  # only the override says it expired
+
+    refused = ckptfs_cli("cat", root, "x@5", "a")
+    assert refused.returncode == 3 and "error (expired)" in refused.stderr
+    assert refused.stdout == "" and "--allow-expired" in refused.stderr
+    blob = ckptfs_cli("cat", root, "x@5", "blob")
+    assert blob.returncode == 3 and blob.stdout == ""
+    assert ckptfs_cli("cat", root, "x@5", "a", "--allow-expired").stdout.strip() == "2"
+    assert ckptfs_cli("cat", root, "x@1", "a").stdout.strip() == "1"  # not expired: served
+
+    fx = ckptfs_cli("effects", root, "x")
+    assert fx.returncode == 3 and "error (expired)" in fx.stderr and big not in fx.stdout
+    allowed = json.loads(ckptfs_cli("effects", root, "x", "--allow-expired", "--json").stdout)
+    assert {e["key"] for e in allowed["effects"]} == {"k1", "k2"}
+
+    log = json.loads(ckptfs_cli("log", root, "x", "--json").stdout)
+    shown = {s["seq"]: s["effects"] for s in log["snapshots"]}
+    assert shown[4] is None and shown[5] is None  # withheld: expired
+    assert [e["key"] for e in shown[2]] == ["k1"] and shown[3][0]["status"] == "completed"
+    assert "effects withheld: snapshot expired" in ckptfs_cli("log", root, "x").stdout
+    full = json.loads(ckptfs_cli("log", root, "x", "--json", "--allow-expired").stdout)
+    assert [e["key"] for e in full["snapshots"][3]["effects"]] == ["k2"]
+
+    assert ckptfs_cli("show", root, "x@5").returncode == 0
+    assert ckptfs_cli("diff", root, "x@1", "x@5").returncode == 0

@@ -16,13 +16,17 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                                    "is printed as JSON (bytes as {\"$bytes\": base64}, NaN and "
                                    "infinities as {\"$float\": \"NaN\"}, map keys starting with '$' "
                                    "get one more '$'); a blob is written raw to stdout or -o FILE; "
-                                   "a reference prints what it points at.")
+                                   "a reference prints what it points at. An expired "
+                                   "snapshot is refused (exit 3) unless --allow-expired.")
     p.add_argument("store", metavar="STORE")
     p.add_argument("snapshot", metavar="SNAPSHOT", help=SNAPSHOT_HELP)
     p.add_argument("entry", metavar="ENTRY", help="entry name, as 'ckptfs show' lists them")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     p.add_argument("--json", action="store_true",
                    help="print a blob as JSON too ({\"$bytes\": base64}) instead of raw bytes")
+    p.add_argument("--allow-expired", action="store_true",
+                   help="print the entry even if the snapshot has expired (refused by default, "
+                        "exit 3: expired state is not served)")
     p.set_defaults(func=run)
 
 
@@ -37,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
         print_json(entry_json(e))
         return EXIT_OK
     if e.kind == "blob" and not args.json:
-        pieces = iter_blob(store.repo, snap, args.entry)
+        pieces = iter_blob(store.repo, snap, args.entry, allow_expired=args.allow_expired)
         if args.output:
             with open(args.output, "wb") as f:
                 for piece in pieces:
@@ -47,8 +51,9 @@ def run(args: argparse.Namespace) -> int:
                 sys.stdout.buffer.write(piece)
             sys.stdout.buffer.flush()
         return EXIT_OK
-    text = json.dumps(to_json_value(read_value(store.repo, snap, args.entry)), indent=2,
-                      sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+    value = read_value(store.repo, snap, args.entry, allow_expired=args.allow_expired)
+    text = json.dumps(to_json_value(value), indent=2, sort_keys=True, ensure_ascii=False,
+                      allow_nan=False) + "\n"
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:
             f.write(text)

@@ -18,6 +18,9 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("store", metavar="STORE")
     p.add_argument("run_id", metavar="RUN")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--allow-expired", action="store_true",
+                   help="show the ledger even if the head has expired (refused by default, "
+                        "exit 3: expired state is not served)")
     p.set_defaults(func=run)
 
 
@@ -25,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     from ckptfs.ops.inspect import run_effects
 
     store = human.open_existing(args.store)
-    out = run_effects(store.repo, args.run_id)
+    out = run_effects(store.repo, args.run_id, allow_expired=args.allow_expired)
     if args.json:
         print_json(out)
         return EXIT_OK

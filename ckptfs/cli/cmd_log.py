@@ -16,6 +16,9 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("store", metavar="STORE")
     p.add_argument("run_id", metavar="RUN")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--allow-expired", action="store_true",
+                   help="show the effects of expired snapshots too (withheld by default: "
+                        "ledger records are state data)")
     p.set_defaults(func=run)
 
 
@@ -23,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
     from ckptfs.ops.inspect import run_log
 
     store = human.open_existing(args.store)
-    log = run_log(store.repo, args.run_id)
+    log = run_log(store.repo, args.run_id, allow_expired=args.allow_expired)
     if args.json:
         print_json(log)
         return EXIT_OK
@@ -51,7 +54,9 @@ def render(log: dict[str, Any]) -> list[str]:
                      f"{human.when(s['created'])}  {s['entry_count']} entries  "
                      f"{human.size(s['state_bytes'])}")
         bar = "   " if i == len(snaps) - 1 else "│  "
-        for e in s["effects"]:
+        if s["effects"] is None:
+            lines.append(f"{bar}  effects withheld: snapshot expired (--allow-expired shows them)")
+        for e in s["effects"] or []:
             mark = "!" if e.get("in_doubt") else " "
             lines.append(f"{bar}{mark} effect {e.get('key')}  {e.get('name')}  {e.get('status')}")
         for f in s["forks"]:

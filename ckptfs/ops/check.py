@@ -113,7 +113,7 @@ def _check_one(store: Store, run_id: str, seq: int, targets: Mapping[str, Schema
         state = store.read(snap, lenient_refs=not strict_refs, allow_expired=True,
                            schema=target, migrations=migrations)
         if snap.manifest.ledger is not None:  # completed effects' results migrate too
-            store.ledger(snap, schema=target, migrations=migrations)
+            store.ledger(snap, allow_expired=True, schema=target, migrations=migrations)
     except MigrationError as e:
         return fail("migrate", e, **info)
     except SchemaError as e:

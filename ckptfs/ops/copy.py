@@ -12,6 +12,11 @@ Before a run's records, its retention objects (expiry overrides, retired markers
 are carried by ``copy_retention``: expired snapshots are not sent, forgotten and erased ones
 never come back, and an erasure in the source is repeated in the destination.
 
+A copy is a writer in the destination and keeps its grace rule (spec/retention.md "Grace
+rule"): a chunk the destination already holds is relied on only if it was modified less than
+``REUSE_WINDOW_S`` ago; an older one is written again (local: touched; object stores: put), so
+a concurrent ``gc`` there cannot sweep it before the record that references it lands.
+
 Chunk boundaries are the writer's choice (readers only concatenate), so a destination whose
 config pins other chunker parameters still receives valid snapshots; they keep the source's
 chunks, and later writes to the destination cut with its own parameters.
@@ -32,6 +37,7 @@ from ckptfs.format.names import CHUNKS, CONFIG_PATH, chunk_path, record_path, sn
 from ckptfs.ops.chunks import snapshot_chunks
 from ckptfs.ops.copy_retention import LifeReport, RunLife, tombstoned_runs
 from ckptfs.store.ledgers import LedgerScanner
+from ckptfs.store.objects import REUSE_WINDOW_S, KnownChunks
 from ckptfs.store.repository import Repository, Snapshot
 
 #: ``progress(done, total, note)``: snapshots handled so far of all to consider.
@@ -71,8 +77,8 @@ class _ChunkIndex:
     def __init__(self, src: Repository, dst: Repository) -> None:
         self.dst = dst
         self.folders: dict[str, set[str]] = {}
-        #: chunks this copy has already counted (present or copied)
-        self.seen: set[Digest] = set()
+        #: chunks this copy has already counted (present or copied), trusted for a while only
+        self.seen = KnownChunks()
         #: the source's ledgers, read once along each run
         self.ledgers = LedgerScanner(src.objects)
 
@@ -82,6 +88,12 @@ class _ChunkIndex:
         if names is None:
             names = self.folders[h[:2]] = set(self.dst.storage.list(f"{CHUNKS}/{h[:2]}"))
         return h in names
+
+    def fresh(self, d: Digest) -> bool:
+        """True when the destination's chunk was modified recently enough to rely on without
+        writing it again (grace rule); False when it is older, its age unknown, or it is gone."""
+        t = self.dst.storage.mtime(chunk_path(d))
+        return t is not None and time.time() - t < REUSE_WINDOW_S
 
     def add(self, d: Digest) -> None:
         self.folders.setdefault(d.hex[:2], set()).add(d.hex)
@@ -159,16 +171,20 @@ def _copy_snapshot(src: Repository, dst: Repository, run_id: str, seq: int, pres
     if not life.admit(seq, lambda: manifest.expires, present=False):
         report.snapshots_skipped += 1  # expired: retired in the destination, never sent
         return
-    needed = []
+    needed, stale = [], []
     for _, c in snapshot_chunks(src, Snapshot(rec.snapshot, manifest), ledgers=index.ledgers):
         if c.digest in index.seen:
             continue
         index.seen.add(c.digest)
-        if index.has(c.digest):
-            report.chunks_present += 1
-        else:
+        if not index.has(c.digest):
             needed.append(c)
-    for batch in _batches(needed):
+        elif index.fresh(c.digest):
+            report.chunks_present += 1
+        else:  # present but old: written again so that gc's grace period covers it
+            stale.append(c)
+    new = {c.digest for c in needed}
+    report.chunks_present += len(stale)
+    for batch in _batches(needed + stale):
         got = src.storage.read_many([chunk_path(c.digest) for c in batch])
         items = []
         for c, stored in zip(batch, got):
@@ -181,11 +197,11 @@ def _copy_snapshot(src: Repository, dst: Repository, run_id: str, seq: int, pres
                 raise CorruptSnapshot(f"{src.url}: {where}: chunk {c.digest} does not match its "
                                       "digest; run 'ckptfs verify --read-data' on the source")
             items.append((chunk_path(c.digest), stored))
-            report.bytes_copied += len(stored)
-        dst.storage.write_many(items)
+            report.bytes_copied += len(stored) if c.digest in new else 0
+        dst.storage.write_many(items)  # an existing chunk is refreshed, not duplicated
         for c in batch:
             index.add(c.digest)
-        report.chunks_copied += len(batch)
+        report.chunks_copied += sum(c.digest in new for c in batch)
     dst.storage.write(snapshot_path(rec.snapshot), m_stored)
     report.bytes_copied += len(m_stored)
     life.ready()  # markers for the expired seqs below this one, before its record

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from ckptfs.errors import CkptfsError, NotFound
+from ckptfs.errors import CkptfsError, ExpiredError, NotFound
 from ckptfs.format.ledger import Effect, Ledger, LedgerRef
 from ckptfs.format.models import Captured, Entry, Manifest, Reference
 from ckptfs.format.names import check_run_id
@@ -67,9 +67,10 @@ def list_runs(repo: Repository, *, now_ms: int | None = None) -> list[dict[str, 
 
 
 # -- log --------------------------------------------------------------------------------------
-def run_log(repo: Repository, run_id: str) -> dict[str, Any]:
+def run_log(repo: Repository, run_id: str, *, allow_expired: bool = False) -> dict[str, Any]:
     """A run's history: every snapshot with its parent, resume and attempt, plus where the run
-    was forked from and which other runs fork from it."""
+    was forked from and which other runs fork from it. The ledger records of expired snapshots
+    are state data: withheld (``effects`` null) unless ``allow_expired``."""
     repo.config
     seqs = repo.seqs(run_id)
     if not seqs:
@@ -89,7 +90,7 @@ def run_log(repo: Repository, run_id: str) -> dict[str, Any]:
         snaps.append(row)
         by_id[s.id] = row
         loaded.append(s)
-    for row, effects in zip(snaps, _record_rows(repo, loaded)):
+    for row, effects in zip(snaps, _record_rows(repo, loaded, allow_expired)):
         row["effects"] = effects
     forked_from = None
     if snaps and snaps[0]["parent"] and snaps[0]["parent"] not in by_id:
@@ -126,10 +127,10 @@ def _first_snapshot(repo: Repository, run_id: str) -> Snapshot | None:
         return None
 
 
-def _ledger(repo: Repository, s: Snapshot) -> Ledger:
+def _ledger(repo: Repository, s: Snapshot, allow_expired: bool) -> Ledger:
     from ckptfs.runtime.store import Store
 
-    return Store(repo.storage).ledger(s)
+    return Store(repo.storage).ledger(s, allow_expired=allow_expired)
 
 
 def _ledger_count(m: Manifest) -> int:
@@ -143,31 +144,45 @@ def effect_json(e: Effect) -> dict[str, Any]:
     return out
 
 
-def run_effects(repo: Repository, run_id: str) -> dict[str, Any]:
-    """The effect ledger at a run's head, folded by key, in-doubt effects flagged."""
+def run_effects(repo: Repository, run_id: str, *, allow_expired: bool = False) -> dict[str, Any]:
+    """The effect ledger at a run's head, folded by key, in-doubt effects flagged (ExpiredError
+    when the head expired, unless ``allow_expired``)."""
     repo.config
     s = repo.resolve(check_run_id(run_id))
-    ledger = _ledger(repo, s)
+    ledger = _ledger(repo, s, allow_expired)
     effects = [effect_json(e) for e in ledger.effects.values()]
     return {"run": run_id, "head_seq": s.seq, "head": s.id, "records": len(ledger),
             "in_doubt": sum(e["in_doubt"] for e in effects),
             "pending": sum(e["pending"] for e in effects), "effects": effects}
 
 
-def _record_rows(repo: Repository, snaps: list[Snapshot]) -> list[list[dict[str, Any]]]:
-    """The ledger records each snapshot appended (the head's ledger, cut by each count)."""
-    if not snaps or snaps[-1].manifest.ledger is None:
-        return [[] for _ in snaps]
-    ledger = _ledger(repo, snaps[-1])
-    rows, prev = [], 0
-    for s in snaps:
+def _record_rows(repo: Repository, snaps: list[Snapshot], allow_expired: bool
+                 ) -> list[list[dict[str, Any]] | None]:
+    """The ledger records each snapshot appended (the ledger of the newest snapshot shown, cut
+    by each count); None for an expired snapshot unless ``allow_expired``."""
+    shown = [allow_expired or not _expired(repo, s) for s in snaps]
+    source = next((s for s, ok in zip(snaps[::-1], shown[::-1]) if ok), None)
+    if source is None or source.manifest.ledger is None:
+        return [[] if ok else None for ok in shown]
+    ledger = _ledger(repo, source, allow_expired=True)  # expiry checked just above
+    rows: list[list[dict[str, Any]] | None] = []
+    prev = 0
+    for s, ok in zip(snaps, shown):
         n = _ledger_count(s.manifest)
         rows.append([{"key": r.key, "kind": r.kind, "name": r.name, "status": r.status,
                       "at": r.at, "attempt": r.attempt,
                       "in_doubt": ledger.effects[r.key].in_doubt and r.status == "intended"}
-                     for r in ledger.records[prev:n]])
+                     for r in ledger.records[prev:n]] if ok else None)
         prev = n
     return rows
+
+
+def _expired(repo: Repository, s: Snapshot) -> bool:
+    try:
+        repo.check_not_expired(s)
+    except ExpiredError:
+        return True
+    return False
 
 
 # -- show -------------------------------------------------------------------------------------
@@ -201,23 +216,30 @@ def entry(s: Snapshot, name: str) -> Entry:
                        f"{name!r}; it has: {names}") from None
 
 
-def _captured(s: Snapshot, name: str) -> tuple[Captured, str]:
+def _captured(repo: Repository, s: Snapshot, name: str, allow_expired: bool
+              ) -> tuple[Captured, str]:
+    """A captured entry of a snapshot whose state may be served (not expired, unless allowed)."""
+    if not allow_expired:
+        repo.check_not_expired(s)
     e = entry(s, name)
     if not isinstance(e, Captured):
         raise NotFound(f"entry {name!r} is a reference to {e.uri}, not captured data")
     return e, f"snapshot {s.digest.short} (run {s.run!r} seq {s.seq}) entry {name!r}"
 
 
-def read_value(repo: Repository, s: Snapshot, name: str) -> Any:
-    """The decoded value of a captured ``value`` entry (a blob's bytes), every chunk verified."""
-    e, where = _captured(s, name)
+def read_value(repo: Repository, s: Snapshot, name: str, *, allow_expired: bool = False) -> Any:
+    """The decoded value of a captured ``value`` entry (a blob's bytes), every chunk verified;
+    ExpiredError when the snapshot expired, unless ``allow_expired``."""
+    e, where = _captured(repo, s, name, allow_expired)
     content = read_content(repo.objects, e, where=where)
     return decode_value(e, content, where=where) if e.kind == "value" else content
 
 
-def iter_blob(repo: Repository, s: Snapshot, name: str) -> Iterator[bytes]:
-    """A blob entry's bytes chunk by chunk, each verified, never all in memory."""
-    e, where = _captured(s, name)
+def iter_blob(repo: Repository, s: Snapshot, name: str, *,
+              allow_expired: bool = False) -> Iterator[bytes]:
+    """A blob entry's bytes chunk by chunk, each verified, never all in memory; ExpiredError
+    (before any byte) when the snapshot expired, unless ``allow_expired``."""
+    e, where = _captured(repo, s, name, allow_expired)
     return stored_blob(repo.objects, e, where=where).iter_bytes()
 
 

@@ -1,8 +1,9 @@
 """Retention policies (restic's ``forget``): decide which snapshots to keep, forget the rest.
 
 A snapshot is kept when any rule keeps it. A run's head is kept whenever any other snapshot
-of the run is kept (a head goes only with its whole run, which then is fenced). Forgetting
-deletes run records only; ``gc`` later reclaims the manifests and chunks nobody uses.
+of the run is kept (a head goes only with its whole run; that is no fence: a writer holding the
+head may go on at head + 1, spec/retention.md "Forget rule"). Forgetting deletes run records
+only; ``gc`` later reclaims the manifests and chunks nobody uses.
 """
 
 from __future__ import annotations

@@ -11,7 +11,6 @@ import attrs
 
 from ckptfs.errors import (
     ConflictError,
-    ExpiredError,
     MigrationError,
     MissingReference,
     NotFound,
@@ -27,7 +26,7 @@ from ckptfs.runtime.refs import check_reference, to_ref
 from ckptfs.runtime.run import Run, expiry_ms
 from ckptfs.storage import Storage, open_storage
 from ckptfs.store.entries import EntryWriter, decode_value, read_content, read_ledger, stored_blob
-from ckptfs.store.lifecycle import effective_expiry, read_expiry, read_retired
+from ckptfs.store.lifecycle import read_expiry, read_retired
 from ckptfs.store.repository import Repository, Snapshot, now_ms
 
 #: a state schema as the API takes it: a Schema, ``(name, version)`` or ``"name@version"``
@@ -205,11 +204,14 @@ class Store:
         state, _ = self._restore(snap, lenient_refs=lenient_refs, allow_expired=allow_expired)
         return self._migrate(snap, chain, state)
 
-    def ledger(self, ref: str | Snapshot, *, schema: SchemaLike | None = None,
-               migrations: Migrations | None = None) -> Ledger:
+    def ledger(self, ref: str | Snapshot, *, allow_expired: bool = False,
+               schema: SchemaLike | None = None, migrations: Migrations | None = None) -> Ledger:
         """The effect ledger of a snapshot (records and their fold), every chunk verified; with
-        ``schema`` and ``migrations`` its results migrated in memory as ``resume`` would."""
+        ``schema`` and ``migrations`` its results migrated in memory as ``resume`` would. An
+        expired snapshot's ledger is state data: ExpiredError unless ``allow_expired``."""
         snap = ref if isinstance(ref, Snapshot) else self.repo.resolve(ref)
+        if not allow_expired:
+            self.repo.check_not_expired(snap)
         _, chain = self._plan(snap, schema, migrations)
         return self._migrate_ledger(snap, chain, self._ledger(snap)[0], write=False)
 
@@ -229,12 +231,8 @@ class Store:
     def _restore(self, snap: Snapshot, *, lenient_refs: bool, allow_expired: bool = False,
                  seed: bool = False) -> tuple[dict[str, Any], EntryWriter]:
         m: Manifest = snap.manifest
-        expires = effective_expiry(self.storage, m.run, m.seq, m.expires)
-        if not allow_expired and expires is not None and expires <= time.time() * 1000:
-            raise ExpiredError(
-                f"snapshot {snap.id} (run {m.run!r} seq {m.seq}) expired at "
-                f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(expires / 1000))}; it will "
-                "not be restored. Change its expiry ('ckptfs expire') if it must live longer.")
+        if not allow_expired:
+            self.repo.check_not_expired(snap)
         writer = self._writer() if seed else EntryWriter(self.repo.objects, self.repo.config.chunker)
         state: dict[str, Any] = {}
         problems: list[tuple[str, str]] = []

@@ -18,6 +18,7 @@ from ckptfs.errors import (
     ConflictError,
     CorruptSnapshot,
     ErasedError,
+    ExpiredError,
     FormatError,
     InvalidName,
     MissingObject,
@@ -39,7 +40,12 @@ from ckptfs.format.names import (
     run_dir,
 )
 from ckptfs.storage.base import Storage
-from ckptfs.store.lifecycle import read_retired, read_tombstone, retired_throughs
+from ckptfs.store.lifecycle import (
+    effective_expiry,
+    read_retired,
+    read_tombstone,
+    retired_throughs,
+)
 from ckptfs.store.objects import ObjectStore
 
 
@@ -192,9 +198,9 @@ class Repository:
             raise err
         retired = read_retired(self.storage, run_id)
         if retired is not None and retired.fenced:
-            raise ErasedError(f"run {run_id!r} is fenced (snapshots of it were erased or the "
-                              "whole run was forgotten): no writer may commit to it again. Fork "
-                              "a retained snapshot into a new run to continue.")
+            raise ErasedError(f"run {run_id!r} is fenced (it or snapshots of it were erased): "
+                              "no writer may commit to it again. Fork a retained snapshot into a "
+                              "new run to continue.")
 
     def record(self, run_id: str, seq: int) -> RunRecord:
         path = record_path(run_id, seq)
@@ -277,7 +283,34 @@ class Repository:
             if rec.snapshot != d:
                 raise NotFound(f"snapshot {d} lost the race for run {m.run!r} seq {m.seq} "
                                f"to {rec.snapshot}; it was never committed")
+            self._check_retained(m.run, m.seq)
         return Snapshot(d, m)
+
+    def _check_retained(self, run_id: str, seq: int) -> None:
+        """ErasedError or NotFound when the record at ``seq`` is a stray in a retired range
+        (forgotten or erased, not yet deleted): readers ignore strays."""
+        retired = read_retired(self.storage, run_id)
+        if retired is not None and not retired.visible(seq):
+            raise (self.erased(run_id, seq) or self.erased(run_id) or NotFound(
+                f"run {run_id!r} has no retained snapshot with sequence number {seq} (it was "
+                "forgotten)"))
+
+    def expiry(self, snap: Snapshot) -> int | None:
+        """The snapshot's effective expiry in ms (its override, else its run's, else the
+        manifest's; spec/retention.md "Lifetimes"), or None for never."""
+        return effective_expiry(self.storage, snap.run, snap.seq, snap.expires)
+
+    def check_not_expired(self, snap: Snapshot, *, now: int | None = None) -> None:
+        """Raise ExpiredError when ``snap`` has expired: its state must not be restored or shown
+        unless the caller explicitly allows expired data."""
+        expires = self.expiry(snap)
+        if expires is not None and expires <= (now_ms() if now is None else now):
+            raise ExpiredError(
+                f"snapshot {snap.id} (run {snap.run!r} seq {snap.seq}) expired at "
+                f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(expires / 1000))}; its state "
+                "is not served. Change its expiry ('ckptfs expire') if it must live longer, or "
+                "allow expired data explicitly (allow_expired=True; --allow-expired on the "
+                "command line) to look at it anyway.")
 
     def snapshot_at(self, run_id: str, seq: int) -> Snapshot:
         rec = self.record(run_id, seq)
@@ -311,9 +344,7 @@ class Repository:
             if not seq_text.isdigit():
                 raise InvalidName(f"{ref!r}: expected RUN@SEQ with a decimal sequence number")
             snap = self.snapshot_at(run_id, int(seq_text))
-            if snap.seq not in self.seqs(run_id):  # a stray record in a retired range
-                raise (self.erased(run_id, snap.seq) or self.erased(run_id) or NotFound(
-                    f"run {run_id!r} has no retained snapshot with sequence number {snap.seq}"))
+            self._check_retained(run_id, snap.seq)
             return snap
         if _is_hex(ref) and len(ref) >= 6 and ref not in self.run_ids():
             matches = [n for n in self.storage.list(f"{SNAPSHOTS}/{ref[:2]}") if n.startswith(ref)]
