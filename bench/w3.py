@@ -128,7 +128,7 @@ def run(workdir: str, *, quick: bool) -> str:
             rreqs = counter.take()
             rreqs = collections.Counter({k: v for k, v in rreqs.items()})
             results[label] = {"lat": lat, "reqs": reqs, "rlat": rlat, "rreqs": rreqs}
-        copy_note = copy_throughput(workdir)
+        copy_note = copy_throughput(workdir, opts, quick=quick, put_ms=common.median(put_lat) * 1000)
     finally:
         server.stop()
     f = common.fmt
@@ -164,9 +164,30 @@ def fmt_ops(c: collections.Counter[str], reps: int) -> str:
     return ", ".join(f"{k} {v / reps:.1f}" for k, v in sorted(c.items()))
 
 
-def copy_throughput(workdir: str) -> str:
-    if importlib.util.find_spec("ckptfs.ops.copy") is None:
-        return ("Skipped: `ckptfs.ops.copy` does not exist on this branch yet (its issue is "
-                "not merged); rerun the bench when it is.\n")
-    return ("Skipped: `ckptfs.ops.copy` exists but the bench does not drive it yet; add it "
-            "here through the `ckptfs copy` CLI.\n")
+def copy_throughput(workdir: str, opts: dict[str, Any], *, quick: bool, put_ms: float) -> str:
+    """``ckptfs copy`` (ckptfs.ops.copy.copy_runs) of a local store to S3: MB/s of stored bytes,
+    against sequential single PUTs of 1 MB measured above."""
+    import ckptfs
+    from ckptfs.ops.copy import copy_runs
+
+    size_mb = 16 if quick else 64
+    src_url = os.path.join(workdir, "w3-copy-src")
+    src = ckptfs.open_store(src_url)
+    for r in range(4):
+        run = src.start_run(f"copy-{r}", schema=("bulk", 1))
+        for _ in range(size_mb // 8):
+            run.checkpoint({"data": ckptfs.Blob(os.urandom(2 * MB)), "messages": messages(200, seed=r)})
+    stored = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(src_url) for f in fs)
+    dst = ckptfs.open_store(f"s3://{BUCKET}/copy-dst", **opts)
+    t0 = time.perf_counter()
+    rep = copy_runs(src.repo, dst.repo)
+    took = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    again = copy_runs(src.repo, dst.repo)
+    noop = time.perf_counter() - t0
+    mbps = stored / MB / took
+    return (f"{stored / MB:.1f} MB stored in 4 runs ({rep.snapshots_copied} snapshots, "
+            f"{rep.chunks_copied} chunks) copied local -> S3 in {took:.2f} s: **{mbps:.1f} MB/s**, "
+            f"{mbps * put_ms / 1000:.2f}x sequential 1 MB PUTs ({1000 / put_ms:.1f} MB/s). "
+            f"Copying again (nothing new): {noop:.2f} s, {again.snapshots_copied} snapshots and "
+            f"{again.chunks_copied} chunks sent.\n")

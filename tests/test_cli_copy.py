@@ -71,6 +71,25 @@ def test_copy_between_memory_and_local_in_process(tmp_path: Path) -> None:
     assert ckptfs.open_store(back).read("debug") == ckptfs.open_store(src).read("debug")
 
 
+def test_copy_local_to_s3_to_local(tmp_path: Path, s3_options: dict[str, object]) -> None:
+    """Issue 8: copy through a real S3 API (moto on loopback, s3fs) and back, incrementally."""
+    from ckptfs.ops.verify import verify
+    from tests.conftest import new_s3_url
+
+    src = str(tmp_path / "src")
+    make_demo(src)
+    s3 = ckptfs.open_store(new_s3_url(), **s3_options)  # type: ignore[arg-type]
+    rep = copy_runs(ckptfs.open_store(src).repo, s3.repo)
+    assert rep.ok and rep.snapshots_copied == 7 and rep.chunks_copied > 0
+    assert copy_runs(ckptfs.open_store(src).repo, s3.repo).snapshots_copied == 0  # idempotent
+    assert verify(s3.repo, read_data=True).ok
+    back = str(tmp_path / "back")
+    rep = copy_runs(s3.repo, ckptfs.open_store(back).repo)
+    assert rep.ok and rep.snapshots_copied == 7
+    _same_runs(src, back)
+    assert verify(ckptfs.open_store(back).repo, read_data=True).ok
+
+
 # A real `ckptfs copy` process whose run-record creates are slowed down, so the test can kill
 # it for sure between two snapshots; everything else is the real code path.
 _SLOW_COPY = """

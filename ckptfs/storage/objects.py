@@ -13,6 +13,7 @@ StorageError naming the URL, so callers see one kind of backend failure.
 from __future__ import annotations
 
 import datetime
+import inspect
 import secrets
 import threading
 import warnings
@@ -32,6 +33,7 @@ class FsspecStorage(Storage):
         self.url = url
         protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
         self.protocol = protocol
+        self._cat_kw = _whole_object_reads(fs)
         writable = protocol not in READ_ONLY_PROTOCOLS
         self._probed = not writable
         self._lock = threading.Lock()
@@ -82,7 +84,7 @@ class FsspecStorage(Storage):
     def read(self, path: str) -> bytes:
         full = self._abs(path)  # InvalidName propagates as itself
         try:
-            data: bytes = self.fs.cat_file(full)
+            data: bytes = self.fs.cat_file(full, **self._cat_kw)
             return data
         except FileNotFoundError:
             raise
@@ -94,7 +96,7 @@ class FsspecStorage(Storage):
             return super().read_many(paths)
         full = [self._abs(p) for p in paths]
         try:
-            got = self.fs.cat(full, on_error="return")
+            got = self.fs.cat(full, on_error="return", **self._cat_kw)
         except Exception as e:
             raise _wrap(e, self.url, "(batch read)") from e
         out: list[bytes | None] = []
@@ -214,6 +216,17 @@ class FsspecStorage(Storage):
 
 def _takes_refresh(fs: Any) -> bool:
     return fs.protocol in ("s3", "s3a") or (isinstance(fs.protocol, tuple) and "s3" in fs.protocol)
+
+
+def _whole_object_reads(fs: Any) -> dict[str, Any]:
+    """Read options that fetch an object in one GET. Objects here are at most 16 MiB, so a
+    filesystem that would first ask for the size (a HEAD) to split big reads into ranges is told
+    not to: s3fs does that whenever ``max_concurrency`` > 1, doubling the requests of a read."""
+    try:
+        params = inspect.signature(fs._cat_file if hasattr(fs, "_cat_file") else fs.cat_file).parameters
+    except (TypeError, ValueError):
+        return {}
+    return {"max_concurrency": 1} if "max_concurrency" in params else {}
 
 
 def _wrap(e: Exception, url: str, path: str) -> StorageError:
