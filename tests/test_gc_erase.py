@@ -173,11 +173,11 @@ def test_gc_keeps_young_unreferenced_objects(tmp_path: Path) -> None:
     assert verify(store.repo, read_data=True).ok
 
 
-def test_gc_inside_a_commit_window_spares_chunks_the_writer_reused(tmp_path: Path) -> None:
-    """A writer finds an old garbage chunk already stored and skips uploading it; gc runs
-    between that and the writer's manifest and commit. The writer's write refreshed the chunk, so gc's
-    grace period covers it (spec/retention.md "Grace rule")."""
-    root = str(tmp_path / "s")
+def _old_garbage_and_gc_in_commit_window(root: str
+                                         ) -> tuple[ckptfs.Store, list[object], CrashingStorage]:
+    """A store at ``root`` holding an old garbage chunk (of "recurring content"), and a storage
+    over it that runs gc once, when the first manifest is written (the chunks are handled, the
+    manifest and record not); ``ran`` gets gc's report."""
     store = ckptfs.open_store(root)
     store.start_run("old").checkpoint({"blob": "recurring content " * 200})
     forget(store.repo, Policy(keep_labels=(("none", "x"),)))
@@ -185,10 +185,19 @@ def test_gc_inside_a_commit_window_spares_chunks_the_writer_reused(tmp_path: Pat
     ran: list[object] = []
 
     def gc_now(op: str, path: str) -> None:
-        if path.startswith("snapshots/") and not ran:  # chunks are written, the manifest not
+        if path.startswith("snapshots/") and not ran:
             ran.append(gc(store.repo))
 
-    writer = ckptfs.Store(CrashingStorage(LocalStorage(root), None, before=gc_now))
+    return store, ran, CrashingStorage(LocalStorage(root), None, before=gc_now)
+
+
+def test_gc_inside_a_commit_window_spares_chunks_the_writer_reused(tmp_path: Path) -> None:
+    """A writer finds an old garbage chunk already stored and skips uploading it; gc runs
+    between that and the writer's manifest and commit. The writer's write refreshed the chunk, so gc's
+    grace period covers it (spec/retention.md "Grace rule")."""
+    root = str(tmp_path / "s")
+    store, ran, window = _old_garbage_and_gc_in_commit_window(root)
+    writer = ckptfs.Store(window)
     writer.start_run("new").checkpoint({"blob": "recurring content " * 200})
     assert ran and verify(store.repo, read_data=True).ok
     assert store.read("new") == {"blob": "recurring content " * 200}
@@ -224,18 +233,8 @@ def test_gc_inside_a_copy_window_spares_chunks_the_destination_had(tmp_path: Pat
 
     src, dst = str(tmp_path / "src"), str(tmp_path / "dst")
     ckptfs.open_store(src).start_run("new").checkpoint({"blob": "recurring content " * 200})
-    target = ckptfs.open_store(dst)
-    target.start_run("old").checkpoint({"blob": "recurring content " * 200})
-    forget(target.repo, Policy(keep_labels=(("none", "x"),)))
-    age_tree(dst, 7200)  # garbage now, and old
-    ran: list[object] = []
-
-    def gc_now(op: str, path: str) -> None:
-        if path.startswith("snapshots/") and not ran:  # chunks are handled, the manifest not
-            ran.append(gc(target.repo))
-
-    report = copy_runs(ckptfs.open_store(src).repo,
-                       Repository(CrashingStorage(LocalStorage(dst), None, before=gc_now)))
+    target, ran, window = _old_garbage_and_gc_in_commit_window(dst)
+    report = copy_runs(ckptfs.open_store(src).repo, Repository(window))
     assert ran and report.ok and report.chunks_present >= 1 and report.chunks_copied == 0
     assert verify(target.repo, read_data=True).ok
     assert target.read("new") == {"blob": "recurring content " * 200}
