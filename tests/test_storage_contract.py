@@ -90,6 +90,23 @@ class TestStorageContract:
         assert "runs" in storage.list("")
         assert storage.size("runs/a") is None  # a folder is not an object
 
+    def test_scan_gives_every_object_below_with_size_and_mtime(self, storage: Storage) -> None:
+        storage.write_many([("chunks/aa/one", b"1"), ("chunks/ab/two", b"22"),
+                            ("chunks/ab/deep/three", b"333"), ("runs/x", b"4"),
+                            ("chunksx/y", b"5")])
+        got = storage.scan("chunks")
+        assert {p: s.size for p, s in got.items()} == {
+            "chunks/aa/one": 1, "chunks/ab/two": 2, "chunks/ab/deep/three": 3}
+        for p, st in got.items():
+            mt = storage.mtime(p)
+            assert st.mtime is not None and mt is not None and abs(st.mtime - mt) < 1.5, p
+        assert storage.scan("chunks/ab") == {p: s for p, s in got.items() if "/ab/" in p}
+        assert storage.scan("nothing/here") == {} and storage.scan("runs/x") == {}
+        assert set(got) | {"runs/x", "chunksx/y"} <= set(storage.scan(""))
+        # the default (list + size + mtime per object) agrees with the backend's own
+        default = Storage.scan(storage, "chunks")
+        assert {p: s.size for p, s in default.items()} == {p: s.size for p, s in got.items()}
+
     def test_delete(self, storage: Storage) -> None:
         storage.write("chunks/cd/obj", b"x")
         storage.delete("chunks/cd/obj")

@@ -72,31 +72,43 @@ class CopyReport:
 
 
 class _ChunkIndex:
-    """Which chunks the destination holds: one listing per fan-out folder, then remembered."""
+    """Which chunks the destination holds and when each was last modified: one ``scan`` of
+    its chunks/ (object stores: one paginated listing, not a request per folder or chunk),
+    then kept up to date with what this copy writes."""
 
     def __init__(self, src: Repository, dst: Repository) -> None:
         self.dst = dst
-        self.folders: dict[str, set[str]] = {}
+        self._mtimes: dict[str, float | None] | None = None
         #: chunks this copy has already counted (present or copied), trusted for a while only
         self.seen = KnownChunks()
         #: the source's ledgers, read once along each run
         self.ledgers = LedgerScanner(src.objects)
 
+    def _load(self) -> dict[str, float | None]:
+        if self._mtimes is None:
+            self._mtimes = {p: st.mtime for p, st in self.dst.storage.scan(CHUNKS).items()}
+        return self._mtimes
+
     def has(self, d: Digest) -> bool:
-        h = d.hex
-        names = self.folders.get(h[:2])
-        if names is None:
-            names = self.folders[h[:2]] = set(self.dst.storage.list(f"{CHUNKS}/{h[:2]}"))
-        return h in names
+        return chunk_path(d) in self._load()
 
     def fresh(self, d: Digest) -> bool:
         """True when the destination's chunk was modified recently enough to rely on without
-        writing it again (grace rule); False when it is older, its age unknown, or it is gone."""
-        t = self.dst.storage.mtime(chunk_path(d))
+        writing it again (grace rule); False when it is older, its age unknown, or it is gone.
+        The age is the listed modification time's, measured now."""
+        t = self._load().get(chunk_path(d))
         return t is not None and time.time() - t < REUSE_WINDOW_S
 
-    def add(self, d: Digest) -> None:
-        self.folders.setdefault(d.hex[:2], set()).add(d.hex)
+    def wrote(self, ds: Iterable[Digest], since: float) -> None:
+        """Chunks written (or refreshed) by this copy from time ``since`` on."""
+        mtimes = self._load()
+        for d in ds:
+            mtimes[chunk_path(d)] = since
+
+    def reset(self) -> None:
+        """Forget the listing: chunks were deleted without grace (an erase in the destination)."""
+        self._mtimes = None
+        self.seen.clear()
 
 
 def copy_runs(src: Repository, dst: Repository, *, runs: Iterable[str] | None = None,
@@ -118,7 +130,10 @@ def copy_runs(src: Repository, dst: Repository, *, runs: Iterable[str] | None = 
     for run_id in run_ids:
         report.runs += 1
         life = RunLife(src, dst, run_id, now, report.life)
+        erased = len(report.life.erased)
         seqs = life.carry()
+        if len(report.life.erased) != erased:
+            index.reset()
         report.snapshots_skipped += len(life.src_seqs) - len(seqs)
         done += len(life.src_seqs) - len(seqs)
         have = set(dst.seqs(run_id))
@@ -198,9 +213,9 @@ def _copy_snapshot(src: Repository, dst: Repository, run_id: str, seq: int, pres
                                       "digest; run 'ckptfs verify --read-data' on the source")
             items.append((chunk_path(c.digest), stored))
             report.bytes_copied += len(stored) if c.digest in new else 0
+        since = time.time()
         dst.storage.write_many(items)  # an existing chunk is refreshed, not duplicated
-        for c in batch:
-            index.add(c.digest)
+        index.wrote((c.digest for c in batch), since)
         report.chunks_copied += sum(c.digest in new for c in batch)
     dst.storage.write(snapshot_path(rec.snapshot), m_stored)
     report.bytes_copied += len(m_stored)

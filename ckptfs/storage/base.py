@@ -31,6 +31,15 @@ class Capabilities:
     listable: bool = True
 
 
+@attrs.frozen
+class ObjectStat:
+    """What a listing tells about one object: its stored size and modification time."""
+
+    size: int
+    #: seconds since the epoch, or None when the backend does not say
+    mtime: float | None
+
+
 def check_path(path: str) -> str:
     """Refuse any path that could leave the store root."""
     if (not path or path.startswith("/") or "\\" in path or "\x00" in path
@@ -90,6 +99,21 @@ class Storage(abc.ABC):
     @abc.abstractmethod
     def list(self, prefix: str) -> list[str]:
         """Names of the immediate children of folder ``prefix`` (empty if it does not exist)."""
+
+    def scan(self, prefix: str) -> dict[str, ObjectStat]:
+        """Every object below folder ``prefix``, at any depth, by store path, with its size and
+        modification time (empty if the folder does not exist). Backends answer in as few
+        requests as they can (object stores: one paginated listing of 1000 keys a page; local:
+        os.scandir); this default walks ``list`` and asks ``size`` and ``mtime`` per object."""
+        out: dict[str, ObjectStat] = {}
+        for name in self.list(prefix):
+            path = f"{prefix}/{name}" if prefix else name
+            size = self.size(path)
+            if size is None:  # a folder (or an object deleted since the listing)
+                out.update(self.scan(path))
+            else:
+                out[path] = ObjectStat(size, self.mtime(path))
+        return out
 
     @abc.abstractmethod
     def delete(self, path: str) -> None:

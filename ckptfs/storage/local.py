@@ -19,7 +19,7 @@ from typing import Any
 
 from ckptfs.errors import StorageError
 from ckptfs.format.names import TMP
-from ckptfs.storage.base import Capabilities, Storage, check_path
+from ckptfs.storage.base import Capabilities, ObjectStat, Storage, check_path
 
 _HAVE_TMPFILE = hasattr(os, "O_TMPFILE") and os.path.isdir("/proc/self/fd")
 
@@ -367,6 +367,34 @@ class LocalStorage(Storage):
             return []
         except OSError as e:
             raise _wrap(e, prefix) from e
+
+    def scan(self, prefix: str) -> dict[str, ObjectStat]:
+        """One os.scandir per folder; the stat comes with the directory entry. A symbolic link
+        below ``prefix`` is refused, as everywhere in a store."""
+        d = self._abs(prefix) if prefix else self.root
+        self._check_no_links(d)
+        out: dict[str, ObjectStat] = {}
+        todo = [(d, prefix)]
+        while todo:
+            folder, rel = todo.pop()
+            try:
+                with os.scandir(folder) as it:
+                    for e in it:
+                        path = f"{rel}/{e.name}" if rel else e.name
+                        st = e.stat(follow_symlinks=False)
+                        if stat.S_ISLNK(st.st_mode):
+                            raise StorageError(f"{path}: is a symbolic link; a store holds no "
+                                               "links (they could lead outside it). Replace it "
+                                               "with a real file or folder.")
+                        if stat.S_ISDIR(st.st_mode):
+                            todo.append((e.path, path))
+                        else:
+                            out[path] = ObjectStat(st.st_size, st.st_mtime)
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            except OSError as e:
+                raise _wrap(e, rel) from e
+        return out
 
     def delete(self, path: str) -> None:
         try:

@@ -20,8 +20,10 @@ import warnings
 from collections.abc import Iterable
 from typing import Any
 
+from fsspec.asyn import sync
+
 from ckptfs.errors import CapabilityError, StorageError
-from ckptfs.storage.base import Capabilities, Storage, check_path
+from ckptfs.storage.base import Capabilities, ObjectStat, Storage, check_path
 
 READ_ONLY_PROTOCOLS = {"zip", "tar", "http", "https", "github", "libarchive"}
 
@@ -154,8 +156,13 @@ class FsspecStorage(Storage):
     def list(self, prefix: str) -> list[str]:
         full = self._abs(prefix) if prefix else self.root
         try:
-            names = self.fs.ls(full, detail=False, refresh=True) if _takes_refresh(self.fs) \
-                else self.fs.ls(full, detail=False)
+            if _takes_refresh(self.fs):
+                # one delimited listing, never cached: s3fs's ``ls`` would list the parent
+                # folder as well whenever this one is empty (to tell a file from a folder)
+                names = [e["name"] for e in sync(self.fs.loop, self.fs._lsdir, full,
+                                                  refresh=True)]
+            else:
+                names = self.fs.ls(full, detail=False)
         except FileNotFoundError:
             return []
         except Exception as e:
@@ -198,20 +205,43 @@ class FsspecStorage(Storage):
 
     def mtime(self, path: str) -> float | None:
         info = self._info(path)
-        if info is None:
-            return None
-        for key in ("LastModified", "mtime", "created", "last_modified", "updated"):
-            v = info.get(key)
-            if isinstance(v, datetime.datetime):
-                return v.timestamp()
-            if isinstance(v, (int, float)):
-                return float(v)
-            if isinstance(v, str):
-                try:
-                    return datetime.datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp()
-                except ValueError:
-                    continue
-        return None
+        return None if info is None else _mtime_of(info)
+
+    def scan(self, prefix: str) -> dict[str, ObjectStat]:
+        """fsspec ``find`` with details: on object stores one listing without delimiter,
+        paginated (S3: ListObjectsV2, 1000 keys a page), never cached by s3fs."""
+        full = (self._abs(prefix) if prefix else self.root).rstrip("/")
+        try:
+            found: dict[str, dict[str, Any]] = self.fs.find(full, detail=True, withdirs=False)
+        except FileNotFoundError:
+            return {}
+        except Exception as e:
+            raise _wrap(e, self.url, prefix) from e
+        base = self.fs._strip_protocol(full).rstrip("/") + "/"
+        out: dict[str, ObjectStat] = {}
+        for name, info in found.items():
+            name = self.fs._strip_protocol(name)
+            if info.get("type") == "directory" or not name.startswith(base) or name.endswith("/"):
+                continue
+            path = f"{prefix}/{name[len(base):]}" if prefix else name[len(base):]
+            out[path] = ObjectStat(int(info.get("size") or 0), _mtime_of(info))
+        return out
+
+
+def _mtime_of(info: dict[str, Any]) -> float | None:
+    """The modification time in an fsspec info dict, whichever key the backend uses."""
+    for key in ("LastModified", "mtime", "created", "last_modified", "updated"):
+        v = info.get(key)
+        if isinstance(v, datetime.datetime):
+            return v.timestamp()
+        if isinstance(v, (int, float)):
+            return float(v)
+        if isinstance(v, str):
+            try:
+                return datetime.datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp()
+            except ValueError:
+                continue
+    return None
 
 
 def _takes_refresh(fs: Any) -> bool:
