@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 from ckptfs.format.names import TMP
-from ckptfs.storage.base import Storage
+from ckptfs.storage.base import ObjectStat, Storage
 from ckptfs.storage.local import LocalStorage
 
 T = TypeVar("T")
@@ -83,6 +83,9 @@ class FaultyStorage(Storage):
 
     def list(self, prefix: str) -> list[str]:
         return self._op("list", prefix, lambda: self.inner.list(prefix))
+
+    def scan(self, prefix: str) -> dict[str, ObjectStat]:
+        return self._op("scan", prefix, lambda: self.inner.scan(prefix))
 
     def delete(self, path: str) -> None:
         self._op("delete", path, lambda: self.inner.delete(path))

@@ -24,8 +24,11 @@ chunks, and later writes to the destination cut with its own parameters.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import Executor, ThreadPoolExecutor
 
 import attrs
 
@@ -44,6 +47,9 @@ from ckptfs.store.repository import Repository, Snapshot
 Progress = Callable[[int, int, str], None]
 _BATCH_ITEMS = 256
 _BATCH_BYTES = 16 * 1024 * 1024
+#: chunk bytes to send before a group of snapshots commits: bounds the time between relying on
+#: a chunk the destination holds and the record that references it (grace rule)
+_GROUP_BYTES = 64 * 1024 * 1024
 
 
 @attrs.define
@@ -118,36 +124,38 @@ def copy_runs(src: Repository, dst: Repository, *, runs: Iterable[str] | None = 
     report = CopyReport()
     now = int(time.time() * 1000) if now is None else now
     report.config_created = _ensure_config(src, dst)
-    erased = tombstoned_runs(src.storage)
-    known = set(src.run_ids()) | erased
+    known = set(src.run_ids()) | tombstoned_runs(src.storage)
     run_ids = list(runs) if runs is not None else sorted(known)
     for run_id in run_ids:
         if run_id not in known:
             raise NotFound(f"no run {run_id!r} in {src.url}; 'ckptfs ls {src.url}' lists the runs")
     total = sum(len(src.seqs(r)) for r in run_ids)
-    done = 0
+    done = [0]
+
+    def tick(run_id: str, n: int) -> None:
+        done[0] += n
+        if progress and n:
+            progress(done[0], total, f"{run_id}  {report.bytes_copied} B copied")
+
     index = _ChunkIndex(src, dst)
-    for run_id in run_ids:
-        report.runs += 1
-        life = RunLife(src, dst, run_id, now, report.life)
-        erased = len(report.life.erased)
-        seqs = life.carry()
-        if len(report.life.erased) != erased:
-            index.reset()
-        report.snapshots_skipped += len(life.src_seqs) - len(seqs)
-        done += len(life.src_seqs) - len(seqs)
-        have = set(dst.seqs(run_id))
-        for seq in seqs:
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ckptfs-copy-read") as reader:
+        for run_id in run_ids:
+            report.runs += 1
+            life = RunLife(src, dst, run_id, now, report.life)
+            erasures = len(report.life.erased)
+            seqs = life.carry()
+            if len(report.life.erased) != erasures:
+                index.reset()  # the erase deleted chunks without grace
+            tick(run_id, len(life.src_seqs) - len(seqs))
+            report.snapshots_skipped += len(life.src_seqs) - len(seqs)
+            run = _RunCopy(src, dst, run_id, index, report, life, reader,
+                           functools.partial(tick, run_id))
             try:
-                _copy_snapshot(src, dst, run_id, seq, seq in have, index, report, life)
+                run.copy(seqs)
             except ConflictError as e:
                 report.conflicts.append(str(e))
-                done += len(seqs) - seqs.index(seq)
-                break
-            done += 1
-            if progress:
-                progress(done, total, f"{run_id}@{seq}  {report.bytes_copied} B copied")
-        life.finish()
+                tick(run_id, len(seqs) - run.handled)
+            life.finish()
     return report
 
 
@@ -170,64 +178,148 @@ def _ensure_config(src: Repository, dst: Repository) -> bool:
     return False
 
 
-def _copy_snapshot(src: Repository, dst: Repository, run_id: str, seq: int, present: bool,
-                   index: _ChunkIndex, report: CopyReport, life: RunLife) -> None:
-    rec_bytes, rec = _record(src, run_id, seq)
-    where = f"run {run_id!r} seq {seq} (snapshot {rec.snapshot.short})"
-    if present:
-        theirs = dst.record(run_id, seq)
-        if theirs.snapshot != rec.snapshot:
-            raise _diverged(src, dst, run_id, seq)
-        life.admit(seq, lambda: src.snapshot_at(run_id, seq).manifest.expires, present=True)
-        report.snapshots_present += 1
-        return
-    m_stored, m_data = _verified_manifest(src, rec, where)
-    manifest = Manifest.from_bytes(m_data, what=where)
-    if not life.admit(seq, lambda: manifest.expires, present=False):
-        report.snapshots_skipped += 1  # expired: retired in the destination, never sent
-        return
-    needed, stale = [], []
-    for _, c in snapshot_chunks(src, Snapshot(rec.snapshot, manifest), ledgers=index.ledgers):
-        if c.digest in index.seen:
-            continue
-        index.seen.add(c.digest)
-        if not index.has(c.digest):
-            needed.append(c)
-        elif index.fresh(c.digest):
-            report.chunks_present += 1
-        else:  # present but old: written again so that gc's grace period covers it
-            stale.append(c)
-    new = {c.digest for c in needed}
-    report.chunks_present += len(stale)
-    for batch in _batches(needed + stale):
-        got = src.storage.read_many([chunk_path(c.digest) for c in batch])
-        items = []
-        for c, stored in zip(batch, got):
-            if stored is None:
-                raise CorruptSnapshot(f"{src.url}: {where}: chunk {c.digest} is missing from the "
-                                      "source; run 'ckptfs verify' on it. Nothing of this "
-                                      "snapshot was committed to the destination.")
-            data = framing.unframe(stored, c.size, what=f"{where}: chunk {c.digest}")
-            if Digest.of(data) != c.digest:
-                raise CorruptSnapshot(f"{src.url}: {where}: chunk {c.digest} does not match its "
-                                      "digest; run 'ckptfs verify --read-data' on the source")
-            items.append((chunk_path(c.digest), stored))
-            report.bytes_copied += len(stored) if c.digest in new else 0
-        since = time.time()
-        dst.storage.write_many(items)  # an existing chunk is refreshed, not duplicated
-        index.wrote((c.digest for c in batch), since)
-        report.chunks_copied += sum(c.digest in new for c in batch)
-    dst.storage.write(snapshot_path(rec.snapshot), m_stored)
-    report.bytes_copied += len(m_stored)
-    life.ready()  # markers for the expired seqs below this one, before its record
-    try:
-        dst.storage.create(record_path(run_id, seq), rec_bytes)
-    except FileExistsError:
-        if dst.record(run_id, seq).snapshot != rec.snapshot:
-            raise _diverged(src, dst, run_id, seq) from None
-        report.snapshots_present += 1
-        return
-    report.snapshots_copied += 1
+@attrs.frozen
+class _Pending:
+    """A snapshot read and verified from the source, its record not yet in the destination."""
+
+    seq: int
+    where: str
+    rec_bytes: bytes
+    rec: RunRecord
+    m_stored: bytes
+    #: chunks to write: those the destination lacks, then those it holds but too old to rely on
+    send: list[ChunkRef]
+    new: frozenset[Digest]
+
+
+class _RunCopy:
+    """One run's snapshots, ascending, in groups: the chunks of a group's snapshots go up
+    together (the next batch read and verified from the source while one uploads), then their
+    manifests, then their records one at a time in seq order. A record is only created once
+    everything its snapshot needs is in the destination; a group ends at ``_GROUP_BYTES``."""
+
+    def __init__(self, src: Repository, dst: Repository, run_id: str, index: _ChunkIndex,
+                 report: CopyReport, life: RunLife, reader: Executor,
+                 tick: Callable[[int], None]) -> None:
+        self.src, self.dst, self.run_id, self.index = src, dst, run_id, index
+        self.report, self.life, self.reader, self.tick = report, life, reader, tick
+        self.have = set(dst.seqs(run_id))
+        self.group: list[_Pending] = []
+        #: source seqs handled (committed, present or skipped), for progress after a conflict
+        self.handled = 0
+
+    def copy(self, seqs: list[int]) -> None:
+        try:
+            for seq in seqs:
+                p = self._prepare(seq)
+                if p is None:
+                    self._handled(1)
+                    continue
+                self.group.append(p)
+                if sum(c.size for q in self.group for c in q.send) >= _GROUP_BYTES:
+                    self._flush()
+        except ConflictError:
+            self._flush()  # what came before the divergence is still copied
+            raise
+        self._flush()
+
+    def _handled(self, n: int) -> None:
+        self.handled += n
+        self.tick(n)
+
+    def _prepare(self, seq: int) -> _Pending | None:
+        """Check a snapshot against the destination; None when there is nothing to send (its
+        record is there, or it expired), else what to send, verified so far as the manifest."""
+        src, run_id, index, report, life = self.src, self.run_id, self.index, self.report, self.life
+        rec_bytes, rec = _record(src, run_id, seq)
+        where = f"run {run_id!r} seq {seq} (snapshot {rec.snapshot.short})"
+        if seq in self.have:
+            if self.dst.record(run_id, seq).snapshot != rec.snapshot:
+                raise _diverged(src, self.dst, run_id, seq)
+            life.admit(seq, lambda: src.snapshot_at(run_id, seq).manifest.expires, present=True)
+            report.snapshots_present += 1
+            return None
+        m_stored, m_data = _verified_manifest(src, rec, where)
+        manifest = Manifest.from_bytes(m_data, what=where)
+        if not life.admit(seq, lambda: manifest.expires, present=False):
+            report.snapshots_skipped += 1  # expired: retired in the destination, never sent
+            return None
+        needed, stale = [], []
+        for _, c in snapshot_chunks(src, Snapshot(rec.snapshot, manifest), ledgers=index.ledgers):
+            if c.digest in index.seen:
+                continue
+            index.seen.add(c.digest)
+            if not index.has(c.digest):
+                needed.append(c)
+            elif index.fresh(c.digest):
+                report.chunks_present += 1
+            else:  # present but old: written again so that gc's grace period covers it
+                stale.append(c)
+        report.chunks_present += len(stale)
+        return _Pending(seq, where, rec_bytes, rec, m_stored, needed + stale,
+                        frozenset(c.digest for c in needed))
+
+    def _flush(self) -> None:
+        """Send the group's chunks, then manifests, then records. If a source chunk turns out
+        missing or corrupt, the snapshots before it whose chunks were all sent still commit."""
+        group, self.group = self.group, []
+        if not group:
+            return
+        items = [(p, c) for p in group for c in p.send]
+        ends = list(itertools.accumulate(len(p.send) for p in group))
+        sent = 0
+        batches = list(_batches(items))
+        ahead = self.reader.submit(_fetch, self.src, batches[0]) if batches else None
+        for k, batch in enumerate(batches):
+            assert ahead is not None
+            try:
+                stored = ahead.result()
+            except CorruptSnapshot:
+                self._commit([p for p, end in zip(group, ends) if end <= sent])
+                raise
+            ahead = self.reader.submit(_fetch, self.src, batches[k + 1]) \
+                if k + 1 < len(batches) else None
+            since = time.time()
+            self.dst.storage.write_many(  # an existing chunk is refreshed, not duplicated
+                (chunk_path(c.digest), data) for (_, c), data in zip(batch, stored))
+            self.index.wrote((c.digest for _, c in batch), since)
+            for (p, c), data in zip(batch, stored):
+                if c.digest in p.new:
+                    self.report.chunks_copied += 1
+                    self.report.bytes_copied += len(data)
+            sent += len(batch)
+        self._commit(group)
+
+    def _commit(self, group: list[_Pending]) -> None:
+        """Manifests (their chunks are all in the destination), then records in seq order."""
+        self.dst.storage.write_many((snapshot_path(p.rec.snapshot), p.m_stored) for p in group)
+        for p in group:
+            self.report.bytes_copied += len(p.m_stored)
+            self.life.ready(p.seq)  # markers for the expired seqs below this one, first
+            try:
+                self.dst.storage.create(record_path(self.run_id, p.seq), p.rec_bytes)
+            except FileExistsError:
+                if self.dst.record(self.run_id, p.seq).snapshot != p.rec.snapshot:
+                    raise _diverged(self.src, self.dst, self.run_id, p.seq) from None
+                self.report.snapshots_present += 1
+            else:
+                self.report.snapshots_copied += 1
+            self._handled(1)
+
+
+def _fetch(src: Repository, batch: list[tuple[_Pending, ChunkRef]]) -> list[bytes]:
+    """Stored bytes of a batch of chunks from the source, each checked against its digest."""
+    got = src.storage.read_many([chunk_path(c.digest) for _, c in batch])
+    for (p, c), stored in zip(batch, got):
+        if stored is None:
+            raise CorruptSnapshot(f"{src.url}: {p.where}: chunk {c.digest} is missing from the "
+                                  "source; run 'ckptfs verify' on it. Nothing of this "
+                                  "snapshot was committed to the destination.")
+        data = framing.unframe(stored, c.size, what=f"{p.where}: chunk {c.digest}")
+        if Digest.of(data) != c.digest:
+            raise CorruptSnapshot(f"{src.url}: {p.where}: chunk {c.digest} does not match its "
+                                  "digest; run 'ckptfs verify --read-data' on the source")
+    return [b for b in got if b is not None]
 
 
 def _record(src: Repository, run_id: str, seq: int) -> tuple[bytes, RunRecord]:
@@ -253,12 +345,12 @@ def _verified_manifest(src: Repository, rec: RunRecord, where: str) -> tuple[byt
     return stored, data
 
 
-def _batches(chunks: list[ChunkRef]) -> Iterable[list[ChunkRef]]:
-    batch: list[ChunkRef] = []
+def _batches(items: list[tuple[_Pending, ChunkRef]]) -> Iterable[list[tuple[_Pending, ChunkRef]]]:
+    batch: list[tuple[_Pending, ChunkRef]] = []
     size = 0
-    for c in chunks:
-        batch.append(c)
-        size += c.size
+    for item in items:
+        batch.append(item)
+        size += item[1].size
         if len(batch) >= _BATCH_ITEMS or size >= _BATCH_BYTES:
             yield batch
             batch, size = [], 0

@@ -166,13 +166,16 @@ class RunLife:
         return True
 
     # -- retired ranges ------------------------------------------------------------------------
-    def ready(self) -> None:
-        """Before a record is created: retire the expired seqs skipped so far."""
-        if self.expired:
-            self._publish(None, self.expired)
-            self.expired = set()
+    def ready(self, seq: int | None = None) -> None:
+        """Before the record of ``seq`` is created: retire the expired seqs skipped below it."""
+        due = {s for s in self.expired if seq is None or s < seq}
+        if due:
+            self._publish(None, due)
+            self.expired -= due
 
-    finish = ready
+    def finish(self) -> None:
+        """After the run's last record: retire every expired seq still pending."""
+        self.ready()
 
     def _visible(self, seq: int) -> bool:
         return self.marker is None or self.marker.visible(seq)
