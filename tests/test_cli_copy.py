@@ -214,3 +214,25 @@ def test_progress_bar_only_on_a_terminal() -> None:
         bar(2, 2, "done")
     assert "[###############...............] 1/2 half" in buf.getvalue()
     assert buf.getvalue().endswith("\n") and "2/2 done" in buf.getvalue()
+
+
+def test_copy_stops_at_a_damaged_source_chunk_after_committing_what_is_whole(
+        tmp_path: Path) -> None:
+    """Snapshots go up in groups; a chunk missing from the source stops the copy with the
+    snapshots before it committed and nothing of the damaged one (no record, no manifest)."""
+    from ckptfs.errors import CorruptSnapshot
+
+    src, dst = str(tmp_path / "src"), str(tmp_path / "dst")
+    s = ckptfs.open_store(src)
+    run = s.start_run("r")
+    for i in range(3):
+        run.checkpoint({"data": ckptfs.Blob(os.urandom(100_000)), "i": i})
+    third = s.get("r@3")
+    mine = {c.digest for c in third.manifest.entries["data"].chunks}  # type: ignore[union-attr]
+    os.unlink(Path(src) / chunk_path(sorted(mine)[0]))
+    with pytest.raises(CorruptSnapshot, match="seq 3"):
+        copy_runs(s.repo, ckptfs.open_store(dst).repo)
+    d = ckptfs.open_store(dst)
+    assert [x.seq for x in d.snapshots("r")] == [1, 2]
+    assert not (Path(dst) / snapshot_path(third.digest)).exists()
+    assert cli("verify", dst, "--read-data").returncode == 0

@@ -272,13 +272,10 @@ class _RunCopy:
         ahead = self.reader.submit(_fetch, self.src, batches[0]) if batches else None
         for k, batch in enumerate(batches):
             assert ahead is not None
-            try:
-                stored = ahead.result()
-            except CorruptSnapshot:
-                self._commit([p for p, end in zip(group, ends) if end <= sent])
-                raise
+            stored, damage = ahead.result()
             ahead = self.reader.submit(_fetch, self.src, batches[k + 1]) \
-                if k + 1 < len(batches) else None
+                if k + 1 < len(batches) and damage is None else None
+            batch = batch[:len(stored)]  # what was verified before any damage
             since = time.time()
             self.dst.storage.write_many(  # an existing chunk is refreshed, not duplicated
                 (chunk_path(c.digest), data) for (_, c), data in zip(batch, stored))
@@ -288,6 +285,9 @@ class _RunCopy:
                     self.report.chunks_copied += 1
                     self.report.bytes_copied += len(data)
             sent += len(batch)
+            if damage is not None:
+                self._commit([p for p, end in zip(group, ends) if end <= sent])
+                raise damage
         self._commit(group)
 
     def _commit(self, group: list[_Pending]) -> None:
@@ -307,19 +307,25 @@ class _RunCopy:
             self._handled(1)
 
 
-def _fetch(src: Repository, batch: list[tuple[_Pending, ChunkRef]]) -> list[bytes]:
-    """Stored bytes of a batch of chunks from the source, each checked against its digest."""
+def _fetch(src: Repository, batch: list[tuple[_Pending, ChunkRef]]
+           ) -> tuple[list[bytes], CorruptSnapshot | None]:
+    """Stored bytes of a batch of chunks from the source, each checked against its digest:
+    those before the first missing or damaged one, and the error that one gives (or None)."""
     got = src.storage.read_many([chunk_path(c.digest) for _, c in batch])
+    out: list[bytes] = []
     for (p, c), stored in zip(batch, got):
         if stored is None:
-            raise CorruptSnapshot(f"{src.url}: {p.where}: chunk {c.digest} is missing from the "
-                                  "source; run 'ckptfs verify' on it. Nothing of this "
-                                  "snapshot was committed to the destination.")
+            return out, CorruptSnapshot(
+                f"{src.url}: {p.where}: chunk {c.digest} is missing from the source; run "
+                "'ckptfs verify' on it. Nothing of this snapshot was committed to the "
+                "destination.")
         data = framing.unframe(stored, c.size, what=f"{p.where}: chunk {c.digest}")
         if Digest.of(data) != c.digest:
-            raise CorruptSnapshot(f"{src.url}: {p.where}: chunk {c.digest} does not match its "
-                                  "digest; run 'ckptfs verify --read-data' on the source")
-    return [b for b in got if b is not None]
+            return out, CorruptSnapshot(
+                f"{src.url}: {p.where}: chunk {c.digest} does not match its digest; run "
+                "'ckptfs verify --read-data' on the source")
+        out.append(stored)
+    return out, None
 
 
 def _record(src: Repository, run_id: str, seq: int) -> tuple[bytes, RunRecord]:
