@@ -2,7 +2,8 @@
 
 Order is what keeps the destination valid at every moment: for each snapshot, in sequence
 order, first the chunks the destination lacks, then the manifest, then the run record, created
-only if absent. A record therefore never names anything that is not already there, and a run in
+only if absent. Several snapshots of a run share the uploads (``_RunCopy``): their chunks go up
+together, then their manifests, then their records one at a time in order. A record therefore never names anything that is not already there, and a run in
 the destination is always a prefix of the run in the source. Interrupted at any point, the copy
 is resumed by running it again: records already present are skipped, chunks already present
 are not sent again. Every chunk and manifest is verified against its digest before it is
@@ -14,7 +15,8 @@ never come back, and an erasure in the source is repeated in the destination.
 
 A copy is a writer in the destination and keeps its grace rule (spec/retention.md "Grace
 rule"): a chunk the destination already holds is relied on only if it was modified less than
-``REUSE_WINDOW_S`` ago; an older one is written again (local: touched; object stores: put), so
+``REUSE_WINDOW_S`` ago (its age from one ``scan`` of the destination's chunks/, measured when
+the chunk is needed); an older one is written again (local: touched; object stores: put), so
 a concurrent ``gc`` there cannot sweep it before the record that references it lands.
 
 Chunk boundaries are the writer's choice (readers only concatenate), so a destination whose
