@@ -179,3 +179,22 @@ def test_every_manifest_in_every_vector_matches_the_cddl() -> None:
 
 def test_cddl_in_vectors_is_the_spec() -> None:
     assert (VECTORS / "ckptfs.cddl").read_bytes() == (REPO / "spec" / "ckptfs.cddl").read_bytes()
+
+
+def test_readmes_state_the_vector_counts() -> None:
+    """The counts in README.md and conformance/README.md are those of vectors/."""
+    import re
+
+    vectors = runner.load_vectors()
+    cats: dict[str, int] = {}
+    for v in vectors:
+        cats[v["category"]] = cats.get(v["category"], 0) + 1
+    text = " ".join((REPO / "conformance" / "README.md").read_text().split())
+    assert f"There are {len(vectors)} vectors:" in text
+    for cat, n in cats.items():
+        assert re.search(rf"`{cat}` {n}\b", text), cat
+    for cap in ("lifecycle", "ledger"):
+        n = sum(cap in v["requires"] for v in vectors)
+        assert re.search(rf"\b{n} (of them need )?the `{cap}` capability", text), cap
+    readme = " ".join((REPO / "README.md").read_text().split())
+    assert f"holds {len(vectors)} language-neutral vectors" in readme
