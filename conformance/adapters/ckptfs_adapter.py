@@ -43,12 +43,13 @@ def apply_break(rule: str) -> None:
         Digest.__ne__ = lambda self, other: False  # type: ignore[method-assign]
     elif rule == "ignore-required":
         models.check_features = lambda required, what: tuple(required or ())
-    elif rule == "ignore-retired":
-        repository.read_retired = lambda storage, run_id: None
-    elif rule == "ignore-tombstones":
-        repository.read_tombstone = render.read_tombstone = lambda storage, run_id, seq=None: None
-    elif rule == "ignore-expiry-overrides":
-        render.effective_expiry = lambda storage, run_id, seq, expires: expires
+    elif rule == "ignore-retired":  # every record counts: strays are served
+        setattr(repository, "read_retired", lambda storage, run_id: None)
+    elif rule == "ignore-tombstones":  # nothing was ever erased
+        for module in (repository, render):
+            setattr(module, "read_tombstone", lambda storage, run_id, seq=None: None)
+    elif rule == "ignore-expiry-overrides":  # only the manifest's expires counts
+        setattr(render, "effective_expiry", lambda storage, run_id, seq, expires: expires)
     else:
         raise SystemExit(f"unknown --break rule {rule!r}; known: {', '.join(BREAKS)}")
 
