@@ -26,8 +26,8 @@ from typing import Any
 import attrs
 
 VECTORS = Path(__file__).resolve().parent / "vectors"
-CAPABILITIES = ("digest", "cbor", "cbor-encode", "framing", "chunker", "reader", "ledger", "lifecycle",
-                "writer", "writer-exact")
+CAPABILITIES = ("digest", "cbor", "cbor-encode", "framing", "chunker", "reader", "ledger",
+                "lifecycle", "writer", "writer-exact")
 PASS, FAIL, SKIP, ERROR = "Pass", "Fail", "Skip", "Error"
 
 
