@@ -20,10 +20,17 @@ import cbor2
 import zstandard
 
 import ckptfs
+from ckptfs.errors import CkptfsError
 from ckptfs.format import cbor, framing
 from ckptfs.format.cdc import ChunkerParams, cut_lengths, cut_lengths_py
 from ckptfs.format.digest import Digest
-from ckptfs.format.names import chunk_path, record_path, snapshot_path
+from ckptfs.format.lifecycle import FENCE_ALL, Retired, Tombstone
+from ckptfs.format.names import chunk_path, record_path, snapshot_path, tombstone_path
+from ckptfs.ops.erase import erase
+from ckptfs.ops.expire import set_expiry
+from ckptfs.ops.retention import forget_snapshots
+from ckptfs.runtime.migrations import Migrations
+from ckptfs.store.lifecycle import write_retired
 from conformance.render import canonical_json, render_store, symbolic, tagged
 
 ROOT = Path(__file__).resolve().parent
@@ -648,11 +655,172 @@ def chunked_inline_mix(p: Path) -> None:
         "list-empty": content_entry(p, "value", b"", encoding="cbor-seq", inline=False)}))
 
 
+# -- lifecycle: erasure, forgotten ranges, expiry overrides (spec/retention.md) ------------------
+def _steps(s: ckptfs.Store, c: Clock, run: str, n: int, **kw: Any) -> list[Any]:
+    """Start ``run`` and commit ``n`` snapshots one clock tick apart; their Snapshot values."""
+    r = s.start_run(run)
+    out = []
+    for i in range(1, n + 1):
+        c.tick()
+        out.append(r.checkpoint({"run": run, "step": i, "note": prng(f"{run}{i}", 40).hex()},
+                                **kw))
+    return out
+
+
+def _stray(p: Path, run: str, seq: int, keep: Callable[[], Any]) -> None:
+    """Run ``keep`` (which forgets or erases), then put the record at ``seq`` back: a leftover
+    record that a marker hides (an interrupted forget, or a stale writer's late create)."""
+    data = (p / record_path(run, seq)).read_bytes()
+    keep()
+    put_file(p, record_path(run, seq), data)
+
+
+def _interrupted_erase(s: ckptfs.Store, c: Clock, run: str) -> None:
+    """Erase steps 1 and 2 only (fence, tombstone ``erasing``): the process died before it
+    deleted anything, so the records and manifests are all still there."""
+    st = s.storage
+    ids = tuple((n, s.repo.record(run, n).snapshot) for n in s.repo.seqs(run))
+    write_retired(st, Retired(run=run, through=FENCE_ALL, kept=(), created=c.tick()))
+    st.replace(tombstone_path(run), Tombstone(run=run, seq=None, reason="GDPR request 7",
+                                              requested=c(), snapshots=ids).to_bytes())
+
+
+@store
+def lifecycle_run_erased(p: Path) -> None:
+    """Run 'gone' was erased: only its tombstone (state erased, with the erased ids and counts)
+    and its fence remain; run 'keep' still reads its blob, shared with the erased run."""
+    s, c = new_store(p)
+    data = prng("erase-shared", 3000)
+    s.start_run("keep").checkpoint({"doc": ckptfs.Blob(data)})
+    c.tick()
+    g = s.start_run("gone")
+    g.checkpoint({"doc": ckptfs.Blob(data), "secret": "x" * 3000})
+    c.tick()
+    g.checkpoint({"doc": ckptfs.Blob(data), "secret": "y" * 3000})
+    erase(s.repo, "gone", reason="user 42 asked to be forgotten", now=c.tick())
+
+
+@store
+def lifecycle_snapshot_erased(p: Path) -> None:
+    """Snapshot 2 of three was erased: its tombstone remains; seqs 1 and 3 read as usual (the
+    run is fenced for writers, which readers do not see)."""
+    s, c = new_store(p)
+    _steps(s, c, "r1", 3)
+    erase(s.repo, "r1", seq=2, reason="pasted a password", now=c.tick())
+
+
+@store
+def lifecycle_erase_interrupted(p: Path) -> None:
+    """An erase that stopped after its tombstone (state erasing): every record and manifest is
+    still there, but the run is erased for readers: no snapshot of it is shown."""
+    s, c = new_store(p)
+    _steps(s, c, "r1", 2)
+    _steps(s, c, "other", 1)
+    _interrupted_erase(s, c, "r1")
+
+
+@store
+def lifecycle_forgotten_gaps(p: Path) -> None:
+    """Snapshots 2 and 3 of five were forgotten: a gap; seq 1 is kept below the marker."""
+    s, c = new_store(p)
+    _steps(s, c, "r1", 5)
+    forget_snapshots(s.repo, {"r1": {2, 3}}, now=c.tick())
+
+
+@store
+def lifecycle_stray_records(p: Path) -> None:
+    """Records left inside a retired range (forgotten, not yet deleted) are strays: not shown,
+    not the head; the kept seq below the marker is shown."""
+    s, c = new_store(p)
+    _steps(s, c, "r1", 5)
+    _stray(p, "r1", 3, lambda: _stray(p, "r1", 2, lambda: forget_snapshots(
+        s.repo, {"r1": {2, 3}}, now=c.tick())))
+
+
+@store
+def lifecycle_run_forgotten(p: Path) -> None:
+    """Every snapshot of run 'old' was forgotten (marker through its head, nothing kept) and its
+    head record was left behind: the run has no head and no snapshots. Run 'new' is intact."""
+    s, c = new_store(p)
+    _steps(s, c, "old", 2)
+    _steps(s, c, "new", 1)
+    _stray(p, "old", 2, lambda: forget_snapshots(s.repo, {"old": {1, 2}}, now=c.tick()))
+
+
+@store
+def lifecycle_expiry_overrides(p: Path) -> None:
+    """Snapshot overrides win over the manifest: seq 1 (no expiry) made expired, seq 2 (expired
+    by its manifest) made never-expiring, seq 3 made to expire exactly at NOW (expired)."""
+    s, c = new_store(p)
+    _steps(s, c, "r1", 1)
+    r = s.resume("r1")
+    c.tick()
+    r.checkpoint({"step": 2}, expires_at=(T0 + 60_000) / 1000)
+    c.tick()
+    r.checkpoint({"step": 3}, expires_at=(NOW + 3_600_000) / 1000)
+    c.tick()
+    r.checkpoint({"step": 4})
+    for target, when in (("r1@1", T0 + 10_000), ("r1@2", None), ("r1@3", NOW)):
+        set_expiry(s.repo, target, when, now=c.tick())
+
+
+@store
+def lifecycle_run_expiry(p: Path) -> None:
+    """A run override expires every snapshot of run 'a' except seq 2, whose own override says
+    never; run 'b''s override (never) lifts the expiry its manifests carry."""
+    s, c = new_store(p)
+    _steps(s, c, "a", 3)
+    _steps(s, c, "b", 2, expires_at=(T0 + 60_000) / 1000)
+    set_expiry(s.repo, "a", T0 + 30_000, now=c.tick())
+    set_expiry(s.repo, "a@2", None, now=c.tick())
+    set_expiry(s.repo, "b", None, now=c.tick())
+
+
+@store
+def default_ttl(p: Path) -> None:
+    """Setting default_ttl_ms (12 h): the writer gave each snapshot created + TTL (the first is
+    expired at NOW), except the one with an explicit expiry."""
+    s, c = new_store(p)
+    s.init(settings={"default_ttl_ms": 43_200_000})
+    r = s.start_run("r1")
+    r.checkpoint({"step": 1})
+    c.tick(50_000_000)
+    r.checkpoint({"step": 2})
+    c.tick()
+    r.checkpoint({"step": 3}, expires_at=(NOW + 1000) / 1000)
+
+
+@store
+def migrated_from(p: Path) -> None:
+    """A run resumed by code of schema v3 from a v1 snapshot: the next manifest carries
+    migrated_from (provenance only: readers may ignore it)."""
+    s, c = new_store(p)
+    s.start_run("r1", schema=("agent", 1)).checkpoint({"name": "Ada Lovelace"})
+    c.tick()
+    m = Migrations()
+    m.add("agent", 1, lambda st: {"first": st["name"].split()[0], "last": st["name"].split()[1]})
+    m.add("agent", 2, lambda st: {**st, "tags": []})
+    r = s.resume("r1", schema=("agent", 3), migrations=m)
+    r.checkpoint(dict(r.state))
+    c.tick()
+    s.resume("r1", schema=("agent", 3)).checkpoint({"tags": ["x"]})
+
+
+@store
+def migrated_from_malformed(p: Path) -> list[str]:
+    """A malformed migrated_from (a string): readers that use the field ignore it, none refuse
+    the manifest (migrations.md 4)."""
+    init_store(p)
+    e = content_entry(p, "value", cbor.encode(1), encoding="cbor")
+    d = commit_raw(p, manifest_map("r1", 1, {"v": e}, migrated_from="agent@1"))
+    return [snapshot_path(d)]
+
+
 def valid_stores(g: Gen) -> None:
     for name, build in STORES.items():
         d = g.store_dir("store-valid", name)
         beyond_cddl = build(d) or []
-        requires = ["reader", "ledger"] if name.startswith("ledger") else ["reader"]
+        requires = ["reader", *_feature(name)]
         desc = " ".join((build.__doc__ or "").split())
         g.vector("store-valid", name, desc, ["read", "{store}", str(NOW)],
                  {"output": render_store(str(d), NOW), "compare": "json"}, requires,
@@ -879,7 +1047,11 @@ INVALID: dict[str, tuple[str, str, Callable[[Path], Any]]] = {
                                "k", "completed", result=1, via="call",
                                args=Digest.of(b"b").raw)])),
 }
-INVALID_REQUIRES = {"ledger": ["reader", "ledger"]}
+
+
+def _feature(name: str) -> list[str]:
+    """The capability a store vector needs beyond ``reader``, from its name's prefix."""
+    return [f for f in ("ledger", "lifecycle") if name.startswith(f + "-")]
 
 
 def _record(p: Path, seq: int = 2, run: str = "r1") -> dict[str, Any]:
@@ -918,16 +1090,18 @@ def _manifest_field(p: Path, **kw: Any) -> None:
     put_file(p, record_path("r1", 2), cbor.encode(rec))
 
 
-def invalid_stores(g: Gen, base: Path) -> None:
-    for name, (cat, desc, damage) in INVALID.items():
+def invalid_stores(g: Gen, base: Path, cases: dict[str, tuple[str, str, Callable[[Path], Any]]]
+                   = INVALID, prefix: str = "") -> None:
+    for name, (cat, desc, damage) in cases.items():
+        name = prefix + name
         d = g.store_dir("store-invalid", name)
         shutil.copytree(base, d)
         before = _snapshot_files(d)
         damage(d)
         broken = sorted(f for f, b in _snapshot_files(d).items() if before.get(f) != b
-                        and (f.startswith("snapshots/") or f == "ckptfs.cbor"
-                             or f.startswith("runs/")))
-        requires = ["reader", "ledger"] if name.startswith("ledger") else ["reader"]
+                        and (f.startswith(("snapshots/", "runs/", "tombstones/"))
+                             or f == "ckptfs.cbor"))
+        requires = ["reader", *_feature(name)]
         g.vector("store-invalid", name, desc, ["read", "{store}", str(NOW)], {"error": cat},
                  requires, store=f"{name}.store", damaged=broken)
 
@@ -963,6 +1137,128 @@ def lookup_vectors(g: Gen, base: Path) -> None:
     for name, (ref, cat, desc) in bad.items():
         g.vector("lookup", name, desc, ["snapshot", "{store}", str(NOW), ref], {"error": cat},
                  ["reader"], store="store.store")
+
+
+def _lifecycle_lookup_store(p: Path) -> dict[str, str]:
+    """Runs in every lifecycle state, for lookups; returns the ids of some of their snapshots."""
+    s, c = new_store(p)
+    _steps(s, c, "gone", 2)
+    erase(s.repo, "gone", reason="asked", now=c.tick())
+    _steps(s, c, "part", 3)
+    erase(s.repo, "part", seq=2, reason="asked", now=c.tick())
+    halted = _steps(s, c, "halted", 2)
+    _interrupted_erase(s, c, "halted")
+    gaps = _steps(s, c, "gaps", 4)
+    _stray(p, "gaps", 3, lambda: forget_snapshots(s.repo, {"gaps": {2, 3}}, now=c.tick()))
+    old = _steps(s, c, "old", 2)
+    _stray(p, "old", 2, lambda: forget_snapshots(s.repo, {"old": {1, 2}}, now=c.tick()))
+    _steps(s, c, "exp", 2)
+    set_expiry(s.repo, "exp@1", T0 + 1, now=c.tick())
+    set_expiry(s.repo, "exp", NOW + 1, now=c.tick())
+    return {"halted": halted[0].id, "gaps": gaps[2].id, "old": old[1].id}
+
+
+def lifecycle_lookup_vectors(g: Gen) -> None:
+    from conformance.render import render_ref
+
+    d = g.store_dir("lookup", "lifecycle")
+    ids = _lifecycle_lookup_store(d)
+    ok = {"part@1": "below an erased snapshot", "part": "the head above an erased snapshot",
+          "gaps@1": "kept below a retired range", "gaps": "the head above a retired range",
+          "exp@1": "expired by its override: metadata, then error expired"}
+    for ref, desc in ok.items():
+        g.vector("lookup", f"lifecycle-{ref.replace('@', '-at-')}", f"{ref}: {desc}",
+                 ["snapshot", "{store}", str(NOW), ref],
+                 {"output": render_ref(str(d), ref, NOW), "compare": "json"},
+                 ["reader", "lifecycle"], store="lifecycle.store")
+    bad = {"gone": ("erased", "an erased run (tombstone, fence, nothing else)"),
+           "gone@1": ("erased", "a snapshot of an erased run"),
+           "part@2": ("erased", "the erased snapshot (per-snapshot tombstone)"),
+           "halted": ("erased", "the head of a run whose erase was interrupted (records remain)"),
+           "halted@1": ("erased", "a remaining record of a run being erased"),
+           ids["halted"]: ("erased", "by id: a remaining manifest of a run being erased"),
+           "gaps@2": ("not-found", "a forgotten snapshot (record deleted)"),
+           "gaps@3": ("not-found", "a forgotten snapshot whose record was left behind (stray)"),
+           ids["gaps"]: ("not-found", "by id: the snapshot of a stray record"),
+           "old": ("not-found", "a run whose every snapshot was forgotten (its head record "
+                   "left behind)"),
+           "old@2": ("not-found", "the stray head record of a forgotten run"),
+           ids["old"]: ("not-found", "by id: the snapshot of a forgotten run's stray head")}
+    for ref, (cat, desc) in bad.items():
+        name = "by-id-" + next(k for k, v in ids.items() if v == ref) if ref in ids.values() \
+            else ref.replace("@", "-at-")
+        try:
+            render_ref(str(d), ref, NOW)
+            raise AssertionError(f"{ref}: ckptfs accepts it")
+        except CkptfsError as e:
+            assert e.category == cat, (ref, e.category)
+        g.vector("lookup", f"lifecycle-{name}", desc, ["snapshot", "{store}", str(NOW), ref],
+                 {"error": cat}, ["reader", "lifecycle"], store="lifecycle.store")
+
+
+def _control(path: str, change: Callable[[dict[str, Any]], Any] | None = None,
+             raw: Callable[[dict[str, Any]], bytes] | None = None
+             ) -> Callable[[Path], None]:
+    """A damage that rewrites the control object at ``path``: ``change`` edits its map (then
+    canonical CBOR), ``raw`` encodes it some other way; neither: cut off its last byte."""
+    def damage(p: Path) -> None:
+        f = p / path
+        if change is None and raw is None:
+            f.write_bytes(f.read_bytes()[:-1])
+            return
+        m = cbor2.loads(f.read_bytes())
+        if change is not None:
+            change(m)
+        f.write_bytes(cbor.encode(m) if raw is None else raw(m))
+    return damage
+
+
+_GAPS = "runs/gaps/retired/00000000000000000003"
+_FENCE = "runs/part/retired/18446744073709551615"
+_EXP1 = "runs/exp/expiry-00000000000000000001"
+LIFECYCLE_INVALID: dict[str, tuple[str, str, Callable[[Path], None]]] = {
+    "tombstone-truncated": ("corrupt", "a run tombstone cut short", _control(
+        "tombstones/gone.cbor")),
+    "tombstone-bad-state": ("corrupt", "a tombstone whose state is neither erasing nor erased",
+                            _control("tombstones/gone.cbor", lambda m: m.update(state="gone"))),
+    "tombstone-bad-id": ("corrupt", "a tombstone naming an erased snapshot id of 31 bytes",
+                         _control("tombstones/gone.cbor",
+                                  lambda m: m["snapshots"][0].__setitem__(1, bytes(31)))),
+    "tombstone-noncanonical": ("non-canonical", "a tombstone with its keys out of order",
+                               _control("tombstones/gone.cbor", raw=_noncanonical)),
+    "snapshot-tombstone-truncated": ("corrupt", "a per-snapshot tombstone cut short",
+                                     _control("tombstones/part/00000000000000000002.cbor")),
+    "retired-truncated": ("corrupt", "a retired marker cut short: the range is unknown, so "
+                          "the run is not served", _control(_GAPS)),
+    "retired-through-lies": ("corrupt", "a marker whose through is not the one in its name",
+                             _control(_GAPS, lambda m: m.update(through=2))),
+    "retired-other-run": ("corrupt", "a marker that names another run",
+                          _control(_GAPS, lambda m: m.update(run="old"))),
+    "retired-kept-zero": ("corrupt", "a marker keeping seq 0", _control(
+        _GAPS, lambda m: m.update(kept=[0, 1]))),
+    "retired-noncanonical": ("non-canonical", "a marker with its keys out of order",
+                             _control(_GAPS, raw=_noncanonical)),
+    "fence-truncated": ("corrupt", "the fence of a partly erased run cut short",
+                        _control(_FENCE)),
+    "expiry-truncated": ("corrupt", "a snapshot expiry override cut short: the snapshot's "
+                         "lifetime is unknown", _control(_EXP1)),
+    "expiry-no-expires": ("corrupt", "an override without expires (null means never; absent "
+                          "is not allowed)", _control(_EXP1, lambda m: m.pop("expires"))),
+    "expiry-other-seq": ("corrupt", "an override naming seq 2 at the path of seq 1",
+                         _control(_EXP1, lambda m: m.update(seq=2))),
+    "expiry-text": ("corrupt", "an override whose expires is text", _control(
+        _EXP1, lambda m: m.update(expires="tomorrow"))),
+    "run-expiry-truncated": ("corrupt", "a run expiry override cut short (seq 2 has no "
+                             "override of its own, so it needs the run's)",
+                             _control("runs/exp/expiry")),
+}
+
+
+def lifecycle_invalid_stores(g: Gen) -> None:
+    base = g.out / "_lifecycle"
+    _lifecycle_lookup_store(base)
+    invalid_stores(g, base, LIFECYCLE_INVALID, prefix="lifecycle-")
+    shutil.rmtree(base)
 
 
 # -- writer cases ------------------------------------------------------------------------------
@@ -1031,6 +1327,13 @@ WRITER_CASES: dict[str, tuple[str, bool, list[str], dict[str, Any]]] = {
         {"op": "resume", "run": "r1", "time": T0 + 5},
         {"op": "settle", "run": "r1", "time": T0 + 6, "key": "ship-1",
          "outcome": {"result": tagged("shipped")}}]}),
+    "default-ttl": ("the store's default_ttl_ms gives each snapshot created + TTL unless it asks "
+                    "for an expiry (retention.md 2)", True, ["writer", "lifecycle"], {
+        "settings": {"default_ttl_ms": 3_600_000}, "steps": [
+            {"op": "start", "run": "r1", "time": T0, "schema": {"name": "s", "version": 1}},
+            _cp("r1", T0 + 1, {"n": _v(1)}),
+            _cp("r1", T0 + 2, {"n": _v(2)}, expires=NOW + 5),
+            _cp("r1", NOW - 1_000_000, {"n": _v(3)})]}),
 }
 
 
@@ -1074,6 +1377,8 @@ def generate(out: Path = OUT) -> dict[str, int]:
     _base(base)
     invalid_stores(g, base)
     lookup_vectors(g, base)
+    lifecycle_lookup_vectors(g)
+    lifecycle_invalid_stores(g)
     shutil.rmtree(base)
     writer_vectors(g)
     shutil.copyfile(SPEC_CDDL, out / "ckptfs.cddl")  # the wheel carries no spec/

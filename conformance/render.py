@@ -18,7 +18,7 @@ from ckptfs.format.ledger import Effect, LedgerRef, Record
 from ckptfs.format.models import Captured, Entry, Reference, StoreConfig
 from ckptfs.storage import open_storage
 from ckptfs.store.entries import decode_value, read_content, read_ledger
-from ckptfs.store.lifecycle import effective_expiry
+from ckptfs.store.lifecycle import effective_expiry, read_tombstone, tombstone_keys
 from ckptfs.store.repository import Repository, Snapshot
 
 SAFE_INT = 1 << 53
@@ -154,11 +154,25 @@ def render_snapshot(repo: Repository, snap: Snapshot, now: int) -> dict[str, Any
     return out
 
 
+def render_tombstones(repo: Repository) -> list[dict[str, Any]]:
+    """Every tombstone (spec/retention.md 5), whole-run ones first, by run and seq."""
+    out = []
+    for run_id, seq in tombstone_keys(repo.storage):
+        stone = read_tombstone(repo.storage, run_id, seq)
+        if stone is not None:
+            out.append(stone.to_json())
+    return out
+
+
 def render_store(url: str, now: int) -> dict[str, Any]:
-    """Every run and every committed snapshot of the store at ``url``."""
+    """Every run and every committed snapshot of the store at ``url`` (and its tombstones,
+    when it has any)."""
     repo = Repository(open_storage(url))
     try:
         out: dict[str, Any] = {"config": render_config(repo.config), "runs": {}}
+        tombstones = render_tombstones(repo)
+        if tombstones:
+            out["tombstones"] = tombstones
         for run_id in sorted(repo.run_ids()):
             seqs = repo.seqs(run_id)
             head = repo.head(run_id)

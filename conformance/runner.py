@@ -27,7 +27,7 @@ import attrs
 
 VECTORS = Path(__file__).resolve().parent / "vectors"
 CAPABILITIES = ("digest", "cbor", "cbor-encode", "framing", "chunker", "reader", "ledger",
-                "writer", "writer-exact")
+                "lifecycle", "writer", "writer-exact")
 PASS, FAIL, SKIP, ERROR = "Pass", "Fail", "Skip", "Error"
 
 

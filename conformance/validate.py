@@ -1,4 +1,5 @@
-"""Validate a store's config, manifests and run records against the CDDL with pycddl."""
+"""Validate a store's config, manifests, run records and retention control objects (retired
+markers, expiry overrides, tombstones, leases) against the CDDL with pycddl."""
 
 from __future__ import annotations
 
@@ -11,8 +12,16 @@ from ckptfs.format import framing
 from ckptfs.format.names import RUN_ID, parse_seq_name
 
 CDDL = Path(__file__).resolve().parent / "vectors" / "ckptfs.cddl"
-ROOTS = ("store-config", "manifest", "run-record")
+ROOTS = ("store-config", "manifest", "run-record", "retention-retired", "retention-expiry",
+         "retention-tombstone", "retention-lease")
 _OBJECT = re.compile(r"snapshots/([0-9a-f]{2})/\1[0-9a-f]{62}")
+_SEQ = r"[0-9]{20}"
+_CONTROLS = {  # spec/retention.md 1; the run-id part is checked by RUN_ID below
+    "retention-retired": re.compile(rf"runs/([^/]+)/retired/{_SEQ}"),
+    "retention-expiry": re.compile(rf"runs/([^/]+)/expiry(-{_SEQ})?"),
+    "retention-tombstone": re.compile(rf"tombstones/([^/]+?)(\.cbor|/{_SEQ}\.cbor)"),
+    "retention-lease": re.compile(rf"leases/maintenance/()(){_SEQ}"),
+}
 
 
 @cache
@@ -34,21 +43,31 @@ def check(root: str, data: bytes) -> str | None:
     return None
 
 
+def root_of(rel: str) -> str | None:
+    """The CDDL rule of the store file at ``rel``, or None when it is not a structure."""
+    if rel == "ckptfs.cbor":
+        return "store-config"
+    if _OBJECT.fullmatch(rel):
+        return "manifest"
+    parts = rel.split("/")
+    if (len(parts) == 3 and parts[0] == "runs" and RUN_ID.match(parts[1])
+            and not parts[1].endswith(".") and parse_seq_name(parts[2])):
+        return "run-record"
+    for root, pattern in _CONTROLS.items():
+        m = pattern.fullmatch(rel)
+        if m and (not m.group(1) or RUN_ID.match(m.group(1))):
+            return root
+    return None
+
+
 def store_files(store: Path) -> list[tuple[str, str, Path]]:
-    """(root rule, relative path, file) of every config, manifest and run record in a store."""
+    """(root rule, relative path, file) of every structure in a store."""
     out = []
     for f in sorted(store.rglob("*")):
         rel = f.relative_to(store).as_posix()
-        if not f.is_file():
-            continue
-        if rel == "ckptfs.cbor":
-            out.append(("store-config", rel, f))
-        elif _OBJECT.fullmatch(rel):
-            out.append(("manifest", rel, f))
-        elif rel.startswith("runs/") and rel.count("/") == 2:
-            _, run, name = rel.split("/")
-            if RUN_ID.match(run) and not run.endswith(".") and parse_seq_name(name):
-                out.append(("run-record", rel, f))
+        root = root_of(rel) if f.is_file() else None
+        if root is not None:
+            out.append((root, rel, f))
     return out
 
 

@@ -114,10 +114,16 @@ def main() -> int:
     app.invoke(None, before_tool.config)
     print("outbox after replaying the tool step:", len(outbox.read_text().splitlines()), "line")
 
-    verify = subprocess.run([sys.executable, "-m", "ckptfs.cli", "verify", "--read-data",
-                             str(store)], capture_output=True, text=True)
-    print(f"\n$ ckptfs verify --read-data {store}\n{verify.stdout.strip()}")
-    return verify.returncode
+    # ... and the ckptfs command line inspects it like any other store
+    for args in (["ls"], ["effects", None], ["verify", "--read-data"]):
+        argv = [a if a is not None else effects_run_id("ticket-42") for a in args]
+        argv = argv[:1] + [str(store)] + argv[1:] if argv[0] != "verify" else argv + [str(store)]
+        done = subprocess.run([sys.executable, "-m", "ckptfs.cli", *argv],
+                              capture_output=True, text=True)
+        print(f"\n$ ckptfs {' '.join(argv)}\n{done.stdout.strip()}")
+        if done.returncode:
+            return done.returncode
+    return 0
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ def test_ckptfs_passes_every_vector() -> None:
     cats: dict[str, int] = {}
     for r in results:
         cats[r.id.split("/")[0]] = cats.get(r.id.split("/")[0], 0) + 1
-    assert len(results) >= 100
+    assert len(results) >= 250
     assert set(cats) == {"digest", "cbor", "framing", "chunker", "store-valid", "store-invalid",
                          "lookup", "writer"}
     assert min(cats.values()) >= 8
@@ -70,6 +70,53 @@ def test_broken_adapter_fails_the_matching_vectors(rule: str, must_fail: set[str
     # the flip touches nothing else: every other vector still passes
     assert all(s == runner.PASS for i, s in st.items() if i not in failed)
     assert len(failed) < len(st) / 4
+
+
+LIFECYCLE_BREAKS = {
+    "ignore-retired": {
+        "store-valid/lifecycle-stray-records", "store-valid/lifecycle-run-forgotten",
+        "store-valid/lifecycle-erase-interrupted", "lookup/lifecycle-gaps-at-3",
+        "lookup/lifecycle-by-id-gaps", "lookup/lifecycle-old", "lookup/lifecycle-old-at-2",
+        "lookup/lifecycle-by-id-old", "lookup/lifecycle-halted", "lookup/lifecycle-halted-at-1",
+        "lookup/lifecycle-by-id-halted", "store-invalid/lifecycle-fence-truncated",
+        *(f"store-invalid/lifecycle-retired-{k}" for k in (
+            "truncated", "through-lies", "other-run", "kept-zero", "noncanonical"))},
+    "ignore-tombstones": {
+        "store-valid/lifecycle-run-erased", "store-valid/lifecycle-snapshot-erased",
+        "store-valid/lifecycle-erase-interrupted", "lookup/lifecycle-gone",
+        "lookup/lifecycle-gone-at-1", "lookup/lifecycle-part-at-2", "lookup/lifecycle-halted",
+        "lookup/lifecycle-halted-at-1", "lookup/lifecycle-by-id-halted",
+        "store-invalid/lifecycle-snapshot-tombstone-truncated",
+        *(f"store-invalid/lifecycle-tombstone-{k}" for k in (
+            "truncated", "bad-state", "bad-id", "noncanonical"))},
+    "ignore-expiry-overrides": {
+        "store-valid/lifecycle-expiry-overrides", "store-valid/lifecycle-run-expiry",
+        "lookup/lifecycle-exp-at-1", "store-invalid/lifecycle-run-expiry-truncated",
+        *(f"store-invalid/lifecycle-expiry-{k}" for k in (
+            "truncated", "no-expires", "other-seq", "text"))},
+}
+
+
+@pytest.mark.parametrize("rule", sorted(LIFECYCLE_BREAKS))
+def test_lifecycle_broken_adapter_fails_exactly_the_matching_vectors(rule: str) -> None:
+    """A reader that skips one retention rule fails exactly the vectors about that rule."""
+    st = _statuses(runner.run(f"{ADAPTER} --break {rule}", batch=True,
+                              only="store-*,lookup/*,writer/*"))
+    assert runner.ERROR not in st.values()
+    assert {i for i, s in st.items() if s == runner.FAIL} == LIFECYCLE_BREAKS[rule]
+
+
+def test_reader_without_lifecycle_passes_when_it_does_not_claim_it() -> None:
+    """The capability switch is meaningful: a reader that knows nothing of retention (all three
+    rules off) skips the lifecycle vectors and passes every other one."""
+    breaks = " ".join(f"--break {r}" for r in LIFECYCLE_BREAKS)
+    claims = set(runner.CAPABILITIES) - {"lifecycle"}
+    st = _statuses(runner.run(f"{ADAPTER} {breaks}", batch=True, capabilities=claims,
+                              only="store-*,lookup/*,writer/*"))
+    lifecycle = {v["id"] for v in runner.load_vectors() if "lifecycle" in v["requires"]}
+    assert lifecycle >= set().union(*LIFECYCLE_BREAKS.values())
+    assert {i for i, s in st.items() if s == runner.SKIP} == lifecycle & set(st)
+    assert {s for i, s in st.items() if i not in lifecycle} == {runner.PASS}
 
 
 def test_capabilities_skip_what_is_not_claimed() -> None:
@@ -132,3 +179,22 @@ def test_every_manifest_in_every_vector_matches_the_cddl() -> None:
 
 def test_cddl_in_vectors_is_the_spec() -> None:
     assert (VECTORS / "ckptfs.cddl").read_bytes() == (REPO / "spec" / "ckptfs.cddl").read_bytes()
+
+
+def test_readmes_state_the_vector_counts() -> None:
+    """The counts in README.md and conformance/README.md are those of vectors/."""
+    import re
+
+    vectors = runner.load_vectors()
+    cats: dict[str, int] = {}
+    for v in vectors:
+        cats[v["category"]] = cats.get(v["category"], 0) + 1
+    text = " ".join((REPO / "conformance" / "README.md").read_text().split())
+    assert f"There are {len(vectors)} vectors:" in text
+    for cat, n in cats.items():
+        assert re.search(rf"`{cat}` {n}\b", text), cat
+    for cap in ("lifecycle", "ledger"):
+        n = sum(cap in v["requires"] for v in vectors)
+        assert re.search(rf"\b{n} (of them need )?the `{cap}` capability", text), cap
+    readme = " ".join((REPO / "README.md").read_text().split())
+    assert f"holds {len(vectors)} language-neutral vectors" in readme

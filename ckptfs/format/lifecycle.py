@@ -45,6 +45,14 @@ def _ints(v: Any, what: str, key: str) -> tuple[int, ...]:
     return tuple(v)
 
 
+def _seq(m: dict[str, Any], what: str) -> int | None:
+    """Field ``seq``: a sequence number (>= 1), or null for the whole run."""
+    seq: int | None = _get(m, "seq", int, what, optional=True, nullable=True)
+    if seq == 0:
+        raise FormatError(f"{what}: seq 0 is not a sequence number")
+    return seq
+
+
 @attrs.frozen(slots=True)
 class Retired:
     """``runs/<run>/retired/<through>``: no record may be created at a seq <= ``through``;
@@ -93,7 +101,7 @@ class Expiry:
         m = _decode_map(data, what)
         if "expires" not in m:
             raise FormatError(f"{what}: missing field 'expires' (null means never)")
-        return cls(run=_run(m, what), seq=_get(m, "seq", int, what, optional=True, nullable=True),
+        return cls(run=_run(m, what), seq=_seq(m, what),
                    expires=_get(m, "expires", int, what, optional=True, nullable=True),
                    set_at=_get(m, "set", int, what))
 
@@ -140,10 +148,11 @@ class Tombstone:
         snaps = _get(m, "snapshots", list, what)
         pairs = []
         for p in snaps:
-            if not (isinstance(p, list) and len(p) == 2 and type(p[0]) is int):
+            if not (isinstance(p, list) and len(p) == 2 and type(p[0]) is int
+                    and 1 <= p[0] <= MAX_U64):
                 raise FormatError(f"{what}: snapshots must be [seq, id] pairs")
             pairs.append((p[0], _digest(p[1], what)))
-        return cls(run=_run(m, what), seq=_get(m, "seq", int, what, optional=True, nullable=True),
+        return cls(run=_run(m, what), seq=_seq(m, what),
                    reason=_get(m, "reason", str, what), requested=_get(m, "requested", int, what),
                    snapshots=tuple(pairs), state=state,
                    completed=_get(m, "completed", int, what, optional=True, nullable=True),

@@ -6,9 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ckptfs.errors import CorruptObject, FormatError
+from ckptfs.errors import CorruptObject, FormatError, NonCanonical
 from ckptfs.format.lifecycle import FENCE_ALL, Expiry, Retired, Tombstone
 from ckptfs.format.names import (
+    RUN_ID,
+    TOMBSTONES,
     expiry_path,
     parse_seq_name,
     record_path,
@@ -17,6 +19,12 @@ from ckptfs.format.names import (
     tombstone_path,
 )
 from ckptfs.storage.base import Storage
+
+
+def _refuse(e: FormatError, why: str) -> FormatError:
+    """A control object that cannot be parsed: refuse (fail closed), keeping the category of
+    format.md 13 (``non-canonical`` for well-formed but non-canonical CBOR, else ``corrupt``)."""
+    return (NonCanonical if isinstance(e, NonCanonical) else CorruptObject)(f"{e}; {why}")
 
 
 def retired_throughs(storage: Storage, run_id: str) -> list[int]:
@@ -38,8 +46,8 @@ def read_retired(storage: Storage, run_id: str) -> Retired | None:
     try:
         r = Retired.from_bytes(data, what=path)
     except FormatError as e:
-        raise CorruptObject(f"{e}; the run's retired range is unknown, so no snapshot of it is "
-                            "served. Restore the file from a copy of the store.") from e
+        raise _refuse(e, "the run's retired range is unknown, so no snapshot of it is served. "
+                      "Restore the file from a copy of the store.") from e
     if r.run != run_id or r.through != throughs[-1]:
         raise CorruptObject(f"{path}: names run {r.run!r} through {r.through}, not its own path")
     return r
@@ -63,8 +71,8 @@ def read_expiry(storage: Storage, run_id: str, seq: int | None = None) -> Expiry
     try:
         e = Expiry.from_bytes(data, what=path)
     except FormatError as err:
-        raise CorruptObject(f"{err}; the expiry of this snapshot is unknown, so it is not "
-                            "served. Set it again with 'ckptfs expire'.") from err
+        raise _refuse(err, "the expiry of this snapshot is unknown, so it is not served. Set "
+                      "it again with 'ckptfs expire'.") from err
     if e.run != run_id or e.seq != seq:
         raise CorruptObject(f"{path}: names run {e.run!r} seq {e.seq}, not its own path")
     return e
@@ -89,7 +97,21 @@ def read_tombstone(storage: Storage, run_id: str, seq: int | None = None) -> Tom
     try:
         return Tombstone.from_bytes(data, what=path)
     except FormatError as e:
-        raise CorruptObject(f"{e}; the tombstone is damaged (the run stays unreadable)") from e
+        raise _refuse(e, "the tombstone is damaged (the run stays unreadable)") from e
+
+
+def tombstone_keys(storage: Storage) -> list[tuple[str, int | None]]:
+    """(run, seq) of every tombstone in the store, seq None for a whole run; sorted, whole-run
+    tombstones first."""
+    out: list[tuple[str, int | None]] = []
+    for name in storage.list(TOMBSTONES):
+        if name.endswith(".cbor") and RUN_ID.match(name[:-5]) and not name[:-5].endswith("."):
+            out.append((name[:-5], None))
+        elif RUN_ID.match(name) and not name.endswith("."):
+            out += [(name, s) for s in (parse_seq_name(n[:-5]) for n in
+                                        storage.list(f"{TOMBSTONES}/{name}")
+                                        if n.endswith(".cbor")) if s]
+    return sorted(out, key=lambda k: (k[0], -1 if k[1] is None else k[1]))
 
 
 def write_expiry(storage: Storage, run_id: str, seq: int | None, expires: int | None,

@@ -2,7 +2,9 @@
 and stdout, or many requests at once with ``batch`` (one JSON request per stdin line).
 
 ``--break RULE`` makes a deliberately broken reader (the suite must catch it):
-``accept-non-canonical``, ``skip-digests``, ``ignore-required``.
+``accept-non-canonical``, ``skip-digests``, ``ignore-required``, ``ignore-retired`` (serve
+records in retired ranges), ``ignore-tombstones`` (as if nothing had been erased),
+``ignore-expiry-overrides`` (only the manifest's ``expires`` counts).
 """
 
 from __future__ import annotations
@@ -19,9 +21,12 @@ from ckptfs.errors import CkptfsError
 from ckptfs.format import cbor, framing, models
 from ckptfs.format.cdc import ChunkerParams, cut_lengths
 from ckptfs.format.digest import Digest
+from ckptfs.store import repository
+from conformance import render
 from conformance.render import canonical_json, render_ref, render_store, tagged, untagged
 
-BREAKS = ("accept-non-canonical", "skip-digests", "ignore-required")
+BREAKS = ("accept-non-canonical", "skip-digests", "ignore-required", "ignore-retired",
+          "ignore-tombstones", "ignore-expiry-overrides")
 
 
 def apply_break(rule: str) -> None:
@@ -38,6 +43,13 @@ def apply_break(rule: str) -> None:
         Digest.__ne__ = lambda self, other: False  # type: ignore[method-assign]
     elif rule == "ignore-required":
         models.check_features = lambda required, what: tuple(required or ())
+    elif rule == "ignore-retired":  # every record counts: strays are served
+        setattr(repository, "read_retired", lambda storage, run_id: None)
+    elif rule == "ignore-tombstones":  # nothing was ever erased
+        for module in (repository, render):
+            setattr(module, "read_tombstone", lambda storage, run_id, seq=None: None)
+    elif rule == "ignore-expiry-overrides":  # only the manifest's expires counts
+        setattr(render, "effective_expiry", lambda storage, run_id, seq, expires: expires)
     else:
         raise SystemExit(f"unknown --break rule {rule!r}; known: {', '.join(BREAKS)}")
 
@@ -58,6 +70,9 @@ def write_case(case_path: str, store_dir: str) -> str:
         ("normalization", "normalization"))}) if case.get("chunker") else None
     store = ckptfs.open_store(store_dir, chunker=chunker, clock=lambda: clock["now"],
                               writer=case["writer"])
+    if "settings" in case:  # created at the first step's time with these settings
+        clock["now"] = case["steps"][0]["time"]
+        store.init(settings=untagged(case["settings"]))
     runs: dict[str, Run] = {}
     for step in case["steps"]:
         clock["now"] = step["time"]
