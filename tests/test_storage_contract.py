@@ -89,6 +89,7 @@ class TestStorageContract:
         assert storage.list("runs/none") == [] and storage.list("nothing/here") == []
         assert "runs" in storage.list("")
         assert storage.size("runs/a") is None  # a folder is not an object
+        assert storage.mtime("runs/a") is None and storage.mtime("runs/top/below") is None
 
     def test_scan_gives_every_object_below_with_size_and_mtime(self, storage: Storage) -> None:
         storage.write_many([("chunks/aa/one", b"1"), ("chunks/ab/two", b"22"),

@@ -415,9 +415,12 @@ class LocalStorage(Storage):
 
     def mtime(self, path: str) -> float | None:
         try:
-            return os.lstat(self._abs(path)).st_mtime
-        except FileNotFoundError:
+            st = os.lstat(self._abs(path))
+        except (FileNotFoundError, NotADirectoryError):
             return None
+        except OSError as e:
+            raise _wrap(e, path) from e
+        return None if stat.S_ISDIR(st.st_mode) else st.st_mtime  # like size(): objects only
 
 
 def _wrap(e: OSError, path: str) -> StorageError:
