@@ -51,7 +51,6 @@ class ObjectStore:
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
         self.known = KnownChunks()
-        self.chunk_puts = 0
 
     # -- chunks ------------------------------------------------------------------------------
     def frame_chunks(self, chunks: Iterable[tuple[Digest, bytes | memoryview]]
@@ -72,7 +71,6 @@ class ObjectStore:
         batch = self.frame_chunks(chunks)
         if batch:
             self.storage.write_many(batch)
-            self.chunk_puts += len(batch)
         self.known.update(d for d, _ in chunks)
         return len(batch)
 
@@ -97,15 +95,7 @@ class ObjectStore:
         got = self.storage.read_many([chunk_path(r.digest) for r in refs])
         return [check_chunk(r, stored, where=where) for r, stored in zip(refs, got)]
 
-    def chunk_exists(self, d: Digest) -> bool:
-        return self.storage.exists(chunk_path(d))
-
     # -- manifests ---------------------------------------------------------------------------
-    def put_manifest(self, manifest: Manifest) -> tuple[Digest, int]:
-        d, size, (path, framed) = self.manifest_object(manifest)
-        self.storage.write(path, framed)
-        return d, size
-
     def get_manifest(self, d: Digest, size: int | None = None) -> Manifest:
         path = snapshot_path(d)
         what = f"snapshot {d}"

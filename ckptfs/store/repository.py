@@ -245,7 +245,6 @@ class Repository:
             self.storage.commit(objects + [manifest_obj], record_path(manifest.run, manifest.seq),
                                 rec.to_bytes())
             self.objects.known.update(c for c, _ in chunks or [])
-            self.objects.chunk_puts += len(objects)
         except FileExistsError:
             raise ConflictError(
                 f"run {manifest.run!r}: sequence number {manifest.seq} was committed by another "
