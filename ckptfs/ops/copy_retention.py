@@ -22,7 +22,6 @@ import attrs
 from ckptfs.format.lifecycle import FENCE_ALL, Expiry, Retired
 from ckptfs.format.names import (
     EXPIRY,
-    RUN_ID,
     TOMBSTONES,
     expiry_path,
     parse_seq_name,
@@ -32,7 +31,13 @@ from ckptfs.format.names import (
 )
 from ckptfs.ops.erase import erase
 from ckptfs.storage.base import Storage
-from ckptfs.store.lifecycle import read_expiry, read_retired, read_tombstone, write_retired
+from ckptfs.store.lifecycle import (
+    read_expiry,
+    read_retired,
+    read_tombstone,
+    tombstone_run,
+    write_retired,
+)
 from ckptfs.store.repository import Repository
 
 
@@ -46,12 +51,7 @@ class LifeReport:
 
 def tombstoned_runs(storage: Storage) -> set[str]:
     """Runs with a tombstone (of the whole run or of one snapshot) in a store."""
-    out = set()
-    for name in storage.list(TOMBSTONES):
-        run = name[: -len(".cbor")] if name.endswith(".cbor") else name
-        if RUN_ID.match(run) and not run.endswith("."):
-            out.add(run)
-    return out
+    return {found[0] for found in map(tombstone_run, storage.list(TOMBSTONES)) if found}
 
 
 def _overrides(storage: Storage, run_id: str) -> dict[int | None, Expiry]:

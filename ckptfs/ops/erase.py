@@ -28,8 +28,8 @@ from ckptfs.format.names import (
 )
 from ckptfs.ops.gc import _chunks, _old, _walk, grace_of
 from ckptfs.ops.lease import DEFAULT_TTL_MS, MaintenanceLease
-from ckptfs.store.lifecycle import read_retired, read_tombstone, write_retired
 from ckptfs.store.ledgers import LedgerScanner
+from ckptfs.store.lifecycle import read_retired, read_tombstone, write_retired
 from ckptfs.store.repository import Repository, Snapshot
 
 MAX_REASON = 4096

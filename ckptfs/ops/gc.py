@@ -19,8 +19,8 @@ from ckptfs.format.names import CHUNKS, SNAPSHOTS, TMP, record_path
 from ckptfs.ops.chunks import snapshot_chunks
 from ckptfs.ops.lease import DEFAULT_TTL_MS, MaintenanceLease
 from ckptfs.storage.base import Storage
-from ckptfs.store.lifecycle import effective_expiry, read_retired, retire
 from ckptfs.store.ledgers import LedgerScanner
+from ckptfs.store.lifecycle import effective_expiry, read_retired, retire
 from ckptfs.store.repository import Repository, Snapshot
 
 DEFAULT_GRACE_MS = 3_600_000

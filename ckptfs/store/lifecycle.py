@@ -100,14 +100,27 @@ def read_tombstone(storage: Storage, run_id: str, seq: int | None = None) -> Tom
         raise _refuse(e, "the tombstone is damaged (the run stays unreadable)") from e
 
 
+def _is_run_id(name: str) -> bool:
+    return bool(RUN_ID.match(name)) and not name.endswith(".")
+
+
+def tombstone_run(name: str) -> tuple[str, bool] | None:
+    """The run a name in ``tombstones/`` belongs to, and whether it is the whole-run tombstone
+    (``<run>.cbor``) rather than the folder of per-snapshot ones (``<run>/``); None if neither."""
+    if name.endswith(".cbor") and _is_run_id(name[:-5]):
+        return name[:-5], True
+    return (name, False) if _is_run_id(name) else None
+
+
 def tombstone_keys(storage: Storage) -> list[tuple[str, int | None]]:
     """(run, seq) of every tombstone in the store, seq None for a whole run; sorted, whole-run
     tombstones first."""
     out: list[tuple[str, int | None]] = []
     for name in storage.list(TOMBSTONES):
-        if name.endswith(".cbor") and RUN_ID.match(name[:-5]) and not name[:-5].endswith("."):
-            out.append((name[:-5], None))
-        elif RUN_ID.match(name) and not name.endswith("."):
+        found = tombstone_run(name)
+        if found is not None and found[1]:
+            out.append((found[0], None))
+        elif found is not None:
             out += [(name, s) for s in (parse_seq_name(n[:-5]) for n in
                                         storage.list(f"{TOMBSTONES}/{name}")
                                         if n.endswith(".cbor")) if s]
