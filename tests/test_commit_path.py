@@ -225,3 +225,62 @@ def test_a_failed_create_whose_object_is_absent_did_not_commit(fault_proxy: Faul
     assert not isinstance(e.value, (OutcomeUnknown, ConflictError))
     fault_proxy.set_rules([])
     assert [s.seq for s in store.snapshots("r")] == [1]
+
+
+# -- the record nonce (spec 8.1) ---------------------------------------------------------------
+def test_record_nonce_round_trips_and_malformed_ones_are_ignored() -> None:
+    from ckptfs.format import cbor
+    from ckptfs.format.digest import Digest
+    from ckptfs.format.models import RunRecord
+
+    d = Digest.of(b"m")
+    rec = RunRecord(run="r", seq=2, snapshot=d, size=10, created=5, nonce=bytes(range(16)))
+    assert RunRecord.from_bytes(rec.to_bytes(), what="t") == rec
+    plain = RunRecord(run="r", seq=2, snapshot=d, size=10, created=5)
+    assert "nonce" not in cbor.decode(plain.to_bytes(), what="t")  # v1 bytes unchanged
+    for bad in ("text", b"\x00" * 4, 7, None):
+        m = {**plain.to_cbor(), "nonce": bad}
+        assert RunRecord.from_bytes(cbor.encode(m), what="t") == plain
+
+
+def test_racing_resumes_of_identical_state_create_different_records(
+        fault_proxy: FaultProxy) -> None:
+    """Two writers resume one head and commit the same state in the same millisecond: their
+    manifests are byte-identical (same snapshot id), so only the record nonce tells their
+    records apart. The first's answer is lost (read back: its own); the second must get
+    ConflictError, not take the first's record for its own (it would then believe it owns
+    the run, e.g. perform an effect the first one also performs)."""
+    url = new_s3_url()
+    opts = fault_proxy.options()
+    a = ckptfs.open_store(url, clock=lambda: 1_700_000_000_000, **opts)
+    a.start_run("r").checkpoint({"n": 1})
+    b = ckptfs.open_store(url, clock=lambda: 1_700_000_000_000, **opts)
+    ra, rb = a.resume("r"), b.resume("r")
+    fault_proxy.set_rules([Rule("drop_response", first_per_path=True, **RECORD_CREATE)])
+    won = ra.checkpoint({"n": 2})
+    with pytest.raises(ConflictError):
+        rb.checkpoint({"n": 2})
+    assert fault_proxy.faults["drop_response"] == 1
+    head = a.get("r")
+    assert head.seq == 2 and head.id == won.id
+    records = {a.repo.record("r", 2).nonce, a.repo.nonce(), b.repo.nonce()}
+    assert None not in records and len(records) == 3
+
+
+# -- issue 18: a missing bucket -----------------------------------------------------------------
+def test_init_in_a_missing_bucket_is_one_clear_error(s3_options: dict[str, Any]) -> None:
+    """``ckptfs init s3://nobucket/p``: one error naming the missing bucket, no traceback, no
+    single-writer warning, no probe mentioned."""
+    import os
+    import uuid
+
+    url = f"s3://nobucket-{uuid.uuid4().hex[:12]}/p"
+    p = subprocess.run([sys.executable, "-m", "ckptfs.cli", "init", url], capture_output=True,
+                       text=True, timeout=120, env=dict(os.environ))
+    assert p.returncode != 0
+    err = p.stderr
+    print(err)
+    assert "does not exist" in err and "bucket" in err
+    assert "Traceback" not in err and "single-writer" not in err and "probe" not in err
+    assert "Warning" not in err
+    assert len(err.strip().splitlines()) <= 2
