@@ -53,7 +53,9 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_line(
             f"ckptfs reliability: {fuzz} fuzz cases, {crash} crash points, "
             f"{TALLY['racing commits landed']} racing commits landed and "
-            f"{TALLY['racing commits refused']} refused with ConflictError")
+            f"{TALLY['racing commits refused']} refused with ConflictError, "
+            f"{TALLY['reads-back that proved a landed commit']} lost answers resolved by a "
+            "read-back")
 
 
 @pytest.fixture(scope="session")

@@ -37,6 +37,9 @@ def main() -> None:
         for run_id in ("shared", f"own-{writer}"):
             print(json.dumps({"run": run_id, "i": i, **attempt(store, run_id, writer, i)}),
                   flush=True)
+    # the last line on stderr: how many creates a read-back proved landed (object stores)
+    print(json.dumps({"landed_on_read_back": getattr(store.storage, "landed_on_read_back", 0)}),
+          file=sys.stderr, flush=True)
 
 
 def attempt(store: ckptfs.Store, run_id: str, writer: int, i: int) -> dict[str, object]:

@@ -103,9 +103,14 @@ def test_a_backend_without_create_only_is_refused_unless_single_writer(
     assert store.read(snap) == {"x": 1}
 
 
+#: creates proved landed by a read-back in the racer processes of this session
+READ_BACKS: list[int] = []
+
+
 def _race(url: str, env: dict[str, str], writers: int, attempts: int, tmp_path: Path
           ) -> list[tuple[int, dict[str, Any]]]:
-    """Run ``writers`` racer processes on ``url``; their outcomes."""
+    """Run ``writers`` racer processes on ``url``; their outcomes (and, in READ_BACKS, how
+    many of their creates a read-back proved landed)."""
     import os
 
     go = tmp_path / f"go-{os.urandom(4).hex()}"
@@ -119,6 +124,7 @@ def _race(url: str, env: dict[str, str], writers: int, attempts: int, tmp_path: 
         stdout, stderr = p.communicate(timeout=300)
         assert p.returncode == 0, stderr[-3000:]
         out += [(w, json.loads(line)) for line in stdout.splitlines()]
+        READ_BACKS.append(json.loads(stderr.strip().splitlines()[-1])["landed_on_read_back"])
     assert len(out) == writers * attempts * 2
     return out
 
@@ -181,6 +187,7 @@ def test_lost_answer_to_a_record_create_is_not_a_conflict(fault_proxy: FaultProx
     assert fault_proxy.faults["drop_response"] == 5
     assert [s.seq for s in store.snapshots("r")] == [1, 2, 3, 4, 5]
     assert [s.id for s in store.snapshots("r")] == [s.id for s in snaps]
+    assert store.storage.landed_on_read_back == 5  # type: ignore[attr-defined]
     TALLY["reads-back that proved a landed commit"] += 5
 
 
@@ -191,10 +198,15 @@ def test_lost_answers_while_racing(fault_proxy: FaultProxy, tmp_path: Path) -> N
     fault_proxy.set_rules([Rule("drop_response", rate=0.33, seed=13, **RECORD_CREATE)])
     url = new_s3_url()
     ckptfs.open_store(url).init()
+    del READ_BACKS[:]
     outcomes = _race(url, fault_proxy.env(), writers=4, attempts=3, tmp_path=tmp_path)
     assert fault_proxy.faults["drop_response"] >= 1
     tally = check_race(ckptfs.open_store(url), outcomes)
     assert tally["landed"] >= 3
+    # every dropped answer was to a create that landed: its retry's 412 was read back (a
+    # retry's own answer may be dropped too, so there can be fewer read-backs than drops)
+    assert 1 <= sum(READ_BACKS) <= fault_proxy.faults["drop_response"]
+    TALLY["reads-back that proved a landed commit"] += sum(READ_BACKS)
     TALLY["racing commits landed"] += tally["landed"]
     TALLY["racing commits refused"] += tally["refused"]
 
@@ -284,3 +296,23 @@ def test_init_in_a_missing_bucket_is_one_clear_error(s3_options: dict[str, Any])
     assert "Traceback" not in err and "single-writer" not in err and "probe" not in err
     assert "Warning" not in err
     assert len(err.strip().splitlines()) <= 2
+
+
+def test_init_without_credentials_is_one_clear_error(s3_options: dict[str, Any],
+                                                     tmp_path: Path) -> None:
+    """No credentials anywhere (and no instance metadata lookup): one error that says to
+    check the credentials, before any probe, no traceback, no warning."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update({"AWS_ENDPOINT_URL_S3": s3_options["endpoint_url"],
+                "AWS_EC2_METADATA_DISABLED": "true", "AWS_DEFAULT_REGION": "us-east-1",
+                "AWS_CONFIG_FILE": str(tmp_path / "none"),
+                "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"), "HOME": str(tmp_path)})
+    p = subprocess.run([sys.executable, "-m", "ckptfs.cli", "init", new_s3_url()],
+                       capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode != 0
+    err = p.stderr
+    assert "credentials" in err.lower(), err
+    assert "Traceback" not in err and "single-writer" not in err and "Warning" not in err, err
+    assert len(err.strip().splitlines()) <= 2, err

@@ -86,11 +86,12 @@ def test_eight_writers_race_through_faults(fault_proxy: Any, tmp_path: Path) -> 
     with its exact state, no ConflictError for a commit that landed. CKPTFS_RACE_LONG=1 runs
     3 trials of 6 attempts per writer."""
     from tests.faultproxy import Rule
-    from tests.test_commit_path import _race, check_race
+    from tests.test_commit_path import READ_BACKS, _race, check_race
 
     long = os.environ.get("CKPTFS_RACE_LONG") == "1"
     trials, attempts = (3, 6) if long else (1, 2)
     total: dict[str, int] = {"landed": 0, "refused": 0, "unknown": 0, "own": 0}
+    del READ_BACKS[:]
     for trial in range(trials):
         fault_proxy.set_rules([Rule("drop_response", rate=0.05, seed=100 + trial),
                                Rule("error", status=500, rate=0.01, seed=200 + trial)])
@@ -112,6 +113,8 @@ def test_eight_writers_race_through_faults(fault_proxy: Any, tmp_path: Path) -> 
     assert faults.get("drop_response", 0) >= 1, faults  # the faults did happen
     TALLY["racing commits landed"] += total["landed"] + total["own"]
     TALLY["racing commits refused"] += total["refused"]
+    TALLY["reads-back that proved a landed commit"] += sum(READ_BACKS)
     print(f"\nracing through faults: {trials} trial(s), {total['landed']} shared + "
           f"{total['own']} own commits landed, {total['refused']} refused, {total['unknown']} "
-          f"unknown; faults injected {faults} of {fault_proxy.requests} requests")
+          f"unknown, {sum(READ_BACKS)} landed creates proved by a read-back; faults injected "
+          f"{faults} of {fault_proxy.requests} requests")

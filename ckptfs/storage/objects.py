@@ -70,6 +70,9 @@ class FsspecStorage(Storage):
         writable = protocol not in READ_ONLY_PROTOCOLS
         self._probed = not writable
         self._lock = threading.Lock()
+        #: creates whose answer was "exists" or a failure and whose read-back found our own
+        #: bytes: lost answers of writes that had landed (a figure for tests and operators)
+        self.landed_on_read_back = 0
         self.capabilities = Capabilities(
             create_only=False, create_only_how="not probed yet", durable=writable,
             writable=writable, deletable=writable)
@@ -251,6 +254,7 @@ class FsspecStorage(Storage):
                 "is unknown. Look again once the store is reachable (for a run: resume it and "
                 "check its head).") from (failure or e)
         if held == data:
+            self.landed_on_read_back += 1
             return  # our bytes: the write landed and only its answer was lost
         if held is not None:
             raise FileExistsError(path)
@@ -260,12 +264,14 @@ class FsspecStorage(Storage):
                            "back: this create-only write did not happen.") from failure
 
     def _read_back(self, path: str) -> bytes | None:
-        """The object's bytes, None when absent; any other failure propagates."""
+        """The object's bytes, None when absent; any other failure is a StorageError."""
         try:
             data: bytes = self.fs.cat_file(self._abs(path), **self._cat_kw)
             return data
         except FileNotFoundError:
             return None
+        except Exception as e:
+            raise _wrap(e, self.url, path) from e
 
     def replace(self, path: str, data: bytes) -> None:
         self.write(path, data)
