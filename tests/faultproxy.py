@@ -12,6 +12,8 @@ so that its retry goes through), at most ``limit`` times. What it does when it f
   connection without answering: the lost answer of a request that landed;
 - ``error``: answer ``status`` (500, 503) with an S3 error body, forward nothing;
 - ``delay``: wait ``delay`` seconds, then forward;
+- ``delay_response``: forward, then wait ``delay`` seconds before answering (a client whose
+  read timeout is shorter gives up on a request that landed: a timeout, then its retry);
 - ``strip_header``: forward without ``header`` (a server that ignores a precondition).
 
 Bounded: binds 127.0.0.1 only, forwards only to a loopback upstream, reads at most 64 MiB of a
@@ -34,7 +36,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-ACTIONS = ("drop_request", "drop_response", "error", "delay", "strip_header")
+ACTIONS = ("drop_request", "drop_response", "error", "delay", "delay_response", "strip_header")
 MAX_BODY = 64 * 1024 * 1024
 HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
               "trailer", "transfer-encoding", "upgrade"}
@@ -249,7 +251,13 @@ class _Handler(BaseHTTPRequestHandler):
         if action == "drop_response":
             self._hang_up()
             return
-        self._answer(status, rheaders, rbody, reason)
+        if action == "delay_response":
+            assert rule is not None
+            time.sleep(min(rule.delay, 30.0))
+        try:
+            self._answer(status, rheaders, rbody, reason)
+        except OSError:  # the client gave up waiting
+            self.close_connection = True
 
     def _forward(self, headers: list[tuple[str, str]], body: bytes
                  ) -> tuple[int, str, list[tuple[str, str]], bytes]:

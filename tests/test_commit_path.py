@@ -316,3 +316,18 @@ def test_init_without_credentials_is_one_clear_error(s3_options: dict[str, Any],
     assert "credentials" in err.lower(), err
     assert "Traceback" not in err and "single-writer" not in err and "Warning" not in err, err
     assert len(err.strip().splitlines()) <= 2, err
+
+
+def test_a_timed_out_record_create_that_landed_is_not_a_conflict(
+        fault_proxy: FaultProxy) -> None:
+    """The record PUT lands but its answer comes after the client's read timeout: botocore
+    retries, the retry gets 412, the read-back finds our bytes. Before the fix: ConflictError."""
+    store = ckptfs.open_store(new_s3_url(),
+                              **fault_proxy.options(config_kwargs={"read_timeout": 1}))
+    run = store.start_run("r")
+    fault_proxy.set_rules([Rule("delay_response", delay=2.5, first_per_path=True,
+                                **RECORD_CREATE)])
+    snaps = [run.checkpoint({"i": i}) for i in range(2)]
+    assert fault_proxy.faults["delay_response"] == 2
+    assert [s.id for s in store.snapshots("r")] == [s.id for s in snaps]
+    assert store.storage.landed_on_read_back == 2  # type: ignore[attr-defined]
