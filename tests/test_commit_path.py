@@ -291,7 +291,6 @@ def test_init_in_a_missing_bucket_is_one_clear_error(s3_options: dict[str, Any])
                        text=True, timeout=120, env=dict(os.environ))
     assert p.returncode != 0
     err = p.stderr
-    print(err)
     assert "does not exist" in err and "bucket" in err
     assert "Traceback" not in err and "single-writer" not in err and "probe" not in err
     assert "Warning" not in err
