@@ -192,17 +192,17 @@ def test_lost_answer_to_a_record_create_is_not_a_conflict(fault_proxy: FaultProx
 
 
 def test_lost_answers_while_racing(fault_proxy: FaultProxy, tmp_path: Path) -> None:
-    """Four writers race on one run and a third of the record creates lose their answer:
+    """Three writers race on one run and a third of the record creates lose their answer:
     every commit reported landed is there with its bytes, no ConflictError for one that
     landed."""
     fault_proxy.set_rules([Rule("drop_response", rate=0.33, seed=13, **RECORD_CREATE)])
     url = new_s3_url()
     ckptfs.open_store(url).init()
     del READ_BACKS[:]
-    outcomes = _race(url, fault_proxy.env(), writers=4, attempts=3, tmp_path=tmp_path)
+    outcomes = _race(url, fault_proxy.env(), writers=3, attempts=2, tmp_path=tmp_path)
     assert fault_proxy.faults["drop_response"] >= 1
     tally = check_race(ckptfs.open_store(url), outcomes)
-    assert tally["landed"] >= 3
+    assert tally["landed"] >= 2
     # every dropped answer was to a create that landed: its retry's 412 was read back (a
     # retry's own answer may be dropped too, so there can be fewer read-backs than drops)
     assert 1 <= sum(READ_BACKS) <= fault_proxy.faults["drop_response"]
