@@ -203,3 +203,11 @@ class Busy(CkptfsError):
     """Another maintenance operation (forget, gc, erase) holds the store's lease."""
 
     category = "busy"
+
+
+# -- the object-store commit path (issue 13) ---------------------------------------------------
+class OutcomeUnknown(StorageError):
+    """A create-only write (a commit) failed without a definitive answer and its object could not
+    be read back: the commit may or may not have happened."""
+
+    category = "storage"

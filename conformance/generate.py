@@ -31,6 +31,7 @@ from ckptfs.ops.expire import set_expiry
 from ckptfs.ops.retention import forget_snapshots
 from ckptfs.runtime.migrations import Migrations
 from ckptfs.store.lifecycle import write_retired
+from conformance.gen_commit import commit_vectors, reproducible_nonces
 from conformance.render import canonical_json, render_store, symbolic, tagged
 
 ROOT = Path(__file__).resolve().parent
@@ -282,7 +283,9 @@ class Clock:
 
 def new_store(path: Path, chunker: ChunkerParams | None = SMALL) -> tuple[ckptfs.Store, Clock]:
     clock = Clock()
-    return ckptfs.open_store(str(path), chunker=chunker, clock=clock, writer=WRITER), clock
+    store = ckptfs.open_store(str(path), chunker=chunker, clock=clock, writer=WRITER)
+    store.repo.nonce = reproducible_nonces()  # record nonces (8.1), the same every generation
+    return store, clock
 
 
 def put_file(root: Path, rel: str, data: bytes) -> None:
@@ -1373,6 +1376,7 @@ def generate(out: Path = OUT) -> dict[str, int]:
     framing_vectors(g)
     chunker_vectors(g)
     valid_stores(g)
+    commit_vectors(g)  # conformance/gen_commit.py: record nonces
     base = out / "_base"
     _base(base)
     invalid_stores(g, base)

@@ -11,6 +11,7 @@ import argparse
 import fnmatch
 import json
 import queue
+import re
 import shlex
 import shutil
 import subprocess
@@ -246,7 +247,8 @@ def judge_written(v: dict[str, Any], out: str, store: Path) -> tuple[str, str]:
 
 
 def compare_objects(want: Path, got: Path) -> tuple[str, str]:
-    """Same object paths with the same unframed bytes (framing is the writer's choice)."""
+    """Same object paths with the same unframed bytes (framing is the writer's choice, and so
+    is a run record's ``nonce``, format.md 8.1: records are compared without it)."""
     a, b = _objects(want), _objects(got)
     diffs = [f"{p}: missing" for p in sorted(set(a) - set(b))]
     diffs += [f"{p}: unexpected" for p in sorted(set(b) - set(a))]
@@ -267,8 +269,27 @@ def _objects(root: Path) -> dict[str, bytes]:
         data = f.read_bytes()
         if rel.startswith(("chunks/", "snapshots/")) and data[:1] == b"\x01":
             data = b"\x00" + zstandard.ZstdDecompressor().decompress(data[1:])
+        elif _RECORD.fullmatch(rel):
+            data = _without_nonce(data)
         out[rel] = data
     return out
+
+
+_RECORD = re.compile(r"runs/[^/]+/[0-9]{20}")
+
+
+def _without_nonce(data: bytes) -> bytes:
+    """A run record's canonical bytes without its ``nonce`` (unchanged when not a CBOR map)."""
+    from ckptfs.errors import FormatError
+    from ckptfs.format import cbor
+
+    try:
+        m = cbor.decode(data, what="run record")
+    except FormatError:
+        return data
+    if not isinstance(m, dict) or "nonce" not in m:
+        return data
+    return cbor.encode({k: v for k, v in m.items() if k != "nonce"})
 
 
 def junit(results: list[Result], path: str, name: str) -> None:

@@ -53,7 +53,9 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_line(
             f"ckptfs reliability: {fuzz} fuzz cases, {crash} crash points, "
             f"{TALLY['racing commits landed']} racing commits landed and "
-            f"{TALLY['racing commits refused']} refused with ConflictError")
+            f"{TALLY['racing commits refused']} refused with ConflictError, "
+            f"{TALLY['reads-back that proved a landed commit']} lost answers resolved by a "
+            "read-back")
 
 
 @pytest.fixture(scope="session")
@@ -136,3 +138,18 @@ def storage(store_url: str, store_options: dict[str, Any]) -> Iterator[Storage]:
     s = open_storage(store_url, **store_options)
     yield s
     s.close()
+
+
+# -- the fault-injecting proxy (issue 13, object-store commit path) ---------------------------
+@pytest.fixture
+def fault_proxy(s3_options: dict[str, Any]) -> Iterator[Any]:
+    """A ``tests.faultproxy.FaultProxy`` in front of the session's moto server, with no rules
+    yet (``set_rules``); ``fault_proxy.options()`` are storage_options that reach moto through
+    it, ``fault_proxy.env()`` the environment for subprocesses. Stopped after the test."""
+    from tests.faultproxy import FaultProxy
+
+    proxy = FaultProxy(s3_options["endpoint_url"], base_options=s3_options).start()
+    try:
+        yield proxy
+    finally:
+        proxy.stop()

@@ -3,7 +3,9 @@
 Usage: python racer.py URL WRITER ATTEMPTS GO_FILE. Each attempt commits once to the run
 "shared" (which every writer races for) and once to the writer's own run "own-WRITER" (whose
 chunks every writer shares). Prints one JSON line per commit attempt: {"run", "i", "ok": true,
-"seq", "id"} or {"run", "i", "ok": false, "why": "conflict" | "resume-conflict"}.
+"seq", "id"} or {"run", "i", "ok": false, "why": "conflict" | "resume-conflict" | "unknown" |
+"storage"}: "unknown" when the commit's outcome could not be established (OutcomeUnknown),
+"storage" for any other backend failure (the commit did not happen).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import sys
 import time
 
 import ckptfs
-from ckptfs.errors import ConflictError, NotFound
+from ckptfs.errors import ConflictError, NotFound, OutcomeUnknown, StorageError
 
 #: the same bytes in every writer, so that racing commits share (and race on) chunks
 COMMON = bytes(range(256)) * 64 + b"".join(i.to_bytes(4, "little") for i in range(4096))
@@ -35,6 +37,9 @@ def main() -> None:
         for run_id in ("shared", f"own-{writer}"):
             print(json.dumps({"run": run_id, "i": i, **attempt(store, run_id, writer, i)}),
                   flush=True)
+    # the last line on stderr: how many creates a read-back proved landed (object stores)
+    print(json.dumps({"landed_on_read_back": getattr(store.storage, "landed_on_read_back", 0)}),
+          file=sys.stderr, flush=True)
 
 
 def attempt(store: ckptfs.Store, run_id: str, writer: int, i: int) -> dict[str, object]:
@@ -46,10 +51,16 @@ def attempt(store: ckptfs.Store, run_id: str, writer: int, i: int) -> dict[str, 
             run = store.start_run(run_id)
     except ConflictError:
         return {"ok": False, "why": "resume-conflict"}
+    except StorageError as e:
+        return {"ok": False, "why": "storage", "error": str(e)[:500]}
     try:
         snap = run.checkpoint(state_for(writer, i))
     except ConflictError:
         return {"ok": False, "why": "conflict"}
+    except OutcomeUnknown as e:
+        return {"ok": False, "why": "unknown", "error": str(e)[:500]}
+    except StorageError as e:
+        return {"ok": False, "why": "storage", "error": str(e)[:500]}
     return {"ok": True, "seq": snap.seq, "id": snap.id}
 
 

@@ -293,3 +293,35 @@ def test_s3_batches_are_concurrent(s3_options: dict[str, Any]) -> None:
         assert got == [d for _, d in items]
     finally:
         fs._pipe_file, fs._cat_file = orig_pipe, orig_cat
+
+
+# -- the object-store commit path (issue 13): create reads back, the probe never downgrades ----
+def test_create_of_bytes_already_present_returns_on_object_stores(
+        backend: tuple[str, dict[str, Any]]) -> None:
+    """A create that finds exactly its own bytes (its earlier attempt landed, the answer was
+    lost) returns normally on fsspec backends; other bytes stay a FileExistsError; local disk's
+    link(2) answers definitively and needs no read-back."""
+    url, opts = backend
+    s = open_storage(url, **opts)
+    s.create("runs/r/00000000000000000001", b"mine")
+    if isinstance(s, LocalStorage):
+        with pytest.raises(FileExistsError):
+            s.create("runs/r/00000000000000000001", b"mine")
+    else:
+        s.create("runs/r/00000000000000000001", b"mine")
+    with pytest.raises(FileExistsError):
+        s.create("runs/r/00000000000000000001", b"theirs")
+    assert s.read("runs/r/00000000000000000001") == b"mine"
+
+
+def test_single_writer_is_an_explicit_storage_option(s3_options: dict[str, Any],
+                                                     tmp_path: Path) -> None:
+    """single_writer=True is taken by open_storage (not passed to fsspec); a backend that does
+    pass the probe still uses its exclusive creates."""
+    from tests.conftest import new_s3_url
+
+    s = open_storage(new_s3_url(), **s3_options, single_writer=True)
+    s.create("runs/r/00000000000000000001", b"x")
+    assert s.capabilities.create_only
+    local = open_storage(str(tmp_path / "st"), single_writer=True)
+    assert isinstance(local, LocalStorage)

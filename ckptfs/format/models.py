@@ -35,6 +35,8 @@ MAX_CONFIG_SIZE = 64 * 1024
 #: content up to this size MAY be stored in the manifest itself (``inline``) instead of chunks
 MAX_INLINE_SIZE = 64 * 1024
 MAX_U64 = (1 << 64) - 1
+#: bytes of a run record's ``nonce`` (spec 8.1)
+NONCE_SIZE = 16
 
 EntryKind = Literal["value", "blob", "ref"]
 VALUE_TYPES = {"cbor": "application/cbor", "cbor-seq": "application/cbor-seq"}
@@ -358,17 +360,27 @@ class Manifest:
 
 @attrs.frozen(slots=True)
 class RunRecord:
-    """The commit point of a snapshot: ``runs/<run>/<seq>``, created only if absent."""
+    """The commit point of a snapshot: ``runs/<run>/<seq>``, created only if absent.
+
+    ``nonce`` (optional, spec 8.1) is 16 random bytes a writer puts in each record it creates,
+    so that two writers never create byte-identical records: after a lost answer a writer
+    reads its record back and takes identical bytes as proof that its own create landed.
+    Readers ignore it (a missing or malformed nonce is not an error; v1 readers ignore
+    unknown record keys)."""
 
     run: str
     seq: int
     snapshot: Digest
     size: int
     created: int
+    nonce: bytes | None = None
 
     def to_cbor(self) -> dict[str, Any]:
-        return {"run": self.run, "seq": self.seq, "snapshot": self.snapshot.raw,
-                "size": self.size, "created": self.created}
+        out = {"run": self.run, "seq": self.seq, "snapshot": self.snapshot.raw,
+               "size": self.size, "created": self.created}
+        if self.nonce is not None:
+            out["nonce"] = self.nonce
+        return out
 
     def to_bytes(self) -> bytes:
         return cbor.encode(self.to_cbor())
@@ -390,9 +402,11 @@ class RunRecord:
         seq = _get(m, "seq", int, what)
         if seq < 1:
             raise FormatError(f"{what}: seq starts at 1")
+        nonce = m.get("nonce")
         return cls(run=run, seq=seq,
                    snapshot=_digest(m.get("snapshot"), f"{what} snapshot"), size=size,
-                   created=_get(m, "created", int, what))
+                   created=_get(m, "created", int, what),
+                   nonce=nonce if type(nonce) is bytes and len(nonce) == NONCE_SIZE else None)
 
 
 @attrs.frozen(slots=True)

@@ -81,7 +81,12 @@ class Storage(abc.ABC):
     @abc.abstractmethod
     def create(self, path: str, data: bytes) -> None:
         """Create ``path`` only if absent, atomically; raise FileExistsError if present.
-        ``data`` must not be empty (ValueError): s3fs does not make an empty create exclusive."""
+        ``data`` must not be empty (ValueError): s3fs does not make an empty create exclusive.
+
+        Object stores resolve a lost answer by reading the object back: if it already holds
+        exactly ``data`` (an earlier attempt of this create landed), create returns normally;
+        an unreadable object after a failed create is ``OutcomeUnknown``. Callers that race
+        must make their bytes unique (run records carry a random nonce)."""
 
     def commit(self, objects: list[tuple[str, bytes]], path: str, data: bytes) -> None:
         """Write immutable ``objects`` durably, then create-only ``path`` (the commit point).

@@ -24,7 +24,10 @@ _MISSPELT = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:/(?!/)")
 
 
 def open_storage(url: str, **storage_options: Any) -> Storage:
-    """Local paths and ``file://`` get the POSIX backend; everything else goes through fsspec."""
+    """Local paths and ``file://`` get the POSIX backend; everything else goes through fsspec.
+
+    ``single_writer=True`` (object stores) allows writing to a backend that does not honour
+    create-only writes, on the caller's promise that no other process writes to the store."""
     url = os.fspath(url)
     if _MISSPELT.match(url) and not os.path.exists(url):
         raise InvalidURL(f"{url!r} looks like a URL with a missing '/' (did you mean "
@@ -33,12 +36,14 @@ def open_storage(url: str, **storage_options: Any) -> Storage:
         path = url[len("file://"):] if url.startswith("file://") else url
         archive = _archive_url(path)
         if archive is None:
+            storage_options.pop("single_writer", None)  # local disk is always create-only
             durable = storage_options.pop("durable", True)
             if storage_options:
                 raise TypeError(f"local stores take no storage options but 'durable', got "
                                 f"{sorted(storage_options)}")
             return LocalStorage(path, durable=durable)
         url = archive
+    single_writer = bool(storage_options.pop("single_writer", False))
     try:
         fs, root = fsspec.core.url_to_fs(url, **storage_options)
     except ImportError as e:
@@ -52,7 +57,7 @@ def open_storage(url: str, **storage_options: Any) -> Storage:
         # local disk under another spelling ("local://"): fsspec's local "xb" exposes a
         # half-written file and its writes are not fsynced; link(2) gives neither problem
         return LocalStorage(root, durable=storage_options.get("durable", True))
-    return FsspecStorage(fs, root, url)
+    return FsspecStorage(fs, root, url, single_writer=single_writer)
 
 
 def _archive_url(path: str) -> str | None:

@@ -8,8 +8,9 @@ that garbage collection removes.
 
 from __future__ import annotations
 
+import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
@@ -25,10 +26,11 @@ from ckptfs.errors import (
     NonCanonical,
     NotAStore,
     NotFound,
+    OutcomeUnknown,
 )
 from ckptfs.format.cdc import ChunkerParams
 from ckptfs.format.digest import Digest
-from ckptfs.format.models import Manifest, RunRecord, Schema, StoreConfig
+from ckptfs.format.models import NONCE_SIZE, Manifest, RunRecord, Schema, StoreConfig
 from ckptfs.format.names import (
     CONFIG_PATH,
     RUN_ID,
@@ -51,6 +53,11 @@ from ckptfs.store.objects import ObjectStore
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def random_nonce() -> bytes:
+    """A run record's nonce (spec 8.1): fresh random bytes for every record a writer creates."""
+    return secrets.token_bytes(NONCE_SIZE)
 
 
 @attrs.frozen
@@ -118,6 +125,9 @@ class Repository:
         self.storage = storage
         self.objects = ObjectStore(storage)
         self._config: StoreConfig | None = None
+        #: where record nonces come from; replaceable for reproducible stores (the conformance
+        #: generator), never shared between two writers
+        self.nonce: Callable[[], bytes] = random_nonce
 
     @property
     def url(self) -> str:
@@ -239,8 +249,10 @@ class Repository:
         self.config  # a commit needs a store
         d, size, manifest_obj = self.objects.manifest_object(manifest)
         objects = self.objects.frame_chunks(chunks or [])
+        # the nonce makes this record's bytes ours alone: after a lost answer the storage
+        # layer reads the record back and takes identical bytes as proof that it landed
         rec = RunRecord(run=manifest.run, seq=manifest.seq, snapshot=d, size=size,
-                        created=manifest.created)
+                        created=manifest.created, nonce=self.nonce())
         try:
             self.storage.commit(objects + [manifest_obj], record_path(manifest.run, manifest.seq),
                                 rec.to_bytes())
@@ -251,6 +263,12 @@ class Repository:
                 "writer first (the run was resumed twice, or two processes share it). This "
                 "commit did not happen; resume again from the new head to continue."
             ) from None
+        except OutcomeUnknown as e:
+            raise OutcomeUnknown(
+                f"run {manifest.run!r}: whether snapshot {manifest.seq} was committed is unknown "
+                f"(the store failed while answering, and then while being read back: {e}). Do "
+                "not continue from this run handle: resume the run once the store is reachable; "
+                f"its head is {manifest.seq} if the commit landed.") from e
         self._check_not_retired(manifest.run, manifest.seq)
         return Snapshot(d, manifest)
 

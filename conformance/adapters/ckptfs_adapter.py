@@ -70,6 +70,9 @@ def write_case(case_path: str, store_dir: str) -> str:
         ("normalization", "normalization"))}) if case.get("chunker") else None
     store = ckptfs.open_store(store_dir, chunker=chunker, clock=lambda: clock["now"],
                               writer=case["writer"])
+    from conformance.gen_commit import reproducible_nonces
+
+    store.repo.nonce = reproducible_nonces()  # the reference profile: reproducible bytes
     if "settings" in case:  # created at the first step's time with these settings
         clock["now"] = case["steps"][0]["time"]
         store.init(settings=untagged(case["settings"]))
