@@ -30,6 +30,7 @@ from ckptfs.format.models import RunRecord
 from ckptfs.format.names import record_path, snapshot_path
 from ckptfs.ops.copy import copy_runs
 from ckptfs.ops.erase import erase
+from ckptfs.ops.gc import gc
 from ckptfs.ops.retention import Policy, forget
 from ckptfs.ops.verify import verify
 from ckptfs.storage import open_storage
@@ -178,6 +179,21 @@ def test_erase_ignores_names_that_are_no_object(tmp_path: Path, junk: str) -> No
     assert stone.state == "erased" and stone.manifests_deleted == 2
     assert files_containing(url, SECRET.encode()) == []
     assert path.read_bytes() == b"not an object"  # not ours: left alone
+    assert verify(ckptfs.open_store(url).repo, read_data=True).ok
+
+
+@pytest.mark.parametrize("top", ["snapshots", "chunks"])
+@pytest.mark.parametrize("junk", ["ab/blake3:" + "ab" * 32, "cd/" + "ab" * 32, "ab/.DS_Store"])
+def test_gc_ignores_names_that_are_no_object(tmp_path: Path, top: str, junk: str) -> None:
+    url = str(tmp_path / "s")
+    _run(url, "r", 1)
+    path = Path(url) / top / junk
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"not an object")
+    os.utime(path, (1, 1))  # old enough for any grace period
+    rep = gc(ckptfs.open_store(url).repo, grace_ms=0)
+    assert path.read_bytes() == b"not an object"  # used to be deleted as an old object
+    assert rep.manifests_deleted == rep.chunks_deleted == 0
     assert verify(ckptfs.open_store(url).repo, read_data=True).ok
 
 
