@@ -273,3 +273,26 @@ def test_copy_still_carries_a_forget_and_an_erase_it_can_prove(tmp_path: Path) -
         d.read("r@4")
     with pytest.raises(ErasedError):
         d.read("e")
+
+
+def test_copy_of_an_erased_run_keeps_a_run_started_here_meanwhile(tmp_path: Path) -> None:
+    """The same stale view as #5, in copy: the source erased r, the destination held none of
+    it, and a writer starts its own r there while the copy fences r. Its commit returned OK,
+    so the fence must not hide it: the copy takes its fence back and reports a conflict."""
+    src, dst = str(tmp_path / "src"), str(tmp_path / "dst")
+    _run(src, "r", 1)
+    erase(ckptfs.open_store(src).repo, "r", reason="theirs")
+    ckptfs.open_store(dst).init()
+    reported = []
+
+    def start() -> None:
+        reported.append(ckptfs.open_store(dst).start_run("r").checkpoint({"mine": 1}).seq)
+
+    d = _interleaved(dst, _is_fence, start)
+    rep = copy_runs(ckptfs.open_store(src).repo, d)
+    assert reported == [1]
+    assert not rep.ok and "run 'r'" in rep.conflicts[0]
+    store = ckptfs.open_store(dst)
+    assert store.read("r@1") == {"mine": 1}  # used to be hidden by the fence
+    assert store.repo.erased("r") is None
+    assert verify(store.repo, read_data=True).ok

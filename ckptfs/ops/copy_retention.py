@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 import attrs
 
+from ckptfs.errors import ConflictError
 from ckptfs.format.digest import Digest
 from ckptfs.format.lifecycle import FENCE_ALL, Expiry, Retired, Tombstone
 from ckptfs.format.names import (
@@ -30,7 +31,9 @@ from ckptfs.format.names import (
     expiry_path,
     parse_seq_name,
     record_path,
+    retired_dir,
     run_dir,
+    seq_name,
     tombstone_path,
 )
 from ckptfs.ops.copy_history import History
@@ -145,9 +148,26 @@ class RunLife:
         if records or theirs is not None and theirs.state == "erasing":
             self._erase(None)
             return
+        old = self.marker
         self._publish(Retired(run=self.run, through=FENCE_ALL, kept=(), created=self.now))
+        if (old is None or not old.fenced) and self.dst.record_seqs(self.run):
+            self._withdraw_fence(old)
         if theirs is None:
             self._put(tombstone_path(self.run), st.read(tombstone_path(self.run)))
+
+    def _withdraw_fence(self, old: Retired | None) -> None:
+        """A writer started a run of this id in the destination while the fence went up (it
+        creates its record before it checks for a fence, so its record is listed by now): its
+        commit returned, and a fence must not hide it. Take the fence back (the marker before
+        it returns) and report a conflict; a writer that saw the fence has withdrawn itself."""
+        if old is not None:
+            write_retired(self.dst.storage, old)
+        self.dst.storage.delete(f"{retired_dir(self.run)}/{seq_name(FENCE_ALL)}")
+        self.marker = old
+        raise ConflictError(
+            f"run {self.run!r} was erased in {self.src.url}, and a run of the same id was "
+            f"started in {self.dst.url} while the copy fenced it there: that run is another "
+            "history and was left as it is. Erase it there too if it must go ('ckptfs erase').")
 
     def _erase(self, seq: int | None) -> None:
         stone = read_tombstone(self.src.storage, self.run, seq)
