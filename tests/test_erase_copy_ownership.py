@@ -344,3 +344,28 @@ def test_erase_of_one_snapshot_with_a_writer_racing_it(
         assert verify(store.repo, read_data=True).ok
     print(f"\nerase racing a writer ({kind}): {reported_total} commits reported, {lost} lost")
     assert reported_total > 0 and lost == 0, (lost, reported_total)
+
+
+def test_copy_of_a_run_forgotten_whole_in_the_source(tmp_path: Path) -> None:
+    """No snapshot id is left in the source: the destination's records are forgotten there
+    too only if they have expired there as well; otherwise the run is a conflict, untouched."""
+    import datetime
+    import time
+
+    src, dst, other = (str(tmp_path / n) for n in ("src", "dst", "other"))
+    run = ckptfs.open_store(src).start_run("r")
+    for i in (1, 2):
+        run.checkpoint({"i": i}, expires_at=datetime.timedelta(hours=1))
+    copy_runs(ckptfs.open_store(src).repo, ckptfs.open_store(dst).repo)
+    _run(other, "r", 2)  # an unrelated r that does not expire
+    later = int(time.time() * 1000) + 2 * 3_600_000
+    gc(ckptfs.open_store(src).repo, grace_ms=0, now=later)
+    assert ckptfs.open_store(src).repo.seqs("r") == []
+    rep = copy_runs(ckptfs.open_store(src).repo, ckptfs.open_store(dst).repo, now=later)
+    assert rep.ok  # the copies there expire as the originals did: forgotten there too
+    assert ckptfs.open_store(dst).repo.seqs("r") == []
+    before = _snapshot_files(other, "r")
+    rep = copy_runs(ckptfs.open_store(src).repo, ckptfs.open_store(other).repo, now=later)
+    assert not rep.ok and "seq 1:" in rep.conflicts[0]
+    assert _snapshot_files(other, "r") == before
+    assert ckptfs.open_store(other).repo.seqs("r") == [1, 2]

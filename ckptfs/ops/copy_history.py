@@ -10,8 +10,8 @@ the source says is there: its record, the parent named by its first snapshot aft
 
 - any seq where the two differ is a conflict (the first such seq is named);
 - a destination record that the copy would remove (forgotten or erased in the source) must
-  lie at or below a seq where the two agree; otherwise nothing proves it is the source's
-  snapshot, and that is a conflict too;
+  lie at or below a seq where the two agree, or have expired in the destination; otherwise
+  nothing proves it is the source's snapshot, and that is a conflict too;
 - a whole run erased in the source is erased in the destination only if they agree at one
   seq at least.
 
@@ -20,7 +20,7 @@ A conflict is raised before the copy has written anything of the run to the dest
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from ckptfs.errors import ConflictError, CorruptSnapshot
 from ckptfs.format.digest import Digest
@@ -73,10 +73,12 @@ class History:
 
     def check(self, src_seqs: Iterable[int], dst_seqs: Iterable[int],
               remove: Iterable[int] = (), erased_ids: Iterable[tuple[int, Digest]] = (), *,
-              whole: bool = False) -> None:
+              whole: bool = False, expired: Callable[[int], bool] = lambda s: False) -> None:
         """Raise ConflictError unless the destination's records at ``dst_seqs`` are the
         source's (whose retained seqs are ``src_seqs`` and whose tombstones list
-        ``erased_ids``), enough to remove the seqs ``remove`` (every one, with ``whole``)."""
+        ``erased_ids``), enough to remove the seqs ``remove`` (every one, with ``whole``).
+        A seq that has ``expired`` in the destination needs no proof to be removed: it is not
+        served there any more, and its own gc would forget it anyway."""
         theirs = self._source_ids(set(src_seqs), set(dst_seqs), erased_ids)
         agree = 0
         for s in sorted(theirs):
@@ -85,7 +87,7 @@ class History:
             agree = s
         if whole and set(dst_seqs) and not agree:
             self._unproven(min(dst_seqs), "erased")
-        unproven = sorted(s for s in remove if s > agree and not whole)
+        unproven = sorted(s for s in remove if s > agree and not whole and not expired(s))
         if unproven:
             self._unproven(unproven[0], "forgot or erased")
 

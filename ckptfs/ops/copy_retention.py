@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 import attrs
 
-from ckptfs.errors import ConflictError
+from ckptfs.errors import CkptfsError, ConflictError
 from ckptfs.format.digest import Digest
 from ckptfs.format.lifecycle import FENCE_ALL, Expiry, Retired, Tombstone
 from ckptfs.format.names import (
@@ -123,7 +123,8 @@ class RunLife:
         before = self._visible_set(records)
         merged = self._merged(read_retired(st, self.run), set(erased_seqs))
         after = {s for s in before if merged is None or merged.visible(s)}
-        self.history.check(self.src_seqs, before, before - after, erased_ids)
+        self.history.check(self.src_seqs, before, before - after, erased_ids,
+                           expired=self._expired_here)
         for seq in [None, *self.src_seqs]:
             self._merge_expiry(seq)
         self._write_marker(merged)
@@ -154,6 +155,14 @@ class RunLife:
             self._withdraw_fence(old)
         if theirs is None:
             self._put(tombstone_path(self.run), st.read(tombstone_path(self.run)))
+
+    def _expired_here(self, seq: int) -> bool:
+        """True when the destination's snapshot at ``seq`` has expired there (unreadable: no)."""
+        try:
+            when = self.dst.expiry(self.dst.snapshot_at(self.run, seq))
+        except CkptfsError:
+            return False
+        return when is not None and when <= self.now
 
     def _withdraw_fence(self, old: Retired | None) -> None:
         """A writer started a run of this id in the destination while the fence went up (it
