@@ -7,6 +7,11 @@ that no other retained (or in-flight) snapshot uses, without waiting for the gra
 5. every manifest of the erased snapshots, committed or not (last, so that a rerun after a
 crash still finds the chunks through them); 6. the tombstone again, state ``erased``, with
 counts. A crash at any step leaves a store that verifies; running erase again finishes.
+
+Every decision after step 1 is taken from the store as it is once the fence is there (a writer
+whose commit returned before the fence landed is kept, or erased with the whole run), and only
+on what is proven to be the erased snapshots': a manifest is theirs only if its own run and seq
+say so, and names under snapshots/ that are no object's are ignored (store/listing.py).
 """
 
 from __future__ import annotations
