@@ -131,25 +131,30 @@ def test_erase_survives_a_writer_that_withdraws_its_record(tmp_path: Path) -> No
 
 
 # -- 8: only what is proven to belong ---------------------------------------------------------
-def _forge(url: str, run_id: str, seq: int, victim: str) -> None:
-    """Plant record ``run_id@seq`` naming the manifest of snapshot ``victim``."""
+def _forge(url: str, run_id: str, seq: int, victim: str, size_delta: int = 0) -> None:
+    """Plant record ``run_id@seq`` naming the manifest of snapshot ``victim`` (with a size
+    off by ``size_delta``, which makes the manifest unreadable through that record)."""
     store = ckptfs.open_store(url)
     rec = store.repo.record(*victim.split("@")[:1], int(victim.split("@")[1]))
-    forged = RunRecord(run=run_id, seq=seq, snapshot=rec.snapshot, size=rec.size,
+    forged = RunRecord(run=run_id, seq=seq, snapshot=rec.snapshot, size=rec.size + size_delta,
                        created=rec.created)
     store.storage.create(record_path(run_id, seq), forged.to_bytes())
 
 
-def test_erase_keeps_another_runs_manifest_named_by_a_forged_record(tmp_path: Path) -> None:
+@pytest.mark.parametrize("size_delta", [0, 1])
+def test_erase_keeps_another_runs_manifest_named_by_a_forged_record(
+        tmp_path: Path, size_delta: int) -> None:
     url = str(tmp_path / "s")
     _run(url, "victim", 1)
     _run(url, "other", 2)
-    _forge(url, "victim", 2, "other@2")
+    _forge(url, "victim", 2, "other@2", size_delta)
+    _forge(url, "other", 3, "other@2", size_delta)  # and one in a run that is kept
     other = ckptfs.open_store(url).read("other@2")
     erase(ckptfs.open_store(url).repo, "victim", reason="x")
     store = ckptfs.open_store(url)
     assert store.read("other@2") == other  # used to be deleted with the erased run
-    assert verify(store.repo, read_data=True).ok
+    report = verify(store.repo, read_data=True)
+    assert [(p.run, p.seq) for p in report.problems] == [("other", 3)]  # only the forgery
 
 
 def test_copy_refuses_a_record_that_names_another_runs_manifest(tmp_path: Path) -> None:

@@ -143,8 +143,8 @@ def _owned_id(repo: Repository, run_id: str, s: int) -> Digest | None:
         rec = repo.record(run_id, s)
     except CkptfsError:
         return None  # a damaged record: its manifest is still found by the scan
-    try:
-        m = repo.objects.get_manifest(rec.snapshot, rec.size)
+    try:  # by its digest alone: a record's wrong size must not make a sound manifest look damaged
+        m = repo.objects.get_manifest(rec.snapshot)
     except CkptfsError:
         return rec.snapshot
     return rec.snapshot if _owns(m, run_id, s) else None
@@ -192,8 +192,8 @@ def _retained_chunks(repo: Repository, run_id: str, erased: set[int], victims: s
                 continue
             if rec.snapshot in victims:
                 continue  # a record naming an erased manifest: readers refuse it already
-            try:
-                m = repo.objects.get_manifest(rec.snapshot, rec.size)
+            try:  # by its digest alone, as above
+                m = repo.objects.get_manifest(rec.snapshot)
             except MissingObject:
                 continue
             out |= _chunks(repo, Snapshot(rec.snapshot, m), ledgers)
