@@ -374,3 +374,19 @@ def test_copy_of_a_run_forgotten_whole_in_the_source(tmp_path: Path) -> None:
     assert not rep.ok and "seq 1:" in rep.conflicts[0]
     assert _snapshot_files(other, "r") == before
     assert ckptfs.open_store(other).repo.seqs("r") == [1, 2]
+
+
+def test_copy_gives_no_lifetime_to_a_run_it_cannot_show_is_the_same(tmp_path: Path) -> None:
+    """The stores share no seq of r (the destination forgot what the source holds): nothing
+    proves the two r are one run, so the source's expiry override is not applied there."""
+    from ckptfs.format.names import expiry_path
+    from ckptfs.ops.expire import set_expiry
+
+    src, dst = str(tmp_path / "src"), str(tmp_path / "dst")
+    _run(src, "r", 3)
+    set_expiry(ckptfs.open_store(src).repo, "r", 4_000_000_000_000)
+    _run(dst, "r", 6)
+    forget(ckptfs.open_store(dst).repo, Policy(keep_last=2))  # 5, 6 left
+    rep = copy_runs(ckptfs.open_store(src).repo, ckptfs.open_store(dst).repo)
+    assert rep.snapshots_copied == 0
+    assert not ckptfs.open_store(dst).storage.exists(expiry_path("r"))  # used to be written

@@ -73,12 +73,13 @@ class History:
 
     def check(self, src_seqs: Iterable[int], dst_seqs: Iterable[int],
               remove: Iterable[int] = (), erased_ids: Iterable[tuple[int, Digest]] = (), *,
-              whole: bool = False, expired: Callable[[int], bool] = lambda s: False) -> None:
+              whole: bool = False, expired: Callable[[int], bool] = lambda s: False) -> bool:
         """Raise ConflictError unless the destination's records at ``dst_seqs`` are the
         source's (whose retained seqs are ``src_seqs`` and whose tombstones list
         ``erased_ids``), enough to remove the seqs ``remove`` (every one, with ``whole``).
         A seq that has ``expired`` in the destination needs no proof to be removed: it is not
-        served there any more, and its own gc would forget it anyway."""
+        served there any more, and its own gc would forget it anyway. Returns whether the two
+        runs are shown to be one (they agree at a seq, or the destination holds none)."""
         theirs = self._source_ids(set(src_seqs), set(dst_seqs), erased_ids)
         agree = 0
         for s in sorted(theirs):
@@ -90,6 +91,7 @@ class History:
         unproven = sorted(s for s in remove if s > agree and not whole and not expired(s))
         if unproven:
             self._unproven(unproven[0], "forgot or erased")
+        return agree > 0 or not set(dst_seqs)
 
     def _source_ids(self, src_seqs: set[int], dst_seqs: set[int],
                     erased_ids: Iterable[tuple[int, Digest]]) -> dict[int, Digest]:

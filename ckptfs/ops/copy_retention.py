@@ -123,16 +123,16 @@ class RunLife:
         before = self._visible_set(records)
         merged = self._merged(read_retired(st, self.run), set(erased_seqs))
         after = {s for s in before if merged is None or merged.visible(s)}
-        self.history.check(self.src_seqs, before, before - after, erased_ids,
-                           expired=self._expired_here)
-        for seq in [None, *self.src_seqs]:
+        same = self.history.check(self.src_seqs, before, before - after, erased_ids,
+                                  expired=self._expired_here)
+        for seq in [None, *self.src_seqs] if same else []:  # not proven one run: no lifetimes
             self._merge_expiry(seq)
         self._write_marker(merged)
-        for s in sorted(records & set(erased_seqs)):
+        for s in sorted(records & set(erased_seqs)) if same else []:
             self._erase(s)
         for s in sorted(before - after - set(erased_seqs)):
             self.dst.storage.delete(record_path(self.run, s))  # forgotten in the source
-        for s in erased_seqs:
+        for s in erased_seqs if same else []:
             if read_tombstone(self.dst.storage, self.run, s) is None:
                 self._put(tombstone_path(self.run, s), st.read(tombstone_path(self.run, s)))
         return [s for s in self.src_seqs if self._visible(s)]
