@@ -28,7 +28,8 @@ class Crash(BaseException):
 class FaultyStorage(Storage):
     """Wraps a real backend; dies at operation number ``fail_at`` (None: never, only counts)."""
 
-    def __init__(self, inner: Storage, fail_at: int | None = None, mode: str = "before") -> None:
+    def __init__(self, inner: Storage, fail_at: int | None = None, mode: str = "before",
+                 before: Callable[[int, str, str], None] | None = None) -> None:
         assert mode in MODES
         self.inner = inner
         self.url = inner.url
@@ -38,6 +39,8 @@ class FaultyStorage(Storage):
         self.crashed_in: str | None = None
         #: (operation name, carries data) of every operation so far, for planning crashes
         self.log: list[tuple[str, bool]] = []
+        #: ``before(k, operation, path)`` runs before operation ``k`` (to interleave other work)
+        self.before = before
 
     @property  # type: ignore[override]
     def capabilities(self):  # type: ignore[no-untyped-def]
@@ -46,6 +49,8 @@ class FaultyStorage(Storage):
     def _op(self, name: str, path: str, do: Callable[[], T], data: bytes | None = None) -> T:
         k = self.ops
         self.ops += 1
+        if self.before is not None:
+            self.before(k, name, path)
         self.log.append((name, data is not None))
         if k != self.fail_at:
             return do()

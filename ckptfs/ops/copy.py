@@ -40,6 +40,7 @@ from ckptfs.format.digest import Digest
 from ckptfs.format.models import ChunkRef, Manifest, RunRecord
 from ckptfs.format.names import CHUNKS, CONFIG_PATH, chunk_path, record_path, snapshot_path
 from ckptfs.ops.chunks import snapshot_chunks
+from ckptfs.ops.copy_history import diverged
 from ckptfs.ops.copy_retention import LifeReport, RunLife, tombstoned_runs
 from ckptfs.store.ledgers import LedgerScanner
 from ckptfs.store.objects import REUSE_WINDOW_S, KnownChunks
@@ -145,7 +146,12 @@ def copy_runs(src: Repository, dst: Repository, *, runs: Iterable[str] | None = 
             report.runs += 1
             life = RunLife(src, dst, run_id, now, report.life)
             erasures = len(report.life.erased)
-            seqs = life.carry()
+            try:
+                seqs = life.carry()
+            except ConflictError as e:  # another history: nothing of the run was touched
+                report.conflicts.append(str(e))
+                tick(run_id, len(life.src_seqs))
+                continue
             if len(report.life.erased) != erasures:
                 index.reset()  # the erase deleted chunks without grace
             tick(run_id, len(life.src_seqs) - len(seqs))
@@ -220,8 +226,8 @@ class _RunCopy:
                 self.group.append(p)
                 if sum(c.size for q in self.group for c in q.send) >= _GROUP_BYTES:
                     self._flush()
-        except ConflictError:
-            self._flush()  # what came before the divergence is still copied
+        except (ConflictError, CorruptSnapshot):
+            self._flush()  # what came before the divergence or the damage is still copied
             raise
         self._flush()
 
@@ -233,16 +239,21 @@ class _RunCopy:
         """Check a snapshot against the destination; None when there is nothing to send (its
         record is there, or it expired), else what to send, verified so far as the manifest."""
         src, run_id, index, report, life = self.src, self.run_id, self.index, self.report, self.life
-        rec_bytes, rec = _record(src, run_id, seq)
+        rec_bytes, rec = life.history.record(seq)
         where = f"run {run_id!r} seq {seq} (snapshot {rec.snapshot.short})"
         if seq in self.have:
-            if self.dst.record(run_id, seq).snapshot != rec.snapshot:
-                raise _diverged(src, self.dst, run_id, seq)
+            if life.history.dst_id(seq) != rec.snapshot:
+                raise diverged(src, self.dst, run_id, seq)
             life.admit(seq, lambda: src.snapshot_at(run_id, seq).manifest.expires, present=True)
             report.snapshots_present += 1
             return None
         m_stored, m_data = _verified_manifest(src, rec, where)
         manifest = Manifest.from_bytes(m_data, what=where)
+        if manifest.run != run_id or manifest.seq != seq:  # as the reader checks (_recorded)
+            raise CorruptSnapshot(
+                f"{src.url}: {where}: the record points at a manifest of run "
+                f"{manifest.run!r} seq {manifest.seq}, not its own; the record was edited or "
+                "copied from elsewhere, and is not copied. Run 'ckptfs verify' on the source.")
         if not life.admit(seq, lambda: manifest.expires, present=False):
             report.snapshots_skipped += 1  # expired: retired in the destination, never sent
             return None
@@ -302,7 +313,7 @@ class _RunCopy:
                 self.dst.storage.create(record_path(self.run_id, p.seq), p.rec_bytes)
             except FileExistsError:
                 if self.dst.record(self.run_id, p.seq).snapshot != p.rec.snapshot:
-                    raise _diverged(self.src, self.dst, self.run_id, p.seq) from None
+                    raise diverged(self.src, self.dst, self.run_id, p.seq) from None
                 self.report.snapshots_present += 1
             else:
                 self.report.snapshots_copied += 1
@@ -330,16 +341,6 @@ def _fetch(src: Repository, batch: list[tuple[_Pending, ChunkRef]]
     return out, None
 
 
-def _record(src: Repository, run_id: str, seq: int) -> tuple[bytes, RunRecord]:
-    """A run record's bytes (copied verbatim) and their validated meaning."""
-    data = src.storage.read(record_path(run_id, seq))
-    rec = RunRecord.from_bytes(data, what=f"{src.url}: run record {record_path(run_id, seq)}")
-    if rec.run != run_id or rec.seq != seq:
-        raise CorruptSnapshot(f"{src.url}: run record {record_path(run_id, seq)} names run "
-                              f"{rec.run!r} seq {rec.seq}, not its own path")
-    return data, rec
-
-
 def _verified_manifest(src: Repository, rec: RunRecord, where: str) -> tuple[bytes, bytes]:
     """The manifest's stored bytes and content, checked against the snapshot id."""
     try:
@@ -364,10 +365,3 @@ def _batches(items: list[tuple[_Pending, ChunkRef]]) -> Iterable[list[tuple[_Pen
             batch, size = [], 0
     if batch:
         yield batch
-
-
-def _diverged(src: Repository, dst: Repository, run_id: str, seq: int) -> ConflictError:
-    return ConflictError(
-        f"run {run_id!r} seq {seq} differs between {src.url} and {dst.url}: the two stores hold "
-        "different histories of this run (it was written to both). Nothing more of this run was "
-        "copied; fork it under a new id in one of them, or copy into another store.")

@@ -10,7 +10,10 @@ Every rule fails closed, so a copy never makes data live longer or come back:
 - expiry overrides arrive before the records they govern; where both stores hold one, the
   earlier expiry wins, and no snapshot's effective expiry in the destination ends up later
   than in the source;
-- a snapshot already expired (in either store) is not copied: its seq is retired instead.
+- a snapshot already expired (in either store) is not copied: its seq is retired instead;
+- nothing of a run the destination holds is changed before ``History.check`` has shown that it
+  is the source's run, and every record the copy removes there the source's snapshot
+  (ops/copy_history.py); otherwise the run is a conflict, left as it is.
 """
 
 from __future__ import annotations
@@ -19,16 +22,21 @@ from collections.abc import Callable
 
 import attrs
 
-from ckptfs.format.lifecycle import FENCE_ALL, Expiry, Retired
+from ckptfs.errors import CkptfsError, ConflictError
+from ckptfs.format.digest import Digest
+from ckptfs.format.lifecycle import FENCE_ALL, Expiry, Retired, Tombstone
 from ckptfs.format.names import (
     EXPIRY,
     TOMBSTONES,
     expiry_path,
     parse_seq_name,
     record_path,
+    retired_dir,
     run_dir,
+    seq_name,
     tombstone_path,
 )
+from ckptfs.ops.copy_history import History
 from ckptfs.ops.erase import erase
 from ckptfs.storage.base import Storage
 from ckptfs.store.lifecycle import (
@@ -70,6 +78,10 @@ def _overrides(storage: Storage, run_id: str) -> dict[int | None, Expiry]:
     return out
 
 
+def _stone_ids(stone: Tombstone | None) -> tuple[tuple[int, Digest], ...]:
+    return stone.snapshots if stone is not None else ()
+
+
 def _earlier(a: int | None, b: int | None) -> bool:
     """True when expiry ``a`` comes before ``b`` (None is never)."""
     return a is not None and (b is None or a < b)
@@ -89,44 +101,82 @@ class RunLife:
         self.src_seqs = src.seqs(run_id)
         self.candidates = set(self.src_seqs) | set(dst.record_seqs(run_id))
         self.expired: set[int] = set()  # skipped, to be retired before any record above them
+        self.history = History(src, dst, run_id)
 
     # -- before any record ----------------------------------------------------------------------
     def carry(self) -> list[int]:
-        """Tombstones, overrides and the merged marker; the source seqs still to copy or check."""
+        """Tombstones, overrides and the merged marker; the source seqs still to copy or check.
+        ConflictError (nothing written) when the destination's run is not the source's."""
         st = self.src.storage
-        if read_tombstone(st, self.run) is not None:
-            self._erased_run()
+        stone = read_tombstone(st, self.run)
+        if stone is not None:
+            self._erased_run(stone)
             return []
         if read_tombstone(self.dst.storage, self.run) is not None:
             return []  # erased in the destination: nothing of it may come back
-        for seq in [None, *self.src_seqs]:
-            self._merge_expiry(seq)
         erased_seqs = [s for s in (parse_seq_name(n[: -len(".cbor")])
                                    for n in st.list(f"{TOMBSTONES}/{self.run}")
                                    if n.endswith(".cbor")) if s]
+        erased_ids = [pair for s in erased_seqs
+                      for pair in _stone_ids(read_tombstone(st, self.run, s))]
         records = set(self.dst.record_seqs(self.run))
         before = self._visible_set(records)
-        self._publish(read_retired(st, self.run), set(erased_seqs))
-        for s in sorted(records & set(erased_seqs)):
+        merged = self._merged(read_retired(st, self.run), set(erased_seqs))
+        after = {s for s in before if merged is None or merged.visible(s)}
+        same = self.history.check(self.src_seqs, before, before - after, erased_ids,
+                                  expired=self._expired_here)
+        for seq in [None, *self.src_seqs] if same else []:  # not proven one run: no lifetimes
+            self._merge_expiry(seq)
+        self._write_marker(merged)
+        for s in sorted(records & set(erased_seqs)) if same else []:
             self._erase(s)
-        for s in sorted(before - self._visible_set(before) - set(erased_seqs)):
+        for s in sorted(before - after - set(erased_seqs)):
             self.dst.storage.delete(record_path(self.run, s))  # forgotten in the source
-        for s in erased_seqs:
+        for s in erased_seqs if same else []:
             if read_tombstone(self.dst.storage, self.run, s) is None:
                 self._put(tombstone_path(self.run, s), st.read(tombstone_path(self.run, s)))
         return [s for s in self.src_seqs if self._visible(s)]
 
-    def _erased_run(self) -> None:
-        """The run was erased in the source: erase it here too, or fence it and put the
-        tombstone here when this store holds none of its records."""
+    def _erased_run(self, stone: Tombstone) -> None:
+        """The run was erased in the source: erase it here too (when this store's run is
+        that run, or this store is erasing it itself), or fence it and put the tombstone here
+        when this store holds none of its records."""
         st, dt = self.src.storage, self.dst.storage
         theirs = read_tombstone(dt, self.run)
-        if self.dst.record_seqs(self.run) or (theirs is not None and theirs.state == "erasing"):
+        records = self.dst.record_seqs(self.run)
+        if records and theirs is None:
+            self.history.check((), records, erased_ids=stone.snapshots, whole=True)
+        if records or theirs is not None and theirs.state == "erasing":
             self._erase(None)
             return
+        old = self.marker
         self._publish(Retired(run=self.run, through=FENCE_ALL, kept=(), created=self.now))
+        if (old is None or not old.fenced) and self.dst.record_seqs(self.run):
+            self._withdraw_fence(old)
         if theirs is None:
             self._put(tombstone_path(self.run), st.read(tombstone_path(self.run)))
+
+    def _expired_here(self, seq: int) -> bool:
+        """True when the destination's snapshot at ``seq`` has expired there (unreadable: no)."""
+        try:
+            when = self.dst.expiry(self.dst.snapshot_at(self.run, seq))
+        except CkptfsError:
+            return False
+        return when is not None and when <= self.now
+
+    def _withdraw_fence(self, old: Retired | None) -> None:
+        """A writer started a run of this id in the destination while the fence went up (it
+        creates its record before it checks for a fence, so its record is listed by now): its
+        commit returned, and a fence must not hide it. Take the fence back (the marker before
+        it returns) and report a conflict; a writer that saw the fence has withdrawn itself."""
+        if old is not None:
+            write_retired(self.dst.storage, old)
+        self.dst.storage.delete(f"{retired_dir(self.run)}/{seq_name(FENCE_ALL)}")
+        self.marker = old
+        raise ConflictError(
+            f"run {self.run!r} was erased in {self.src.url}, and a run of the same id was "
+            f"started in {self.dst.url} while the copy fenced it there: that run is another "
+            "history and was left as it is. Erase it there too if it must go ('ckptfs erase').")
 
     def _erase(self, seq: int | None) -> None:
         stone = read_tombstone(self.src.storage, self.run, seq)
@@ -183,23 +233,30 @@ class RunLife:
     def _visible_set(self, seqs: set[int]) -> set[int]:
         return {s for s in seqs if self._visible(s)}
 
-    def _publish(self, other: Retired | None, hidden: set[int] | None = None) -> None:
-        """Write the marker that retires what the destination's marker, ``other`` and
-        ``hidden`` retire (a seq retired anywhere stays retired), unless nothing changes."""
+    def _merged(self, other: Retired | None, hidden: set[int] | None = None) -> Retired | None:
+        """The marker that retires what the destination's marker, ``other`` and ``hidden``
+        retire (a seq retired anywhere stays retired); None when nothing is retired."""
         hidden = hidden or set()
         markers = [m for m in (self.marker, other) if m is not None]
         throughs = [m.through for m in markers] + list(hidden)
         if not throughs:
-            return
+            return None
         through = max(throughs)
         kept = tuple(sorted(s for s in self.candidates if s <= through and s not in hidden
                             and all(m.visible(s) for m in markers)))
-        if self.marker is not None and (self.marker.through, set(self.marker.kept)) == (
-                through, set(kept)):
+        return Retired(run=self.run, through=through, kept=kept, created=self.now)
+
+    def _write_marker(self, marker: Retired | None) -> None:
+        """Publish ``marker`` in the destination unless it retires what it already retires."""
+        if marker is None or self.marker is not None and (
+                self.marker.through, set(self.marker.kept)) == (marker.through, set(marker.kept)):
             return
-        self.marker = Retired(run=self.run, through=through, kept=kept, created=self.now)
-        write_retired(self.dst.storage, self.marker)
+        self.marker = marker
+        write_retired(self.dst.storage, marker)
         self.report.controls_written += 1
+
+    def _publish(self, other: Retired | None, hidden: set[int] | None = None) -> None:
+        self._write_marker(self._merged(other, hidden))
 
     def _put(self, path: str, data: bytes) -> None:
         self.dst.storage.replace(path, data)

@@ -7,6 +7,11 @@ that no other retained (or in-flight) snapshot uses, without waiting for the gra
 5. every manifest of the erased snapshots, committed or not (last, so that a rerun after a
 crash still finds the chunks through them); 6. the tombstone again, state ``erased``, with
 counts. A crash at any step leaves a store that verifies; running erase again finishes.
+
+Every decision after step 1 is taken from the store as it is once the fence is there (a writer
+whose commit returned before the fence landed is kept, or erased with the whole run), and only
+on what is proven to be the erased snapshots': a manifest is theirs only if its own run and seq
+say so, and names under snapshots/ that are no object's are ignored (store/listing.py).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import time
 
 import attrs
 
-from ckptfs.errors import CkptfsError, NotFound
+from ckptfs.errors import CkptfsError, MissingObject, NotFound
 from ckptfs.format.digest import Digest
 from ckptfs.format.lifecycle import FENCE_ALL, Retired, Tombstone
 from ckptfs.format.names import (
@@ -26,10 +31,12 @@ from ckptfs.format.names import (
     snapshot_path,
     tombstone_path,
 )
-from ckptfs.ops.gc import _chunks, _old, _walk, grace_of
+from ckptfs.format.models import Manifest
+from ckptfs.ops.gc import _chunks, _old, grace_of
 from ckptfs.ops.lease import DEFAULT_TTL_MS, MaintenanceLease
 from ckptfs.store.ledgers import LedgerScanner
 from ckptfs.store.lifecycle import read_retired, read_tombstone, write_retired
+from ckptfs.store.listing import object_paths
 from ckptfs.store.repository import Repository, Snapshot
 
 MAX_REASON = 4096
@@ -45,23 +52,23 @@ def erase(repo: Repository, run_id: str, *, reason: str, seq: int | None = None,
     with MaintenanceLease(st, ttl_ms=lease_ttl_ms) as lease:
         t0 = int(time.time() * 1000) if now is None else now
         stone = read_tombstone(st, run_id, seq)
-        visible = repo.seqs(run_id)
+        had = repo.record_seqs(run_id)
+        if stone is None and not (had if seq is None else seq in had):
+            raise NotFound(f"run {run_id!r} has no snapshot {seq if seq else ''} to erase")
+        # 1. fence; everything below is decided from what the store holds once it is there
+        _fence(repo, run_id, seq, t0)
         records = repo.record_seqs(run_id)
         targets = records if seq is None else [s for s in records if s == seq]
-        if stone is None and not targets:
-            raise NotFound(f"run {run_id!r} has no snapshot {seq if seq else ''} to erase")
-        # 1. fence
-        old = read_retired(st, run_id)
-        kept = () if seq is None else tuple(s for s in visible if s != seq)
-        if old is None or not old.fenced or set(old.kept) != set(kept):
-            write_retired(st, Retired(run=run_id, through=FENCE_ALL, kept=kept, created=t0))
-        # 2. tombstone (what: snapshot ids from the records; reason; when)
+        # which manifests are the erased snapshots' (their own run and seq say so), and which
+        # chunks something else still uses
+        victims, victim_chunks, protected = _scan(repo, run_id, seq, (t0 - grace) / 1000)
+        # 2. tombstone (what: the erased snapshot ids; reason; when)
         ids: dict[int, Digest] = dict(stone.snapshots) if stone else {}
         for s in targets:
-            try:
-                ids[s] = repo.record(run_id, s).snapshot
-            except CkptfsError:
-                pass  # a damaged record: its manifest is still found by the scan below
+            d = _owned_id(repo, run_id, s)
+            if d is not None:
+                ids[s] = d
+                victims.add(d)
         if stone is None:
             stone = Tombstone(run=run_id, seq=seq, reason=reason, requested=t0, snapshots=())
         stone = attrs.evolve(stone, snapshots=tuple(sorted(ids.items())))
@@ -70,28 +77,7 @@ def erase(repo: Repository, run_id: str, *, reason: str, seq: int | None = None,
         lease.check()
         for s in targets:
             st.delete(record_path(run_id, s))
-        # which manifests belong to the erased snapshots, and which chunks others still use
-        victims: set[Digest] = set(ids.values())
-        protected: set[Digest] = set()
-        victim_chunks: set[Digest] = set()
-        cutoff_s = (t0 - grace) / 1000
-        ledgers = LedgerScanner(repo.objects)
-        for other in repo.run_ids():
-            for s in repo.seqs(other):
-                snap = repo.snapshot_at(other, s)  # unreadable: stop, erase nothing shared
-                if snap.digest not in victims:
-                    protected |= _chunks(repo, snap, ledgers)
-        for path in _walk(st, SNAPSHOTS):
-            d = Digest.parse(path.rsplit("/", 1)[-1])
-            try:
-                m = repo.objects.get_manifest(d)
-            except CkptfsError:
-                continue
-            if m.run == run_id and (seq is None or m.seq == seq):
-                victims.add(d)
-                victim_chunks |= _chunks(repo, Snapshot(d, m), ledgers, strict=False)
-            elif not _old(st, path, cutoff_s):
-                protected |= _chunks(repo, Snapshot(d, m), ledgers, strict=False)  # someone's in-flight commit
+        protected |= _retained_chunks(repo, run_id, set(targets), victims)
         # 4. chunks, while the (now invisible) manifests still name them for a rerun
         lease.check()
         deleted = nbytes = 0
@@ -121,3 +107,94 @@ def erase(repo: Repository, run_id: str, *, reason: str, seq: int | None = None,
                           chunks_kept_shared=len(victim_chunks & protected))
         st.replace(tombstone_path(run_id, seq), stone.to_bytes())
         return stone
+
+
+def _fence(repo: Repository, run_id: str, seq: int | None, t0: int) -> None:
+    """Close the run to writers, keeping every snapshot but the erased one (none for a whole
+    run). A writer whose commit returned before the fence landed has its record in the store
+    by then (it creates the record before it checks for a fence), so the records are listed
+    again once the fence is there and the late ones are kept too; a writer that sees the fence
+    withdraws its record itself. After that listing no commit can land."""
+    st = repo.storage
+    old = read_retired(st, run_id)
+    visible = repo.seqs(run_id)
+    kept = () if seq is None else tuple(s for s in visible if s != seq)
+    if old is None or not old.fenced or set(old.kept) != set(kept):
+        write_retired(st, Retired(run=run_id, through=FENCE_ALL, kept=kept, created=t0))
+    if seq is None:
+        return
+    late = [s for s in repo.record_seqs(run_id)
+            if s != seq and s not in kept and (old is None or old.visible(s))]
+    if late:
+        write_retired(st, Retired(run=run_id, through=FENCE_ALL, kept=tuple(sorted(
+            (*kept, *late))), created=t0))
+
+
+def _owns(m: Manifest, run_id: str, seq: int | None) -> bool:
+    return m.run == run_id and (seq is None or m.seq == seq)
+
+
+def _owned_id(repo: Repository, run_id: str, s: int) -> Digest | None:
+    """The snapshot id the record ``run_id@s`` names, unless that manifest is another
+    snapshot's (its ``run``/``seq`` are not the record's: a forged or misplaced record, whose
+    manifest erase must not touch). A missing or unreadable manifest serves nobody: its id is
+    kept (the erase removes what is left of it)."""
+    try:
+        rec = repo.record(run_id, s)
+    except CkptfsError:
+        return None  # a damaged record: its manifest is still found by the scan
+    try:  # by its digest alone: a record's wrong size must not make a sound manifest look damaged
+        m = repo.objects.get_manifest(rec.snapshot)
+    except CkptfsError:
+        return rec.snapshot
+    return rec.snapshot if _owns(m, run_id, s) else None
+
+
+def _scan(repo: Repository, run_id: str, seq: int | None, cutoff_s: float
+          ) -> tuple[set[Digest], set[Digest], set[Digest]]:
+    """One pass over ``snapshots/``: the erased snapshots' manifests (any manifest whose own
+    ``run`` and ``seq`` match, committed or not) and their chunks; and the chunks of other
+    manifests younger than the grace period (someone's in-flight commit). Names that are no
+    object's are ignored (format.md 3.1), as are manifests that cannot be read."""
+    st = repo.storage
+    victims: set[Digest] = set()
+    victim_chunks: set[Digest] = set()
+    protected: set[Digest] = set()
+    ledgers = LedgerScanner(repo.objects)
+    for path, d in object_paths(st, SNAPSHOTS):
+        try:
+            m = repo.objects.get_manifest(d)
+        except CkptfsError:
+            continue
+        if _owns(m, run_id, seq):
+            victims.add(d)
+            victim_chunks |= _chunks(repo, Snapshot(d, m), ledgers, strict=False)
+        elif not _old(st, path, cutoff_s):
+            protected |= _chunks(repo, Snapshot(d, m), ledgers, strict=False)
+    return victims, victim_chunks, protected
+
+
+def _retained_chunks(repo: Repository, run_id: str, erased: set[int], victims: set[Digest]
+                     ) -> set[Digest]:
+    """Chunks of every visible snapshot not erased, listed after the fence (so commits that
+    returned during the erase are in). A record that vanished meanwhile (withdrawn by a writer
+    that saw the fence) needs nothing; a manifest that is missing protects nothing; anything
+    unreadable stops the erase before a chunk is deleted (it might use any of them)."""
+    out: set[Digest] = set()
+    ledgers = LedgerScanner(repo.objects)
+    for other in repo.run_ids():
+        for s in repo.seqs(other):
+            if other == run_id and s in erased:
+                continue
+            try:
+                rec = repo.record(other, s)
+            except NotFound:
+                continue
+            if rec.snapshot in victims:
+                continue  # a record naming an erased manifest: readers refuse it already
+            try:  # by its digest alone, as above
+                m = repo.objects.get_manifest(rec.snapshot)
+            except MissingObject:
+                continue
+            out |= _chunks(repo, Snapshot(rec.snapshot, m), ledgers)
+    return out

@@ -21,6 +21,7 @@ from ckptfs.ops.lease import DEFAULT_TTL_MS, MaintenanceLease
 from ckptfs.storage.base import Storage
 from ckptfs.store.ledgers import LedgerScanner
 from ckptfs.store.lifecycle import effective_expiry, read_retired, retire
+from ckptfs.store.listing import object_paths
 from ckptfs.store.repository import Repository, Snapshot
 
 DEFAULT_GRACE_MS = 3_600_000
@@ -51,11 +52,6 @@ class GcReport:
 
     def to_json(self) -> dict[str, object]:
         return attrs.asdict(self)
-
-
-def _walk(storage: Storage, top: str) -> list[str]:
-    """Paths of a two-level fan-out folder (``chunks/ab/<hex>``)."""
-    return [f"{top}/{d}/{n}" for d in storage.list(top) for n in storage.list(f"{top}/{d}")]
 
 
 def _old(storage: Storage, path: str, cutoff_s: float) -> bool:
@@ -133,11 +129,7 @@ def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
                     sound = False
         # 3. manifests nobody commits to; young ones may be in flight, so their chunks stay
         lease.check()
-        for path in _walk(st, SNAPSHOTS):
-            try:
-                d = Digest.parse(path.rsplit("/", 1)[-1])
-            except CkptfsError:
-                continue
+        for path, d in object_paths(st, SNAPSHOTS):  # names that are no object's: ignored
             if d in manifests:
                 continue
             if not _old(st, path, cutoff_s):
@@ -157,11 +149,7 @@ def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
         if not sound:
             report.problems.append("chunks not swept: some manifests could not be read")
         else:
-            for path in _walk(st, CHUNKS):
-                try:
-                    d = Digest.parse(path.rsplit("/", 1)[-1])
-                except CkptfsError:
-                    continue
+            for path, d in object_paths(st, CHUNKS):
                 if d in chunks:
                     continue
                 if not _old(st, path, cutoff_s):
