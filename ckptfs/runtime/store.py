@@ -169,7 +169,8 @@ class Store:
                     value = decode_value(r.result_content, content, where=where)
                 value = apply_to_result(chain, r.name, value, what=_where(snap))
                 try:
-                    cbor.check_plain(value, what=f"migrated result of effect {r.key!r}")
+                    cbor.check_plain(value, what=f"migrated result of effect {r.key!r}",
+                                     max_depth=cbor.LEDGER_VALUE_DEPTH)
                 except TypeError as e:
                     raise MigrationError(f"migrating {_where(snap)}: {e}") from e
                 big, chunks = large_result(writer, value) if write else (None, [])
