@@ -85,3 +85,14 @@ def test_json_output_keeps_exact_values(tmp_path: Path) -> None:
     effects = json.loads(cli("effects", url, "r", "--json").stdout)["effects"]
     assert {e["key"] for e in effects} == {f"key{EVIL}", "k2"}
     assert [e["result"] for e in effects if e["key"] == f"key{EVIL}"] == [{"ok": EVIL}]
+
+
+def test_local_output_errors_are_clean(tmp_path: Path) -> None:
+    url = _store(tmp_path)
+    p = cli("cat", url, "r@1", "x", "-o", str(tmp_path / "no" / "such" / "dir"), check=3)
+    _assert_clean(p, "error (storage)")
+    p = cli("check", url, "--allow-refs", "simplecache::file:///tmp", check=2)
+    _assert_clean(p, "error (usage)", "chain")
+    p = cli("fork", url, "r@1", "f", "--allow-refs", "zip://x", check=None)
+    assert p.returncode in (2, 3)
+    _assert_clean(p, "never followed")

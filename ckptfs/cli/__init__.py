@@ -81,6 +81,9 @@ def _main(argv: Sequence[str] | None) -> int:
         return EXIT_USAGE if isinstance(e, InvalidURL) else EXIT_STORE
     except BrokenPipeError:
         return EXIT_OK
+    except OSError as e:  # a local file the command itself writes or reads (-o FILE, archives)
+        print(f"ckptfs: error (storage): {clean(e)}", file=sys.stderr)
+        return EXIT_STORE
 
 
 if __name__ == "__main__":  # pragma: no cover
