@@ -281,12 +281,14 @@ def _corpus(base: str, tmp: Path) -> dict[str, str]:
     return {
         "http": f"{base}/x", "https": f"https://{host}/x", "http-userinfo": f"http://u:p@{host}/x",
         "ftp": f"ftp://{host}/x", "webdav": f"webdav+http://{host}/x",
-        "simplecache-http": f"simplecache::{base}/x", "simplecache-file": f"simplecache::file://{outside}",
+        "simplecache-http": f"simplecache::{base}/x",
+        "simplecache-file": f"simplecache::file://{outside}",
         "filecache": f"filecache::{base}/x", "blockcache": f"blockcache::file://{outside}",
         "zip": f"zip://x::file://{outside}", "tar": f"tar://x::{base}/t.tar",
         "dir": f"dir::file://{tmp}", "reference": f"reference://{base}/refs.json",
         "s3": "s3://bucket/key", "gs": "gs://bucket/key", "memory": "memory://x/y",
-        "data": "data:text/plain;base64,YWJj", "dev-zero": "/dev/zero", "dev-urandom": "/dev/urandom",
+        "data": "data:text/plain;base64,YWJj", "dev-zero": "/dev/zero",
+        "dev-urandom": "/dev/urandom",
         "fifo": str(fifo), "symlink": str(tmp / "link"), "dotdot": f"{tmp}/a/../outside.bin",
         "file-url": f"file://{outside}", "file-host": f"file://{host}/etc/hostname",
         "relative": "outside.bin", "control-chars": f"{outside}\x1b[2J",
@@ -336,7 +338,8 @@ def test_every_uri_shape_from_every_entry_point(tmp_path: Path, server: Counter)
         written = [os.path.join(d, f) for d, _, fs in os.walk({str(watched)!r}) for f in fs]
         print(json.dumps({{"calls": calls, "escapes": escapes, "refused": refused,
                           "written": written}}))
-        """, env={"TMPDIR": str(watched), "HOME": str(watched), "AWS_EC2_METADATA_DISABLED": "true"})
+        """, env={"TMPDIR": str(watched), "HOME": str(watched),
+                  "AWS_EC2_METADATA_DISABLED": "true"})
     assert p.returncode == 0, p.stderr
     figures = __import__("json").loads(p.stdout.strip().splitlines()[-1])
     assert figures["calls"] == 6 * len(corpus)

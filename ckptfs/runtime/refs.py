@@ -227,7 +227,8 @@ def _check_local(entry: Reference, path: str, root: str, shown: str) -> str | No
                 if e.errno == errno.ENOENT:
                     return f"{shown} does not exist"
                 if e.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
-                    return f"{shown}: a symbolic link or non-folder on the way; links are not followed"
+                    return (f"{shown}: a symbolic link or non-folder on the way; links are "
+                            "not followed")
                 return f"{shown} cannot be opened ({e.strerror})"
             os.close(fd)
             fd = nxt
