@@ -347,3 +347,54 @@ def test_every_uri_shape_from_every_entry_point(tmp_path: Path, server: Counter)
     assert figures["refused"] == 2 * len(corpus)  # read-strict and resume fail closed
     assert server.requests == []
     assert (tmp_path / "outside.bin").read_bytes() == b"abc"
+
+
+def test_an_allowed_host_that_never_answers_does_not_hang(tmp_path: Path) -> None:
+    import socket
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)  # accepts connections (the kernel does), never answers
+    base = f"http://127.0.0.1:{silent.getsockname()[1]}"
+    try:
+        url = str(tmp_path / "store")
+        ckptfs.open_store(url).start_run("r").checkpoint({"web": ckptfs.Ref(f"{base}/x", size=3)})
+        p = _run(f"""
+            import ckptfs
+            s = ckptfs.open_store({url!r}, ref_policy=ckptfs.RefPolicy.allow({base!r}, timeout=1))
+            print(s.read("r")["web"].missing)
+            """)
+        assert p.returncode == 0, p.stderr
+        assert p.stdout.strip() not in ("", "None")  # marked missing after the timeout
+    finally:
+        silent.close()
+
+
+@pytest.mark.parametrize("length", ["\u00b2", "\u0663", "-1", "3 3", "99999999999999999999999"])
+def test_a_hostile_content_length_is_a_clean_failure(tmp_path: Path, length: str) -> None:
+    """The size a server reports is untrusted text too: never a traceback, never 'verified'."""
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_HEAD(self) -> None:  # noqa: N802
+            self.send_response(200)
+            self.send_header("Content-Length", length)
+            self.end_headers()
+
+        do_GET = do_HEAD  # noqa: N815
+
+        def log_message(self, *a: Any) -> None:
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{srv.server_address[1]}"
+    try:
+        store = ckptfs.open_store(str(tmp_path / "store"),
+                                  ref_policy=ckptfs.RefPolicy.allow(base, timeout=5))
+        store.start_run("r").checkpoint(
+            {"web": ckptfs.Ref(f"{base}/x", size=3, digest=Digest.of(b"abc"))})
+        assert store.read("r")["web"].missing
+        with pytest.raises(MissingReference):
+            store.resume("r")
+    finally:
+        srv.shutdown()
+        srv.server_close()

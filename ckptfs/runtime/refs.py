@@ -84,21 +84,25 @@ class RefPolicy:
     local folders (or ``file:///folder``), ``SCHEME://HOST[:PORT][/PATH]`` for anything
     fsspec reaches (``SCHEME://*`` for any host: requests to wherever the store says).
     ``storage_options`` go to fsspec for network references, per scheme
-    (``{"s3": {"anon": True}}``). References the policy does not cover are reported "not
-    checked": restore fails closed (MissingReference) unless lenient, which marks them.
+    (``{"s3": {"anon": True}}``). ``timeout`` (seconds) bounds each HTTP(S) check, so that an
+    allowed host that never answers cannot hang a restore. References the policy does not
+    cover are reported "not checked": restore fails closed (MissingReference) unless lenient,
+    which marks them.
     """
 
     rules: tuple[RefRule, ...] = ()
     storage_options: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict)
+    timeout: float = 30.0
 
     @classmethod
-    def allow(cls, *specs: str, storage_options: Mapping[str, Mapping[str, Any]] | None = None
-              ) -> RefPolicy:
-        return cls(tuple(_rule(s) for s in specs), dict(storage_options or {}))
+    def allow(cls, *specs: str, storage_options: Mapping[str, Mapping[str, Any]] | None = None,
+              timeout: float = 30.0) -> RefPolicy:
+        return cls(tuple(_rule(s) for s in specs), dict(storage_options or {}), timeout)
 
     def __add__(self, other: RefPolicy) -> RefPolicy:
         return RefPolicy(self.rules + other.rules,
-                         {**self.storage_options, **other.storage_options})
+                         {**self.storage_options, **other.storage_options},
+                         min(self.timeout, other.timeout))
 
     def covering(self, target: _Target) -> RefRule | None:
         return next((r for r in self.rules if r.covers(target)), None)
@@ -249,7 +253,12 @@ def _check_remote(entry: Reference, target: _Target, policy: RefPolicy,
                   shown: str) -> str | None:
     opts: dict[str, Any] = dict(policy.storage_options.get(target.scheme, {}))
     if target.scheme in ("http", "https"):
+        import aiohttp
+
         opts.setdefault("allow_redirects", False)  # a redirect could name any host
+        client = dict(opts.get("client_kwargs") or {})
+        client.setdefault("timeout", aiohttp.ClientTimeout(total=policy.timeout))
+        opts["client_kwargs"] = client
     try:
         fs, path = fsspec.core.url_to_fs(entry.uri, **opts)
         info = fs.info(path)
