@@ -15,6 +15,7 @@ from ckptfs.format.models import Schema
 from ckptfs.format.values import Blob, Ref, StoredBlob
 from ckptfs.runtime.effects import NOT_DONE, Decision
 from ckptfs.runtime.migrations import Migrations
+from ckptfs.runtime.refs import RefPolicy
 from ckptfs.runtime.run import Run
 from ckptfs.runtime.store import Store, open_store
 from ckptfs.store.repository import Snapshot
@@ -27,6 +28,7 @@ __all__ = [
     "Digest",
     "Migrations",
     "Ref",
+    "RefPolicy",
     "Run",
     "Schema",
     "Snapshot",

@@ -23,6 +23,7 @@ from ckptfs.format.models import Schema
 from ckptfs.format.names import CONFIG_PATH, TMP
 from ckptfs.ops.check import CheckReport, Validator, check
 from ckptfs.runtime.migrations import Migrations, as_schema
+from ckptfs.runtime.refs import RefPolicy
 from ckptfs.runtime.store import SchemaLike, open_store
 
 
@@ -38,9 +39,11 @@ def find_stores(where: str | os.PathLike[str]) -> list[str]:
 def assert_stores_load(*where: str | os.PathLike[str],
                        schema: SchemaLike | Iterable[SchemaLike] | None = None,
                        migrations: Migrations | None = None, validate: Validator | None = None,
-                       strict_refs: bool = False) -> list[CheckReport]:
+                       strict_refs: bool = False,
+                       ref_policy: RefPolicy | None = None) -> list[CheckReport]:
     """Check every snapshot of every store found under ``where`` (see ``ckptfs check``):
-    AssertionError listing each snapshot that fails, or when no store or snapshot is found."""
+    AssertionError listing each snapshot that fails, or when no store or snapshot is found.
+    References are verified only where ``ref_policy`` allows (none by default)."""
     stores = [s for w in where for s in find_stores(w)]
     places = ", ".join(os.fspath(w) for w in where)
     if not stores:
@@ -50,7 +53,7 @@ def assert_stores_load(*where: str | os.PathLike[str],
     for url in stores:
         with open_store(url) as store:
             report = check(store, schemas=schemas, migrations=migrations, validate=validate,
-                           strict_refs=strict_refs)
+                           strict_refs=strict_refs, ref_policy=ref_policy)
         reports.append(report)
         total += len(report.results)
         lines += [f"  {url}: {r.run}@{r.seq} ({r.snapshot or '?'}) {r.schema or '?'} "

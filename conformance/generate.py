@@ -32,6 +32,7 @@ from ckptfs.ops.retention import forget_snapshots
 from ckptfs.runtime.migrations import Migrations
 from ckptfs.store.lifecycle import write_retired
 from conformance.gen_commit import commit_vectors, reproducible_nonces
+from conformance import gen_hostile
 from conformance.render import canonical_json, render_store, symbolic, tagged
 
 ROOT = Path(__file__).resolve().parent
@@ -1373,14 +1374,19 @@ def generate(out: Path = OUT) -> dict[str, int]:
     g = Gen(out)
     digests(g)
     cbor_vectors(g)
+    gen_hostile.depth_vectors(g)
     framing_vectors(g)
     chunker_vectors(g)
     valid_stores(g)
     commit_vectors(g)  # conformance/gen_commit.py: record nonces
+    gen_hostile.depth_valid_store(g, content_entry, manifest_map, commit_raw, init_store, NOW)
     base = out / "_base"
     _base(base)
     invalid_stores(g, base)
+    invalid_stores(g, base, gen_hostile.depth_invalid_cases(content_entry, manifest_map,
+                                                             commit_raw))
     lookup_vectors(g, base)
+    gen_hostile.seq_lookup_vectors(g, NOW)
     lifecycle_lookup_vectors(g)
     lifecycle_invalid_stores(g)
     shutil.rmtree(base)

@@ -47,7 +47,8 @@ def test_copy_is_incremental_and_idempotent(tmp_path: Path) -> None:
     assert second["chunks_copied"] == 0  # debug@1 shares every chunk with agent@2
     again = cli_json("copy", src, dst)
     assert again["snapshots_copied"] == again["chunks_copied"] == again["bytes_copied"] == 0
-    run = ckptfs.open_store(src).resume("agent")
+    policy = ckptfs.RefPolicy.allow(str(tmp_path))
+    run = ckptfs.open_store(src).resume("agent", ref_policy=policy)
     before = _files(dst, "chunks")
     run.checkpoint({**run.state, "note": "x" * 5000}, "step")
     third = cli_json("copy", src, dst)
@@ -152,7 +153,7 @@ def test_copy_into_a_store_with_other_chunker_params(tmp_path: Path) -> None:
     _same_runs(src, dst)
     d = ckptfs.open_store(dst)
     assert d.repo.config.chunker == small  # the destination keeps its own parameters
-    run = d.resume("agent")
+    run = d.resume("agent", ref_policy=ckptfs.RefPolicy.allow(str(tmp_path)))
     run.checkpoint({**run.state, "more": "y" * 20000}, "step")
     assert cli("verify", dst, "--read-data").returncode == 0
 
@@ -167,7 +168,7 @@ def test_plain_directory_copies_are_valid_stores(tmp_path: Path, tool: str) -> N
     subprocess.run(cmd, check=True)
     assert cli_json("verify", dst, "--read-data")["ok"]
     _same_runs(src, dst)
-    run = ckptfs.open_store(dst).resume("agent")  # and it is writable
+    run = ckptfs.open_store(dst, ref_policy=ckptfs.RefPolicy.allow(str(tmp_path))).resume("agent")
     run.checkpoint({**run.state, "after": tool}, "step")
     assert ckptfs.open_store(dst).read("agent")["after"] == tool
 

@@ -111,7 +111,7 @@ def test_golden_ledger_resumes_without_repeating_effects(tmp_path: Path) -> None
 def test_golden_refs_fail_closed_unless_lenient() -> None:
     store = ckptfs.open_store(str(GOLDEN / "v1-basic" / "store"))
     with pytest.raises(MissingReference, match="doc: .*does not exist"):
-        store.read("alpha", lenient_refs=False)
+        store.read("alpha", lenient_refs=False, ref_policy=ckptfs.RefPolicy.allow("/"))
     assert store.read("alpha")["doc"].missing
 
 

@@ -181,6 +181,10 @@ def test_missing_reference_fails_closed_and_lenient_marks_it(tmp_path: Path, sto
     })
     gone.unlink()
     changed.write_bytes(b"v2")
+    with pytest.raises(MissingReference) as e:  # by default no reference is even opened
+        store.resume("r")
+    assert sorted(name for name, _ in e.value.problems) == ["changed", "expired", "gone", "ok"]
+    store.ref_policy = ckptfs.RefPolicy.allow(str(tmp_path))
     with pytest.raises(MissingReference) as e:
         store.resume("r")
     assert sorted(name for name, _ in e.value.problems) == ["changed", "expired", "gone"]

@@ -5,6 +5,10 @@ Each subcommand lives in a module ``ckptfs/cli/cmd_<name>.py`` that defines
 shared file. Exit codes: 0 success, 1 the check found problems, 2 usage error (bad arguments,
 a URL no backend can open), 3 store error (not found, corrupt, conflict, credentials, ...),
 130 interrupted.
+
+Every character a command prints goes through ``human.SafeStream``: control characters and
+bidi overrides from a store (run ids, labels, ledger keys, messages) are shown as ``\\uXXXX``,
+never sent to the terminal; JSON output is unchanged in meaning (the escape is JSON's).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import json
 import pkgutil
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TextIO, cast
 
 from ckptfs.errors import CkptfsError, InvalidURL
 
@@ -47,6 +51,20 @@ def print_json(obj: Any) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from ckptfs.cli.human import SafeStream
+
+    saved = sys.stdout, sys.stderr
+    sys.stdout = cast(TextIO, SafeStream(sys.stdout))
+    sys.stderr = cast(TextIO, SafeStream(sys.stderr))
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    from ckptfs.cli.human import clean
+
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
@@ -59,10 +77,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except CkptfsError as e:
-        print(f"ckptfs: error ({e.category}): {e}", file=sys.stderr)
+        print(f"ckptfs: error ({e.category}): {clean(e)}", file=sys.stderr)
         return EXIT_USAGE if isinstance(e, InvalidURL) else EXIT_STORE
     except BrokenPipeError:
         return EXIT_OK
+    except OSError as e:  # a local file the command itself writes or reads (-o FILE, archives)
+        print(f"ckptfs: error (storage): {clean(e)}", file=sys.stderr)
+        return EXIT_STORE
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -8,5 +8,7 @@ from ckptfs.cli import EXIT_USAGE
 
 
 def usage_error(command: str, message: str) -> int:
-    print(f"ckptfs {command}: {message}", file=sys.stderr)
+    from ckptfs.cli.human import clean
+
+    print(f"ckptfs {command}: {clean(message)}", file=sys.stderr)
     return EXIT_USAGE

@@ -14,9 +14,11 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p = sub.add_parser("cat", help="print an entry: a value as JSON, a blob as raw bytes",
                        description="Print entry ENTRY of SNAPSHOT, every chunk verified. A value "
                                    "is printed as JSON (bytes as {\"$bytes\": base64}, NaN and "
-                                   "infinities as {\"$float\": \"NaN\"}, map keys starting with '$' "
-                                   "get one more '$'); a blob is written raw to stdout or -o FILE; "
-                                   "a reference prints what it points at. An expired "
+                                   "infinities as {\"$float\": \"NaN\"}, integers of more than "
+                                   "14,000 bits as {\"$int\": \"0x...\"}, map keys starting "
+                                   "with '$' get one more '$'); a blob is written raw to "
+                                   "stdout or -o FILE; a reference prints what it points at. "
+                                   "An expired "
                                    "snapshot is refused (exit 3) unless --allow-expired.")
     p.add_argument("store", metavar="STORE")
     p.add_argument("snapshot", metavar="SNAPSHOT", help=SNAPSHOT_HELP)

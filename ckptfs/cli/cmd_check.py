@@ -8,7 +8,8 @@ import os
 import sys
 from typing import Any
 
-from ckptfs.cli import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, print_json
+from ckptfs.cli import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, human, print_json
+from ckptfs.cli.human import add_allow_refs
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -29,7 +30,9 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                    help="called with each migrated state; raising or returning False fails it")
     p.add_argument("--run", action="append", dest="runs", metavar="RUN", help="only this run (repeatable)")
     p.add_argument("--strict-refs", action="store_true",
-                   help="fail snapshots whose external references cannot be verified here")
+                   help="fail snapshots whose external references cannot be verified here "
+                        "(including those --allow-refs does not cover)")
+    add_allow_refs(p)
     p.add_argument("--json", action="store_true", help="machine-readable report")
     p.set_defaults(func=run)
 
@@ -76,10 +79,11 @@ def run(args: argparse.Namespace) -> int:
             validate = load_object(args.validate, "--validate")
             if not callable(validate):
                 raise ValueError(f"--validate {args.validate} is not callable")
+        policy = human.ref_policy(args)
     except ValueError as e:
-        print(f"ckptfs: error (usage): {e}", file=sys.stderr)
+        print(f"ckptfs: error (usage): {human.clean(str(e))}", file=sys.stderr)
         return EXIT_USAGE
-    store = ckptfs.open_store(args.store)
+    store = ckptfs.open_store(args.store, ref_policy=policy)
     report = check(store, schemas=schemas, migrations=migrations, validate=validate,
                    runs=args.runs, strict_refs=args.strict_refs)
     if args.json:
@@ -90,9 +94,10 @@ def run(args: argparse.Namespace) -> int:
             to = f" -> {r.target} ({r.steps} step{'s' if r.steps != 1 else ''})" if (
                 r.ok and r.target != r.schema) else ""
             if r.ok:
-                print(f"ok    {r.run}@{r.seq}  {sid}  {r.schema}{to}")
+                print(f"ok    {r.run}@{r.seq}  {sid}  {human.clean(r.schema)}{human.clean(to)}")
             else:
-                print(f"FAIL  {r.run}@{r.seq}  {sid}  {r.schema or '?'}  {r.stage}: {r.message}")
+                print(f"FAIL  {r.run}@{r.seq}  {sid}  {human.clean(r.schema or '?')}  {r.stage}: "
+                      f"{human.clean(r.message)}")
         print(f"{report.runs} runs, {len(report.results)} snapshots: "
               f"{len(report.results) - len(report.failed)} ok, {len(report.failed)} failed")
     return EXIT_OK if report.ok else EXIT_PROBLEMS

@@ -6,6 +6,7 @@ import argparse
 
 from ckptfs.cli import EXIT_OK, print_json
 from ckptfs.cli._usage import usage_error
+from ckptfs.format.names import parse_uint
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -31,8 +32,8 @@ def run(args: argparse.Namespace) -> int:
     seq = None
     if args.snapshot is not None:
         ref = args.snapshot
-        if ref.isdigit():
-            seq = int(ref)
+        if ref.isascii() and ref.isdigit():
+            seq = parse_uint(ref, what="--snapshot")
         else:
             snap = repo.resolve(ref)
             if snap.run != args.run_id:

@@ -18,6 +18,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("snapshot", metavar="SNAPSHOT", help=SNAPSHOT_HELP)
     p.add_argument("new_run", metavar="NEW_RUN", help="id of the new run (must not exist)")
     p.add_argument("--json", action="store_true", help="print the new snapshot as JSON")
+    human.add_allow_refs(p)
     p.set_defaults(func=run)
 
 
@@ -25,6 +26,7 @@ def run(args: argparse.Namespace) -> int:
     from ckptfs.ops.inspect import snapshot_json
 
     store = human.open_existing(args.store)
+    store.ref_policy = human.ref_policy(args)
     src = store.repo.resolve(args.snapshot)
     forked = store.fork(src.id, args.new_run, lenient_refs=True)
     labels = {k: dict(e.labels) for k, e in src.manifest.entries.items() if e.labels}

@@ -58,9 +58,10 @@ def render(log: dict[str, Any]) -> list[str]:
             lines.append(f"{bar}  effects withheld: snapshot expired (--allow-expired shows them)")
         for e in s["effects"] or []:
             mark = "!" if e.get("in_doubt") else " "
-            lines.append(f"{bar}{mark} effect {e.get('key')}  {e.get('name')}  {e.get('status')}")
+            lines.append(f"{bar}{mark} effect {human.clean(e.get('key'))}  "
+                         f"{human.clean(e.get('name'))}  {human.clean(e.get('status'))}")
         for f in s["forks"]:
             lines.append(f"{bar}└─ fork: {f['run']} @{f['seq']} {human.short(f['snapshot'])}")
     for p in log["problems"]:
-        lines.append(f"! {p}")
+        lines.append(f"! {human.clean(p)}")
     return lines

@@ -30,18 +30,19 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
     print(f"snapshot  {m['snapshot']}")
     print(f"run       {m['run']} @{m['seq']}  boundary {m['boundary']}  attempt {m['attempt']}")
-    print(f"created   {human.when(m['created'])}  by {m['writer']}  schema {m['schema']}")
+    print(f"created   {human.when(m['created'])}  by {human.clean(m['writer'])}  "
+          f"schema {human.clean(m['schema'])}")
     print(f"parent    {m['parent'] or '-'}")
     if m["resumed_from"]:
         print(f"resumed   from {m['resumed_from']}")
     if m["expires"] is not None:
         print(f"expires   {human.when(m['expires'])}")
     for k, v in sorted(m["labels"].items()):
-        print(f"label     {k}={v}")
+        print(f"label     {human.clean(k)}={human.clean(v)}")
     if m["required"]:
-        print(f"requires  {', '.join(m['required'])}")
+        print(f"requires  {human.clean(', '.join(m['required']))}")
     for k in sorted(m["extra"]):
-        print(f"extra     {k}")
+        print(f"extra     {human.clean(k)}")
     print(f"entries   {m['entry_count']}  ({human.size(m['state_bytes'])} captured)")
     rows = []
     for name, e in m["entries"].items():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ckptfs.cli import EXIT_OK, EXIT_PROBLEMS, print_json
+from ckptfs.cli import EXIT_OK, EXIT_PROBLEMS, human, print_json
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         for p in report.problems:
             where = f"{p.run}@{p.seq}" if p.run else "store"
-            print(f"{p.category:>12}  {where}  {p.message}")
+            print(f"{p.category:>12}  {where}  {human.clean(p.message)}")
         print(f"{report.runs} runs, {report.snapshots} snapshots, {report.chunks_checked} chunks "
               f"checked, {len(report.problems)} problem(s)", file=sys.stdout)
     return EXIT_OK if report.ok else EXIT_PROBLEMS

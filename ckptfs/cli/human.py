@@ -1,12 +1,71 @@
-"""Formatting for people: sizes, ages, times, short ids, and opening the store a command names."""
+"""Formatting for people: sizes, ages, times, short ids, text safe for a terminal, and
+opening the store a command names."""
 
 from __future__ import annotations
 
+import argparse
+import re
 import time
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ckptfs.runtime.refs import RefPolicy
     from ckptfs.runtime.store import Store
+
+#: characters that must not reach a terminal as they are: C0 controls, DEL, C1 controls (ESC
+#: and CSI start escape sequences), and the Unicode format characters that reorder or hide
+#: text (bidi embeddings, overrides and isolates, marks, line/paragraph separators)
+UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e"
+                    "\u2060-\u2069\ufeff]")
+_UNSAFE_IN_STREAM = re.compile(UNSAFE.pattern.replace("\x00-\x1f", "\x00-\x08\x0b-\x1f"))
+
+
+def _escape(m: re.Match[str]) -> str:
+    return f"\\u{ord(m.group()):04x}"
+
+
+def clean(text: object) -> str:
+    """``text`` with every UNSAFE character written as ``\\uXXXX`` (newlines and tabs too): for
+    one field of a line (a label, a ledger key, a message from the store). The escape is also
+    JSON's, so a JSON text stays valid and means the same after cleaning."""
+    return UNSAFE.sub(_escape, str(text))
+
+
+def clean_lines(text: str) -> str:
+    """``text`` with every UNSAFE character but newline and tab escaped like ``clean``."""
+    return _UNSAFE_IN_STREAM.sub(_escape, text)
+
+
+class SafeStream:
+    """A text stream that writes through ``clean_lines``: every character a command prints
+    passes here (``main`` installs it on stdout and stderr), so nothing a store holds can
+    reach the terminal as a control sequence. Raw bytes (``cat`` of a blob) go to ``buffer``
+    untouched; ``raw`` is the stream underneath."""
+
+    def __init__(self, raw: IO[str]) -> None:
+        self.raw = raw
+
+    def write(self, s: str) -> int:
+        self.raw.write(clean_lines(s))
+        return len(s)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.raw, name)
+
+
+def add_allow_refs(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--allow-refs", action="append", default=[], metavar="FOLDER|SCHEME://HOST",
+                   help="verify external references below this local folder or on this host "
+                        "(repeatable; SCHEME://* for any host). Without it no reference is "
+                        "opened or requested: a store cannot make ckptfs read files or send "
+                        "requests of its choosing")
+
+
+def ref_policy(args: argparse.Namespace) -> RefPolicy:
+    """The RefPolicy of ``--allow-refs`` (InvalidName, a usage error, for a bad entry)."""
+    from ckptfs.runtime.refs import RefPolicy
+
+    return RefPolicy.allow(*getattr(args, "allow_refs", []))
 
 
 def size(n: int | None) -> str:
@@ -46,8 +105,8 @@ def short(snapshot_id: str | None) -> str:
 
 
 def table(rows: list[list[str]], header: list[str]) -> str:
-    """Left-aligned columns separated by two spaces."""
-    cols = [header, *rows]
+    """Left-aligned columns separated by two spaces, every cell cleaned (see ``clean``)."""
+    cols = [header, *[[clean(c) for c in r] for r in rows]]
     widths = [max(len(r[i]) for r in cols) for i in range(len(header))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cols)
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import TextIO
+from typing import TextIO, cast
+
+from ckptfs.cli.human import clean
 
 
 class ProgressBar:
@@ -15,7 +17,9 @@ class ProgressBar:
     def __init__(self, label: str, *, stream: TextIO | None = None,
                  enabled: bool | None = None) -> None:
         self.label = label
-        self.stream = stream or sys.stderr
+        # the terminal itself, not main's SafeStream (which would escape the redraw's '\r');
+        # the note, which may name things from the store, is cleaned below
+        self.stream = stream or cast(TextIO, getattr(sys.stderr, "raw", sys.stderr))
         self.enabled = self.stream.isatty() if enabled is None else enabled
         self._last = 0.0
         self._drawn = False
@@ -29,7 +33,8 @@ class ProgressBar:
         self._last = now
         width = 30
         filled = width * done // total if total else width
-        line = f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} {note}"
+        line = (f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} "
+                f"{clean(note)}")
         self.stream.write(line[:200].ljust(80))
         self.stream.flush()
         self._drawn = True

@@ -15,7 +15,17 @@ import cbor2
 
 from ckptfs.errors import FormatError, NonCanonical
 
+#: The nesting limit of every decoded item (spec/format.md 5.3). Depth counts every array, map
+#: and tag on the way down, the outermost included: a scalar is 0 deep, ``[]`` 1, ``[[1]]`` 2, a
+#: bignum (tag 2 or 3 around its bytes) 1. This is what cbor2's ``max_depth`` enforces on read.
 MAX_DEPTH = 256
+#: an item of a ``cbor-seq`` value: the value is the array, which takes one level
+SEQ_ITEM_DEPTH = MAX_DEPTH - 1
+#: an effect result or approval request: it sits in a record map inside the ledger's
+#: ``cbor-seq`` array, which take two levels (inline or not: one rule for both)
+LEDGER_VALUE_DEPTH = MAX_DEPTH - 2
+#: integers that need a bignum tag (counted as one level)
+_U64 = 2 ** 64 - 1
 _ALLOWED_SCALARS = (str, bytes, int, float, bool, type(None))
 
 
@@ -83,66 +93,84 @@ def decode_sequence(data: bytes | memoryview, *, what: str) -> list[Any]:
             out.append(dec.decode())
     except (cbor2.CBORDecodeError, ValueError, TypeError, RecursionError, MemoryError, EOFError) as e:
         raise FormatError(f"{what}: not a valid CBOR sequence ({e})") from e
-    check_plain(out, what=what, decoded=True)
+    check_plain(out, what=what, decoded=True)  # the array counts: items are SEQ_ITEM_DEPTH deep
     return out
 
 
 _SCALARS = frozenset(_ALLOWED_SCALARS)
 
 
-def _is_plain(v: Any, depth: int = 0) -> bool:
-    """Fast yes/no version of check_plain (recursive; about 2x faster than the explaining walk)."""
-    if depth >= MAX_DEPTH:
-        return False
+def _is_plain(v: Any, limit: int, depth: int = 0) -> bool:
+    """Fast yes/no version of check_plain (recursive; about 2x faster than the explaining walk).
+    ``depth`` is the number of containers around ``v``; ``limit`` the deepest level allowed."""
     tv = type(v)
     if tv is dict:
+        if depth >= limit:
+            return False
         for k, x in v.items():
             if type(k) is not str:
                 return False
             tx = type(x)
             if tx is dict or tx is list:
-                if not _is_plain(x, depth + 1):
+                if not _is_plain(x, limit, depth + 1):
+                    return False
+            elif tx is int:
+                if (x > _U64 or x < -_U64 - 1) and depth + 1 >= limit:
                     return False
             elif tx not in _SCALARS:
                 return False
         return True
     if tv is list:
+        if depth >= limit:
+            return False
         for x in v:
             tx = type(x)
             if tx is dict or tx is list:
-                if not _is_plain(x, depth + 1):
+                if not _is_plain(x, limit, depth + 1):
+                    return False
+            elif tx is int:
+                if (x > _U64 or x < -_U64 - 1) and depth + 1 >= limit:
                     return False
             elif tx not in _SCALARS:
                 return False
         return True
+    if tv is int:
+        return not ((v > _U64 or v < -_U64 - 1) and depth >= limit)
     return tv in _SCALARS
 
 
-def check_plain(value: Any, *, what: str = "value", decoded: bool = False) -> None:
+def check_plain(value: Any, *, what: str = "value", decoded: bool = False,
+                max_depth: int = MAX_DEPTH) -> None:
     """Raise TypeError (FormatError when ``decoded``) naming the path of the first value that
-    is not plain data: None, bool, int, float, str, bytes, list, dict with str keys."""
+    is not plain data: None, bool, int, float, str, bytes, list, dict with str keys, at most
+    ``max_depth`` levels deep as MAX_DEPTH counts them (a value placed inside other structure
+    passes the levels left to it: SEQ_ITEM_DEPTH, LEDGER_VALUE_DEPTH)."""
     try:
-        if _is_plain(value):
+        if _is_plain(value, max_depth):
             return
     except RecursionError:
         pass
+    deep = f"nesting deeper than {max_depth} levels"
     stack: list[tuple[Any, str, int]] = [(value, "", 0)]
     while stack:
         v, path, depth = stack.pop()
         t = type(v)
         if t is dict:
-            if depth >= MAX_DEPTH:
-                _bad(what, path, "nesting deeper than 256 levels", decoded)
+            if depth >= max_depth:
+                _bad(what, path, deep, decoded)
             for k, item in v.items():
                 if type(k) is not str:
                     _bad(what, path, f"map key {k!r:.60} of type {type(k).__name__} "
                          "(only str keys are allowed)", decoded)
                 stack.append((item, f"{path}[{k!r}]", depth + 1))
         elif t is list:
-            if depth >= MAX_DEPTH:
-                _bad(what, path, "nesting deeper than 256 levels", decoded)
+            if depth >= max_depth:
+                _bad(what, path, deep, decoded)
             for i, item in enumerate(v):
                 stack.append((item, f"{path}[{i}]", depth + 1))
+        elif t is int and (v > _U64 or v < -_U64 - 1) and depth >= max_depth:
+            _bad(what, path, f"{deep} (an integer outside 64 bits is a CBOR tag, one level)",
+                 decoded)
         elif t in _ALLOWED_SCALARS:
             continue
         else:

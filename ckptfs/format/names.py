@@ -18,6 +18,9 @@ LABEL_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}\Z")
 BOUNDARY = re.compile(r"^[a-z][a-z0-9_.-]{0,63}\Z")
 MAX_ENTRY_NAME = 255
 SEQ_WIDTH = 20
+MAX_U64 = 2 ** 64 - 1
+#: a decimal number as people type it: ASCII digits, no sign, no leading zeros except "0"
+DECIMAL = re.compile(r"(?:0|[1-9][0-9]{0,19})\Z")
 
 CONFIG_PATH = "ckptfs.cbor"
 CHUNKS = "chunks"
@@ -61,6 +64,19 @@ def check_boundary(name: object) -> str:
             "starting with a letter, at most 64 characters"
         )
     return name
+
+
+def parse_uint(text: object, *, what: str, maximum: int = MAX_U64) -> int:
+    """A non-negative integer written in text the one way ckptfs accepts it: ASCII digits 0-9
+    only (``str.isdigit`` and ``int()`` also take other scripts' digits and superscripts), no
+    sign, space or ``_``, no leading zeros except ``0`` itself, at most ``maximum``
+    (default 2^64-1). InvalidName (category ``path``) otherwise, naming ``what``."""
+    if isinstance(text, str) and DECIMAL.match(text):
+        n = int(text)
+        if n <= maximum:
+            return n
+    raise InvalidName(f"{what}: {text!r:.60} is not a decimal number from 0 to {maximum} "
+                      "(ASCII digits 0-9, no sign and no leading zeros)")
 
 
 def seq_name(seq: int) -> str:

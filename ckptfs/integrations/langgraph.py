@@ -68,7 +68,7 @@ from ckptfs.format.cbor import check_plain
 from ckptfs.format.digest import Digest, hasher
 from ckptfs.format.ledger import Effect
 from ckptfs.format.models import Captured, Entry, Manifest, Schema
-from ckptfs.format.names import ENTRY_SEGMENT, LABEL_KEY
+from ckptfs.format.names import DECIMAL, ENTRY_SEGMENT, LABEL_KEY
 from ckptfs.ops.erase import erase
 from ckptfs.ops.retention import Policy, forget, forget_snapshots
 from ckptfs.runtime.run import Run
@@ -431,7 +431,7 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
             if below.get(L_MAX_WID) != cid:
                 return None
             last = below.get(L_LAST_W, "")
-            w = int(last) if last.isdigit() else 0
+            w = int(last) if DECIMAL.match(last) else 0
             if idx.seqs[bisect.bisect_left(idx.seqs, w) % len(idx.seqs)] == w:
                 snap = self._at(idx, w)
                 if _kind(snap) == "writes" and _cid(snap) == cid:

@@ -16,6 +16,7 @@ import attrs
 from ckptfs.errors import CkptfsError, MigrationError, SchemaError
 from ckptfs.format.models import Schema
 from ckptfs.runtime.migrations import Migrations
+from ckptfs.runtime.refs import RefPolicy
 from ckptfs.runtime.store import Store
 
 #: ``validate(state)``: raise (or return False) when the migrated state is not acceptable.
@@ -67,9 +68,12 @@ class CheckReport:
 
 def check(store: Store, *, schemas: Iterable[Schema] = (), migrations: Migrations | None = None,
           validate: Validator | None = None, runs: Iterable[str] | None = None,
-          strict_refs: bool = False, progress: Callable[[str], None] | None = None) -> CheckReport:
+          strict_refs: bool = False, progress: Callable[[str], None] | None = None,
+          ref_policy: RefPolicy | None = None) -> CheckReport:
     """Load, migrate to ``schemas`` (the current version per schema name) and validate every
-    snapshot of ``runs`` (default: all). Without ``schemas`` snapshots are loaded as stored."""
+    snapshot of ``runs`` (default: all). Without ``schemas`` snapshots are loaded as stored.
+    References are verified only where ``ref_policy`` (else the store's) allows; with
+    ``strict_refs`` one that is not checked fails its snapshot."""
     targets = {s.name: s for s in schemas}
     migrations = migrations or Migrations()
     report = CheckReport()
@@ -80,13 +84,13 @@ def check(store: Store, *, schemas: Iterable[Schema] = (), migrations: Migration
             if progress:
                 progress(f"{run_id}@{seq}")
             report.results.append(_check_one(store, run_id, seq, targets, migrations, validate,
-                                             strict_refs))
+                                             strict_refs, ref_policy))
     return report
 
 
 def _check_one(store: Store, run_id: str, seq: int, targets: Mapping[str, Schema],
                migrations: Migrations, validate: Validator | None,
-               strict_refs: bool) -> SnapshotCheck:
+               strict_refs: bool, ref_policy: RefPolicy | None = None) -> SnapshotCheck:
     def fail(stage: str, e: Exception | str, **kw: Any) -> SnapshotCheck:
         """A failed result; ckptfs errors keep their category, anything else is the stage's."""
         if isinstance(e, CkptfsError):
@@ -111,7 +115,7 @@ def _check_one(store: Store, run_id: str, seq: int, targets: Mapping[str, Schema
         steps = len(migrations.plan(source, target, what=f"snapshot {snap.id} (run {run_id!r} "
                                                          f"seq {seq})"))
         state = store.read(snap, lenient_refs=not strict_refs, allow_expired=True,
-                           schema=target, migrations=migrations)
+                           schema=target, migrations=migrations, ref_policy=ref_policy)
         if snap.manifest.ledger is not None:  # completed effects' results migrate too
             store.ledger(snap, allow_expired=True, schema=target, migrations=migrations)
     except MigrationError as e:

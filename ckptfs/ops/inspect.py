@@ -22,6 +22,11 @@ from ckptfs.store.repository import Repository, Snapshot
 #: JSON marker objects for CBOR values JSON cannot hold (documented in the README).
 BYTES_MARKER = "$bytes"
 FLOAT_MARKER = "$float"
+INT_MARKER = "$int"
+#: integers longer than this many bits are shown as ``{"$int": "0x..."}``: their decimal text
+#: would pass Python's 4300-digit str() limit, and decimal conversion is quadratic in the length
+#: (a hostile store could hold one of megabytes); hex is exact and linear
+MAX_DECIMAL_BITS = 14_000
 
 
 def state_bytes(m: Manifest) -> int:
@@ -245,7 +250,10 @@ def iter_blob(repo: Repository, s: Snapshot, name: str, *,
 
 def to_json_value(v: Any) -> Any:
     """A decoded CBOR value as JSON: bytes become ``{"$bytes": base64}``, non-finite floats
-    ``{"$float": "NaN"}``; a map key that starts with ``$`` gets one more ``$`` in front."""
+    ``{"$float": "NaN"}``, integers of more than MAX_DECIMAL_BITS bits ``{"$int": "0x..."}``
+    (``-0x...`` when negative); a map key that starts with ``$`` gets one more ``$`` in front."""
+    if type(v) is int and v.bit_length() > MAX_DECIMAL_BITS:
+        return {INT_MARKER: hex(v)}
     if isinstance(v, bytes):
         return {BYTES_MARKER: base64.b64encode(v).decode("ascii")}
     if isinstance(v, float) and not math.isfinite(v):

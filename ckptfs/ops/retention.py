@@ -21,7 +21,7 @@ from ckptfs.ops.usage import SnapInfo, build_index
 from ckptfs.store.lifecycle import retire
 from ckptfs.store.repository import Repository
 
-_DURATION = re.compile(r"(\d+)([smhdwy])")
+_DURATION = re.compile(r"([0-9]+)([smhdwy])")  # ASCII digits only (\d takes any script's)
 _UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000,
             "y": 365 * 86_400_000}
 
@@ -29,7 +29,7 @@ _UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_80
 def parse_duration(text: str) -> int:
     """``90s``, ``15m``, ``36h``, ``7d``, ``2w``, ``1y`` or combinations like ``1d12h`` -> ms."""
     t = text.strip()
-    if t.isdigit():
+    if t.isascii() and t.isdigit():
         return int(t) * 1000
     parts = _DURATION.findall(t)
     if not parts or "".join(n + u for n, u in parts) != t:

@@ -117,7 +117,8 @@ class Decision:
 def wait_for_approval(run: Run, request: Any, *, key: str, name: str = "approval") -> Decision:
     """The recorded decision for ``key``; otherwise record the request (once), checkpoint at
     ``approval`` and raise ApprovalPending so the caller stops until someone decides."""
-    cbor.check_plain(request, what=f"approval request {key!r}")
+    cbor.check_plain(request, what=f"approval request {key!r}",
+                     max_depth=cbor.LEDGER_VALUE_DEPTH)
     digest = args_digest([request], {})
     known = _known(run, key, "approval", name, digest)
     if known is None:
@@ -195,7 +196,8 @@ def _settle(eff: Effect, run: Run, status: Any, *, via: Via, result: Any = None,
 def _large(run: Run, key: str, result: Any) -> tuple[Captured | None, Chunks]:
     """Chunks for a result too big to sit in the ledger record (None: it is stored inline)."""
     try:
-        cbor.check_plain(result, what=f"result of effect {key!r}")
+        cbor.check_plain(result, what=f"result of effect {key!r}",
+                         max_depth=cbor.LEDGER_VALUE_DEPTH)
     except TypeError as e:
         raise TypeError(f"{e} The effect happened but its result cannot be recorded: it stays "
                         "in doubt until run.settle_effect() records a plain result.") from None

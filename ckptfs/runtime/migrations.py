@@ -13,8 +13,9 @@ from typing import Any, TypeVar
 
 import attrs
 
-from ckptfs.errors import MigrationError, SchemaError
+from ckptfs.errors import InvalidName, MigrationError, SchemaError
 from ckptfs.format.models import Schema
+from ckptfs.format.names import DECIMAL, MAX_U64
 
 #: A step: takes the state (entry name -> value) of version n, returns the state of version n+1.
 StateStep = Callable[[dict[str, Any]], dict[str, Any]]
@@ -46,8 +47,9 @@ def as_schema(schema: Schema | tuple[str, int] | str) -> Schema:
         return schema
     if isinstance(schema, str):
         name, sep, ver = schema.rpartition("@")
-        if not sep or not name or not ver.isdigit():
-            raise ValueError(f"schema must look like NAME@VERSION (e.g. agent@3), got {schema!r}")
+        if not sep or not name or not DECIMAL.match(ver) or int(ver) > MAX_U64:
+            raise InvalidName(f"schema must look like NAME@VERSION with VERSION a decimal number "
+                              f"(ASCII digits, e.g. agent@3), got {schema!r:.200}")
         return Schema(name, int(ver))
     name, version = schema
     if not isinstance(name, str) or not name or type(version) is not int or version < 0:

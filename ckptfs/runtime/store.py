@@ -22,7 +22,7 @@ from ckptfs.format.models import Captured, Manifest, Reference, Schema
 from ckptfs.format.names import check_run_id
 from ckptfs.runtime.effects import large_result
 from ckptfs.runtime.migrations import Migrations, Step, apply_steps, apply_to_result, as_schema
-from ckptfs.runtime.refs import check_reference, to_ref
+from ckptfs.runtime.refs import NO_REFS, RefPolicy, check_reference, to_ref
 from ckptfs.runtime.run import Run, expiry_ms
 from ckptfs.storage import Storage, open_storage
 from ckptfs.store.entries import EntryWriter, decode_value, read_content, read_ledger, stored_blob
@@ -45,10 +45,14 @@ class Store:
     """A ckptfs store at a URL. Created on first write; reads never create anything."""
 
     def __init__(self, storage: Storage, *, chunker: ChunkerParams | None = None,
-                 clock: Callable[[], int] | None = None, writer: str | None = None) -> None:
+                 clock: Callable[[], int] | None = None, writer: str | None = None,
+                 ref_policy: RefPolicy | None = None) -> None:
         from ckptfs._version import __version__
 
         self.repo = Repository(storage)
+        #: which references restores may open or request to verify them (none by default: a
+        #: store's URIs are its author's choice); resume, fork and read can pass their own
+        self.ref_policy = ref_policy or NO_REFS
         self.writer_name = writer or f"ckptfs-python/{__version__}"
         self._chunker = chunker
         #: the time (ms since the epoch) written into manifests, records and the store config;
@@ -89,7 +93,8 @@ class Store:
                    state={}, writer=writer, expires=expiry_ms(expires_at), new_run=True)
 
     def resume(self, ref: str, *, lenient_refs: bool = False, schema: SchemaLike | None = None,
-               migrations: Migrations | None = None, allow_expired: bool = False) -> Run:
+               migrations: Migrations | None = None, allow_expired: bool = False,
+               ref_policy: RefPolicy | None = None) -> Run:
         """A run positioned at the snapshot ``ref`` names (a run id means its head).
 
         With ``schema`` (the code's current state schema) and ``migrations``, an older snapshot's
@@ -106,7 +111,7 @@ class Store:
                 "head, or fork the snapshot into a new run (store.fork / 'ckptfs fork').")
         target, chain = self._plan(snap, schema, migrations)
         state, writer = self._restore(snap, lenient_refs=lenient_refs, allow_expired=allow_expired,
-                                      seed=True)
+                                      seed=True, ref_policy=ref_policy)
         ledger, ledger_writer = self._ledger(snap, writer)
         state = self._migrate(snap, chain, state)
         ledger = self._migrate_ledger(snap, chain, ledger)
@@ -117,7 +122,8 @@ class Store:
                    extra=_provenance(snap, chain))
 
     def fork(self, ref: str, new_run_id: str, *, lenient_refs: bool = False,
-             schema: SchemaLike | None = None, migrations: Migrations | None = None) -> Run:
+             schema: SchemaLike | None = None, migrations: Migrations | None = None,
+             ref_policy: RefPolicy | None = None) -> Run:
         """A new run whose first snapshot's parent is ``ref`` (in any run), migrated like
         ``resume`` when ``schema`` is newer than the snapshot's."""
         snap = self.repo.resolve(ref)
@@ -126,7 +132,8 @@ class Store:
         if self.repo.head(new_run_id) is not None:
             raise ConflictError(f"run {new_run_id!r} already exists")
         target, chain = self._plan(snap, schema, migrations)
-        state, writer = self._restore(snap, lenient_refs=lenient_refs, seed=True)
+        state, writer = self._restore(snap, lenient_refs=lenient_refs, seed=True,
+                                      ref_policy=ref_policy)
         ledger, ledger_writer = self._ledger(snap, writer)  # a fork inherits what was done
         state = self._migrate(snap, chain, state)
         ledger = self._migrate_ledger(snap, chain, ledger)
@@ -169,7 +176,8 @@ class Store:
                     value = decode_value(r.result_content, content, where=where)
                 value = apply_to_result(chain, r.name, value, what=_where(snap))
                 try:
-                    cbor.check_plain(value, what=f"migrated result of effect {r.key!r}")
+                    cbor.check_plain(value, what=f"migrated result of effect {r.key!r}",
+                                     max_depth=cbor.LEDGER_VALUE_DEPTH)
                 except TypeError as e:
                     raise MigrationError(f"migrating {_where(snap)}: {e}") from e
                 big, chunks = large_result(writer, value) if write else (None, [])
@@ -194,14 +202,17 @@ class Store:
 
     def read(self, ref: str | Snapshot, *, lenient_refs: bool = True,
              allow_expired: bool = False, schema: SchemaLike | None = None,
-             migrations: Migrations | None = None) -> dict[str, Any]:
-        """The state of a snapshot, every chunk verified. References are checked and marked.
+             migrations: Migrations | None = None,
+             ref_policy: RefPolicy | None = None) -> dict[str, Any]:
+        """The state of a snapshot, every chunk verified. References are checked where the
+        reference policy allows and marked (``Ref.missing``) where they fail or are not checked.
 
         With ``schema`` and ``migrations`` the state is migrated in memory as ``resume`` would.
         """
         snap = ref if isinstance(ref, Snapshot) else self.repo.resolve(ref)
         _, chain = self._plan(snap, schema, migrations)
-        state, _ = self._restore(snap, lenient_refs=lenient_refs, allow_expired=allow_expired)
+        state, _ = self._restore(snap, lenient_refs=lenient_refs, allow_expired=allow_expired,
+                                 ref_policy=ref_policy)
         return self._migrate(snap, chain, state)
 
     def ledger(self, ref: str | Snapshot, *, allow_expired: bool = False,
@@ -229,8 +240,10 @@ class Store:
         return ledger, writer
 
     def _restore(self, snap: Snapshot, *, lenient_refs: bool, allow_expired: bool = False,
-                 seed: bool = False) -> tuple[dict[str, Any], EntryWriter]:
+                 seed: bool = False, ref_policy: RefPolicy | None = None
+                 ) -> tuple[dict[str, Any], EntryWriter]:
         m: Manifest = snap.manifest
+        policy = ref_policy or self.ref_policy
         if not allow_expired:
             self.repo.check_not_expired(snap)
         writer = self._writer() if seed else EntryWriter(self.repo.objects, self.repo.config.chunker)
@@ -239,7 +252,7 @@ class Store:
         for name, entry in m.entries.items():
             where = f"snapshot {snap.digest.short} (run {m.run!r} seq {m.seq}) entry {name!r}"
             if isinstance(entry, Reference):
-                why = check_reference(entry)
+                why = check_reference(entry, policy=policy)
                 if why is not None:
                     problems.append((name, why))
                 state[name] = to_ref(entry, why)
@@ -276,11 +289,13 @@ def _provenance(snap: Snapshot, chain: list[Step]) -> dict[str, Any]:
 
 def open_store(url: str, *, chunker: ChunkerParams | None = None,
                clock: Callable[[], int] | None = None, writer: str | None = None,
-               **storage_options: Any) -> Store:
+               ref_policy: RefPolicy | None = None, **storage_options: Any) -> Store:
     """Open the store at ``url`` (any fsspec URL or a local path). Nothing is written until the
     first checkpoint or ``init()``. ``clock`` (ms since the epoch) and ``writer`` (the name
-    recorded in manifests) exist for reproducible stores."""
-    return Store(open_storage(url, **storage_options), chunker=chunker, clock=clock, writer=writer)
+    recorded in manifests) exist for reproducible stores. ``ref_policy`` (a RefPolicy) says
+    which references restores may open or request to verify them: none by default."""
+    return Store(open_storage(url, **storage_options), chunker=chunker, clock=clock, writer=writer,
+                 ref_policy=ref_policy)
 
 
 __all__ = ["Store", "open_store", "NotFound"]

@@ -132,7 +132,8 @@ class EntryWriter:
                     and fast.startswith(prev.fast)):
                 k = prev.count
                 for i in range(k, len(value)):
-                    cbor.check_plain(value[i], what=f"{what}[{i}]")
+                    cbor.check_plain(value[i], what=f"{what}[{i}]",
+                                     max_depth=cbor.SEQ_ITEM_DEPTH)
                 content = prev.content + b"".join(cbor.encode(x) for x in value[k:])
                 appended = True
             else:

@@ -32,6 +32,7 @@ from ckptfs.format.cdc import ChunkerParams
 from ckptfs.format.digest import Digest
 from ckptfs.format.models import NONCE_SIZE, Manifest, RunRecord, Schema, StoreConfig
 from ckptfs.format.names import (
+    parse_uint,
     CONFIG_PATH,
     RUN_ID,
     RUNS,
@@ -358,9 +359,8 @@ class Repository:
             check_run_id(run_id)
             if seq_text == "head":
                 return self._head_snapshot(run_id)
-            if not seq_text.isdigit():
-                raise InvalidName(f"{ref!r}: expected RUN@SEQ with a decimal sequence number")
-            snap = self.snapshot_at(run_id, int(seq_text))
+            seq = parse_uint(seq_text, what=f"{ref!r:.200}: expected RUN@SEQ, and SEQ")
+            snap = self.snapshot_at(run_id, seq)
             self._check_retained(run_id, snap.seq)
             return snap
         if _is_hex(ref) and len(ref) >= 6 and ref not in self.run_ids():
