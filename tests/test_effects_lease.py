@@ -263,3 +263,25 @@ def test_a_failure_whose_str_raises_is_recorded_and_reraised(url: str) -> None:
     assert eff.error["type"] == "Unprintable" and "cannot be shown" in eff.error["message"]
     with pytest.raises(EffectFailed, match="Unprintable"):
         process(url).effect("charge", call, key="k")
+
+
+def test_a_call_is_not_started_when_its_intent_commit_outlasted_the_lease(url: str) -> None:
+    """Found by the interleaving enumeration: the intent's time is taken before its commit; a
+    commit slower than the lease lands an intent another process may already re-issue."""
+    clock = Clock()
+    run = process(url, clock, owner="proc-a")
+    real = run.store.repo.commit
+
+    def slow_commit(manifest: Any, chunks: Any = None) -> Any:
+        if manifest.boundary == "before_effect":
+            clock.t += 2000  # longer than the 1 s lease
+        return real(manifest, chunks)
+
+    setattr(run.store.repo, "commit", slow_commit)
+    calls: list[int] = []
+    with pytest.raises(EffectInDoubt, match="not started"):
+        run.effect("charge", lambda: calls.append(1), key="k", timeout=1)
+    assert calls == []
+    assert process(url, clock, owner="proc-b").effect(
+        "charge", lambda: calls.append(2) or "ok", key="k", reconcile=lambda eff: NOT_DONE) == "ok"
+    assert calls == [2]

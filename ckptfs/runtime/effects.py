@@ -176,15 +176,21 @@ def perform(run: Run, name: str, fn: Callable[..., Any], args: tuple[Any, ...],
             return found
     _check_closed(run, key)
     at = run.store.now()
-    owner = run.owner
+    owner, deadline = run.owner, at + lease
     intent = Record(key=key, kind="effect", name=name, args=digest, status="intended",
-                    at=at, attempt=run.attempt, owner=owner, deadline=at + lease)
+                    at=at, attempt=run.attempt, owner=owner, deadline=deadline)
     token = (owner, run.id, key, at)
     with _lock:
         _in_flight[token] += 1
     run._open_effect = key
     try:
         _append(run, intent, boundary="before_effect")
+        if run.store.now() >= deadline:  # the commit outlasted the lease: another
+            raise EffectInDoubt(run.ledger.effects[key], (  # process may re-issue it now
+                f"effect {key!r} ({name}): its intent was committed only after its lease ran "
+                f"out ({lease} ms), so the call was not started: another process may already "
+                "treat it as in doubt. It is in doubt now: call again with reconcile= (it will "
+                "find it not done), and use a longer timeout= for a store this slow."))
         try:
             result = fn(*args, **kwargs)
         except Exception as e:  # BaseException (SIGINT, exit) leaves the effect in doubt
