@@ -6,7 +6,7 @@ effect function's only trace). After GO exists the process resumes the run and c
 ``run.effect("charge", fn, key="k", reconcile=...)``; on ConflictError (another process
 committed first) it resumes again, up to N times. MODE ``hold``: the call first touches
 WORLD.in-call and waits for WORLD.release before it lands (a slow call); ``plain``: the call
-lands at once and returns 20 ms later. Prints one JSON line: ``{"wid", "outcome" (result |
+lands 300 ms after it started (in flight meanwhile, as a network call is). Prints one JSON line: ``{"wid", "outcome" (result |
 in-progress | conflict | superseded | error), "result", "calls", "attempts", "message"}``.
 """
 
@@ -50,13 +50,13 @@ def main() -> None:
             stop = time.monotonic() + 60
             while not Path(f"{a.world}.release").exists() and time.monotonic() < stop:
                 time.sleep(0.005)
+        else:
+            time.sleep(0.3)  # a call in flight: it lands at its end, like a network call
         fd = os.open(a.world, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             os.write(fd, f"{a.wid}\n".encode())
         finally:
             os.close(fd)
-        if a.mode == "plain":
-            time.sleep(0.02)
         return {"by": a.wid}
 
     def reconcile(eff: Any) -> Any:

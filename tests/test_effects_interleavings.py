@@ -262,6 +262,7 @@ if FULL:
 COUNTS: dict[str, dict[str, int]] = {}
 
 
+@pytest.mark.timeout(7200 if FULL else 300)
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_every_interleaving_performs_the_effect_at_most_once(tmp_path: Path, name: str) -> None:
     n = calls = overrun = 0
