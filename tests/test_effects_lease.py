@@ -285,3 +285,22 @@ def test_a_call_is_not_started_when_its_intent_commit_outlasted_the_lease(url: s
     assert process(url, clock, owner="proc-b").effect(
         "charge", lambda: calls.append(2) or "ok", key="k", reconcile=lambda eff: NOT_DONE) == "ok"
     assert calls == [2]
+
+
+@pytest.mark.parametrize("make", [
+    lambda: ValueError("bad byte \udc80 in the reply"),          # text CBOR cannot hold
+    lambda: type("E" * 5000, (Exception,), {})("long type name"),  # longer than a record allows
+])
+def test_any_failure_is_recorded_readably_and_reraised(url: str, make: Any) -> None:
+    run = process(url)
+    boom = make()
+
+    def call() -> None:
+        raise boom
+
+    with pytest.raises(type(boom)) as e:
+        run.effect("charge", call, key="k")
+    assert e.value is boom
+    eff = ckptfs.open_store(url).ledger("r").effects["k"]  # the run stays readable
+    assert eff.status == "failed" and eff.error is not None
+    assert all(len(v) <= 4096 for v in eff.error.values())

@@ -409,8 +409,8 @@ def _settle(eff: Effect, run: Run, status: Any, *, via: Via, result: Any = None,
         content, chunks = _large(run, eff.key, result)
     err = None
     if error is not None:
-        err = {"type": "str" if isinstance(error, str) else type(error).__qualname__,
-               "message": error_text(error)[:MAX_ERROR_TEXT]}
+        err = {"type": _recordable("str" if isinstance(error, str) else type(error).__qualname__),
+               "message": _recordable(error_text(error))}
     return Record(key=eff.key, kind=eff.kind, name=eff.name, args=eff.args, status=status,
                   at=run.store.now(), attempt=run.attempt, result=None if content else result,
                   result_content=content, error=err, via=via), chunks
@@ -427,6 +427,12 @@ def error_text(error: str | BaseException) -> str:
         return (f"<the message of this {type(error).__qualname__} cannot be shown: str() "
                 f"raised {type(e).__qualname__}>")
     return text if isinstance(text, str) else repr(text)
+
+
+def _recordable(text: str) -> str:
+    """``text`` as a record can hold it: valid UTF-8 (lone surrogates escaped) and at most
+    MAX_ERROR_TEXT characters, so that recording a failure never makes the ledger unreadable."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")[:MAX_ERROR_TEXT]
 
 
 def _large(run: Run, key: str, result: Any) -> tuple[Captured | None, Chunks]:
