@@ -304,3 +304,16 @@ def test_any_failure_is_recorded_readably_and_reraised(url: str, make: Any) -> N
     eff = ckptfs.open_store(url).ledger("r").effects["k"]  # the run stays readable
     assert eff.status == "failed" and eff.error is not None
     assert all(len(v) <= 4096 for v in eff.error.values())
+
+
+def test_a_fork_taken_while_the_call_runs_sees_it_running(url: str) -> None:
+    store = ckptfs.open_store(url)
+    run = store.resume("r")
+
+    def call() -> str:
+        fork = ckptfs.open_store(url).fork("r", "r2")
+        with pytest.raises(EffectInProgress):
+            fork.effect("charge", lambda: "again", key="k", reconcile=lambda eff: NOT_DONE)
+        return "once"
+
+    assert run.effect("charge", call, key="k") == "once"

@@ -88,8 +88,9 @@ def _new_owner() -> str:
 
 _owner = _new_owner()
 _lock = threading.Lock()
-#: (owner, run, key, intent time) of every call this process is performing now
-_in_flight: Counter[tuple[str, str, str, int]] = Counter()
+#: (owner, key, intent time) of every call this process is performing now; without the run id,
+#: so that a fork of a run whose call is in flight here sees that call as running too
+_in_flight: Counter[tuple[str, str, int]] = Counter()
 
 
 def _after_fork() -> None:
@@ -115,9 +116,9 @@ def set_process_owner(owner: str) -> None:
     _owner = owner
 
 
-def _running_here(owner: str | None, run_id: str, key: str, at: int) -> bool:
+def _running_here(owner: str | None, key: str, at: int) -> bool:
     with _lock:
-        return _in_flight[(owner or "", run_id, key, at)] > 0
+        return _in_flight[(owner or "", key, at)] > 0
 
 
 def held_elsewhere(run: Run, eff: Effect) -> bool:
@@ -126,7 +127,7 @@ def held_elsewhere(run: Run, eff: Effect) -> bool:
     process issued whose call has ended (it died with a BaseException) holds nothing."""
     if not eff.running(run.store.now()):
         return False
-    return eff.owner != run.owner or _running_here(eff.owner, run.id, eff.key, eff.intended_at)
+    return eff.owner != run.owner or _running_here(eff.owner, eff.key, eff.intended_at)
 
 
 def lease_ms(timeout: Any) -> int:
@@ -179,7 +180,7 @@ def perform(run: Run, name: str, fn: Callable[..., Any], args: tuple[Any, ...],
     owner, deadline = run.owner, at + lease
     intent = Record(key=key, kind="effect", name=name, args=digest, status="intended",
                     at=at, attempt=run.attempt, owner=owner, deadline=deadline)
-    token = (owner, run.id, key, at)
+    token = (owner, key, at)
     with _lock:
         _in_flight[token] += 1
     run._open_effect = key
