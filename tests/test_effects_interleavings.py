@@ -14,7 +14,7 @@ again. After each schedule a recovery process resumes (after the deadline) with 
 Three actors have too many schedules to run them all (about 13!/(4!^3) = 450,000): a seeded
 sample of ``CKPTFS_EFFECT_SAMPLES`` schedules per 3-actor program runs instead (each choice
 drawn from a PRNG seeded by the schedule's number, so every run draws the same schedules):
-40 by default, 1000 with ``CKPTFS_EFFECT_SCHEDULES=full``.
+20 by default, 1000 with ``CKPTFS_EFFECT_SCHEDULES=full``.
 """
 
 from __future__ import annotations
@@ -270,7 +270,7 @@ THREE = {
     "three-effects": {"A": "effect", "B": "effect", "C": "effect"},
     "two-effects-one-checkpoint": {"A": "effect", "B": "effect", "C": "checkpoint"},
 }
-SAMPLES = int(os.environ.get("CKPTFS_EFFECT_SAMPLES", "1000" if FULL else "40"))
+SAMPLES = int(os.environ.get("CKPTFS_EFFECT_SAMPLES", "1000" if FULL else "20"))
 COUNTS: dict[str, dict[str, int]] = {}
 
 

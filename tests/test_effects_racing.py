@@ -1,6 +1,6 @@
 """Real processes racing for one effect (issue 13, defect 4): 8 processes resume one head and
 call the same effect with ``reconcile=``; the effect function runs at most once and the call
-that landed is recorded. ``CKPTFS_EFFECT_RACE_ROUNDS`` (default 2) sets the rounds per test."""
+that landed is recorded. ``CKPTFS_EFFECT_RACE_ROUNDS`` (default 1) sets the rounds per test."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from tests.effect_racer import landed
 
 RACER = Path(__file__).with_name("effect_racer.py")
 ROOT = Path(__file__).resolve().parent.parent
-ROUNDS = int(os.environ.get("CKPTFS_EFFECT_RACE_ROUNDS", "2"))
+ROUNDS = int(os.environ.get("CKPTFS_EFFECT_RACE_ROUNDS", "1"))
 PROCESSES = 8
 
 
