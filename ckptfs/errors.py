@@ -168,6 +168,47 @@ class EffectFailed(EffectError):
             "recorded and replayed. Use a new key to try again.")
 
 
+class EffectInProgress(EffectError):
+    """Another process issued this effect under a lease that has not run out: its call may be
+    under way, so this process neither reconciles nor re-issues it (spec/ledger.md "Leases")."""
+
+    category = "in-progress"
+
+    def __init__(self, record: Any, now: int) -> None:
+        self.record = record
+        self.owner = getattr(record, "owner", None)
+        self.deadline = getattr(record, "deadline", None)
+        left = max(0, (self.deadline or now) - now) / 1000
+        super().__init__(
+            f"effect {getattr(record, 'key', '?')!r} ({getattr(record, 'name', '?')}) is in "
+            f"progress: owner {self.owner!r} issued it at attempt "
+            f"{getattr(record, 'issued_by', '?')} and may be running it until its deadline "
+            f"{self.deadline} ms ({left:.1f} s from now). Do not repeat it: stop this process "
+            "(the owner records the outcome), call again with wait=True to wait for the outcome "
+            "or the deadline, or resume after the deadline, when reconcile= or "
+            "run.settle_effect() decide.")
+
+
+class EffectSuperseded(EffectError):
+    """This process's call of an effect returned, but its outcome cannot be recorded: after
+    the lease ran out another process re-issued or settled the effect (spec "Leases")."""
+
+    category = "effect-superseded"
+
+    def __init__(self, record: Any, *, result: Any = None, error: BaseException | None = None,
+                 why: str) -> None:
+        self.record = record
+        self.result = result
+        self.error = error
+        outcome = "returned" if error is None else f"raised {type(error).__name__}"
+        super().__init__(
+            f"effect {getattr(record, 'key', '?')!r} ({getattr(record, 'name', '?')}): this "
+            f"call {outcome} after {why}, so its outcome was NOT recorded (recording it would "
+            "contradict the ledger). The outside world may have seen the effect more than once: "
+            "check it by idempotency key. The outcome is in .result / .error; use a longer "
+            "timeout= for calls this slow.")
+
+
 class ApprovalPending(EffectError):
     """The run waits for a human decision; the request is recorded and checkpointed."""
 

@@ -1317,7 +1317,7 @@ WRITER_CASES: dict[str, tuple[str, bool, list[str], dict[str, Any]]] = {
         _cp("a", T0 + 1, {"blob": {"blob": prng("shared-w", 5000).hex()}}),
         _cp("b", T0 + 2, {"blob": {"blob": prng("shared-w", 5000).hex()}, "x": _v(1)})]}),
     "ledger": ("effects completed, failed and in doubt, resumed and settled", True,
-               ["writer", "ledger"], {"steps": [
+               ["writer", "ledger"], {"owner": "ckptfs-conformance/owner-a", "steps": [
         {"op": "start", "run": "r1", "time": T0, "schema": {"name": "s", "version": 1}},
         _cp("r1", T0 + 1, {"cart": _v(["book"])}, boundary="start"),
         {"op": "effect", "run": "r1", "time": T0 + 2, "key": "pay-1", "name": "pay",
@@ -1327,7 +1327,7 @@ WRITER_CASES: dict[str, tuple[str, bool, list[str], dict[str, Any]]] = {
          "args": tagged([20]), "outcome": {"error": {"type": "RuntimeError",
                                                      "message": "declined"}}},
         {"op": "effect", "run": "r1", "time": T0 + 4, "key": "ship-1", "name": "ship",
-         "outcome": {"crash": True}},
+         "timeout": 1, "outcome": {"crash": True}},
         {"op": "resume", "run": "r1", "time": T0 + 5},
         {"op": "settle", "run": "r1", "time": T0 + 6, "key": "ship-1",
          "outcome": {"result": tagged("shipped")}}]}),
@@ -1345,7 +1345,10 @@ def writer_vectors(g: Gen) -> None:
     from conformance.adapters.ckptfs_adapter import write_case
 
     tmp = g.out / "_tmp"
-    for name, (desc, exact, requires, case) in WRITER_CASES.items():
+    from conformance import gen_ledger_lease
+
+    for name, (desc, exact, requires, case) in {**WRITER_CASES,
+                                                **gen_ledger_lease.WRITER_CASES}.items():
         case = dict(case, writer=WRITER)
         case_path = tmp / f"{name}.json"
         case_path.parent.mkdir(parents=True, exist_ok=True)
@@ -1371,6 +1374,9 @@ def generate(out: Path = OUT) -> dict[str, int]:
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
+    from conformance import gen_ledger_lease
+
+    gen_ledger_lease.fix_owner()  # effect intents name a fixed owner (spec/ledger.md 4.1)
     g = Gen(out)
     digests(g)
     cbor_vectors(g)
@@ -1385,6 +1391,7 @@ def generate(out: Path = OUT) -> dict[str, int]:
     invalid_stores(g, base)
     invalid_stores(g, base, gen_hostile.depth_invalid_cases(content_entry, manifest_map,
                                                              commit_raw))
+    gen_ledger_lease.vectors(g, base)
     lookup_vectors(g, base)
     gen_hostile.seq_lookup_vectors(g, NOW)
     lifecycle_lookup_vectors(g)

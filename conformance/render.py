@@ -103,26 +103,33 @@ def _record(repo: Repository, r: Record, item: dict[str, Any], where: str) -> di
         out["result"] = tagged(r.result)
     if r.result_content is not None:
         out["result_content"] = _captured(repo, r.result_content, f"{where} result")
-    for k in ("error", "request", "via"):
+    for k in ("error", "request", "via", "owner", "deadline"):
         if k in item:
             out[k] = tagged(item[k])
     return out
 
 
-def _effect(repo: Repository, e: Effect, where: str) -> dict[str, Any]:
+def _effect(repo: Repository, e: Effect, where: str, now: int) -> dict[str, Any]:
     result = e.result
     if e.result_content is not None:
         content = read_content(repo.objects, e.result_content, where=where)
         result = decode_value(e.result_content, content, where=where)
-    return {"key": e.key, "kind": e.kind, "name": e.name, "args": e.args.text,
-            "status": e.status, "in_doubt": e.in_doubt, "pending": e.pending,
-            "intended_at": e.intended_at, "issued_by": e.issued_by, "issues": e.issues,
-            "settled_at": e.settled_at, "settled_by": e.settled_by, "via": e.via,
-            "result": tagged(result), "error": None if e.error is None else dict(e.error),
-            "request": tagged(e.request)}
+    out: dict[str, Any] = {
+        "key": e.key, "kind": e.kind, "name": e.name, "args": e.args.text,
+        "status": e.status, "in_doubt": e.in_doubt, "pending": e.pending,
+        "intended_at": e.intended_at, "issued_by": e.issued_by, "issues": e.issues,
+        "settled_at": e.settled_at, "settled_by": e.settled_by, "via": e.via,
+        "result": tagged(result), "error": None if e.error is None else dict(e.error),
+        "request": tagged(e.request)}
+    if e.deadline is not None:  # the last intent's lease (spec/ledger.md "Leases")
+        running = e.running(now)
+        out.update(owner=e.owner, deadline=e.deadline, running=running,
+                   in_doubt=e.in_doubt and not running)
+    return out
 
 
-def render_ledger(repo: Repository, snap: Snapshot, where: str) -> dict[str, Any] | None:
+def render_ledger(repo: Repository, snap: Snapshot, where: str, now: int
+                  ) -> dict[str, Any] | None:
     raw = snap.manifest.ledger
     if raw is None:
         return None
@@ -132,7 +139,7 @@ def render_ledger(repo: Repository, snap: Snapshot, where: str) -> dict[str, Any
             "inline": ref.inline is not None,
             "chunks": [[c.digest.text, c.size] for c in ref.chunks],
             "records": [_record(repo, r, item, where) for r, item in zip(ledger.records, items)],
-            "effects": {k: _effect(repo, e, f"{where} effect {k!r}")
+            "effects": {k: _effect(repo, e, f"{where} effect {k!r}", now)
                         for k, e in ledger.effects.items()}}
 
 
@@ -150,7 +157,7 @@ def render_snapshot(repo: Repository, snap: Snapshot, now: int) -> dict[str, Any
     where = f"snapshot {snap.digest.short} (run {m.run!r} seq {m.seq})"
     out["entries"] = {name: render_entry(repo, e, f"{where} entry {name!r}")
                       for name, e in m.entries.items()}
-    out["ledger"] = render_ledger(repo, snap, f"{where} ledger")
+    out["ledger"] = render_ledger(repo, snap, f"{where} ledger", now)
     return out
 
 

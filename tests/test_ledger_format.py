@@ -116,3 +116,36 @@ def test_effect_view_is_frozen() -> None:
     eff = Ledger().append(rec()).effects["k"]
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         eff.status = "completed"  # type: ignore[misc]
+
+
+# -- leases (spec/ledger.md 4.1) ---------------------------------------------------------------
+def test_a_lease_round_trips_and_folds_into_running() -> None:
+    r = rec(owner="host/1/ab", deadline=5)
+    assert Record.from_cbor(r.to_cbor()) == r
+    eff = Ledger().append(r).effects["k"]
+    assert (eff.owner, eff.deadline) == ("host/1/ab", 5)
+    assert eff.running(4) and not eff.running(5) and eff.in_doubt
+    v1 = Ledger().append(r).append(rec()).effects["k"]  # a re-issue without a lease (v1)
+    assert (v1.owner, v1.deadline, v1.issues) == (None, None, 2) and not v1.running(0)
+    done = Ledger().append(r).append(rec("completed", result=1, via="call")).effects["k"]
+    assert done.owner == "host/1/ab" and not done.running(0)
+    schema("ledger-record").validate_cbor(cbor.encode(r.to_cbor()))
+
+
+@pytest.mark.parametrize("bad", [
+    {"owner": "o"},                                         # no deadline
+    {"deadline": 5},                                        # no owner
+    {"owner": "", "deadline": 5},
+    {"owner": "o" * 257, "deadline": 5},
+    {"owner": 7, "deadline": 5},
+    {"owner": "o", "deadline": 0},                          # before at (1)
+    {"owner": "o", "deadline": -1},
+    {"owner": "o", "deadline": "5"},
+    {"owner": "o", "deadline": 5, "status": "completed", "result": 1, "via": "call"},
+    {"owner": "o", "deadline": 5, "kind": "approval"},
+])
+def test_bad_leases_are_refused(bad: dict[str, Any]) -> None:
+    m = rec().to_cbor()
+    m.update(bad)
+    with pytest.raises(FormatError):
+        Record.from_cbor(m)

@@ -30,6 +30,9 @@ from ckptfs.store.repository import Snapshot
 KILL_POINTS = ("before-intent", "after-intent", "in-fn", "before-result", "after-result")
 INVOICES = (("inv-1", 120), ("inv-2", 75))
 EXIT_IN_DOUBT, EXIT_FENCED = 4, 5
+#: seconds a charge may take (its lease): a process that resumes a charge killed mid-call waits
+#: this long before it reconciles or re-issues it (a real payment call would get longer)
+CHARGE_TIMEOUT = 1.0
 
 
 class PaymentService:
@@ -101,7 +104,7 @@ def _instrument(store: ckptfs.Store, kill_at: str | None, kill_key: str | None) 
 
 def agent(store: ckptfs.Store, run_id: str, service: PaymentService, *,
           kill_at: str | None = None, kill_invoice: str | None = None, reconcile: bool = True,
-          barrier: str | None = None) -> int:
+          barrier: str | None = None, timeout: float = CHARGE_TIMEOUT) -> int:
     """Plan, pay every invoice once, finish. Resumes the run if it exists."""
     kill_key = pay_key(run_id, kill_invoice) if kill_at and kill_invoice else None
     _instrument(store, kill_at, kill_key)
@@ -135,7 +138,8 @@ def agent(store: ckptfs.Store, run_id: str, service: PaymentService, *,
 
             prior = run.ledger.get(key)
             result = run.effect("payments.charge", charge, key, invoice, amount, key=key,
-                                reconcile=_reconciler(service) if reconcile else None)
+                                reconcile=_reconciler(service) if reconcile else None,
+                                timeout=timeout, wait=True)
             emit("paid", key=key, invoice=invoice, charge_id=result["charge_id"],
                  how="replayed" if prior is not None and prior.status == "completed"
                  else "reconciled" if prior is not None and run.ledger.effects[key].via == "reconcile"
@@ -182,11 +186,13 @@ def worker_main(argv: Sequence[str]) -> int:
     p.add_argument("--kill-invoice", choices=[inv for inv, _ in INVOICES])
     p.add_argument("--no-reconcile", action="store_true")
     p.add_argument("--barrier")
+    p.add_argument("--charge-timeout", type=float, default=CHARGE_TIMEOUT,
+                   help="seconds a charge may run before another process may repeat it")
     a = p.parse_args(argv)
     with ckptfs.open_store(a.store) as store:
         return agent(store, a.run, PaymentService(a.service_log), kill_at=a.kill_at,
                      kill_invoice=a.kill_invoice, reconcile=not a.no_reconcile,
-                     barrier=a.barrier)
+                     barrier=a.barrier, timeout=a.charge_timeout)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -27,6 +27,8 @@ VIAS: tuple[str, ...] = ("call", "reconcile", "manual")
 MAX_KEY = 256
 MAX_NAME = 256
 MAX_ERROR_TEXT = 4096
+#: the most characters an intent's ``owner`` may have
+MAX_OWNER = 256
 #: a result whose canonical CBOR is larger than this is stored as chunks (``result_content``)
 INLINE_RESULT_MAX = 64 * 1024
 
@@ -54,6 +56,10 @@ class Record:
     error: Mapping[str, str] | None = None
     request: Any = None
     via: Via | None = None
+    #: the lease of an effect's ``intended`` record (spec "Leases"): who issued the call, and
+    #: until when (ms) it may be running; both None in records written before leases existed
+    owner: str | None = None
+    deadline: int | None = None
 
     def to_cbor(self) -> dict[str, Any]:
         m: dict[str, Any] = {"key": self.key, "kind": self.kind, "name": self.name,
@@ -70,6 +76,10 @@ class Record:
             m["request"] = self.request
         if self.via is not None:
             m["via"] = self.via
+        if self.owner is not None:
+            m["owner"] = self.owner
+        if self.deadline is not None:
+            m["deadline"] = self.deadline
         return m
 
     @classmethod
@@ -108,10 +118,28 @@ class Record:
             raise FormatError(f"{what}: 'via' must be one of {', '.join(VIAS)}")
         if via is not None and status == "intended":
             raise FormatError(f"{what}: an intended record has no 'via'")
+        owner, deadline = _lease(m, what, kind=kind, status=status, at=at)
         return cls(key=key, kind=kind, name=_text(m, "name", what, MAX_NAME), args=Digest(args),
                    status=status, at=at, attempt=attempt, result=m.get("result"),
                    result_content=result_content, error=error, request=m.get("request"),
-                   via=via)
+                   via=via, owner=owner, deadline=deadline)
+
+
+def _lease(m: Mapping[str, Any], what: str, *, kind: str, status: str, at: int
+           ) -> tuple[str | None, int | None]:
+    """A record's ``owner`` and ``deadline``: both or neither, only on an effect's intent, and
+    the deadline not before the record's ``at``."""
+    if "owner" not in m and "deadline" not in m:
+        return None, None
+    if (kind, status) != ("effect", "intended"):
+        raise FormatError(f"{what}: only an effect's intended record carries 'owner' and "
+                          "'deadline' (its lease)")
+    if "owner" not in m or "deadline" not in m:
+        raise FormatError(f"{what}: a lease needs both 'owner' and 'deadline'")
+    owner, deadline = _text(m, "owner", what, MAX_OWNER), _uint(m, "deadline", what)
+    if deadline < at:
+        raise FormatError(f"{what}: 'deadline' {deadline} is before the record's 'at' {at}")
+    return owner, deadline
 
 
 @attrs.frozen(slots=True)
@@ -133,11 +161,20 @@ class Effect:
     result_content: Captured | None = None
     error: Mapping[str, str] | None = None
     request: Any = None
+    #: the lease of the last ``intended`` record (None when it had none: a v1 record)
+    owner: str | None = None
+    deadline: int | None = None
 
     @property
     def in_doubt(self) -> bool:
-        """Issued, outcome unknown (an effect; a pending approval is merely waiting)."""
+        """Issued, outcome unknown (an effect; a pending approval is merely waiting). Whether
+        the call may still be under way is ``running(now)``."""
         return self.status == "intended" and self.kind == "effect"
+
+    def running(self, now: int) -> bool:
+        """Issued under a lease that has not run out at ``now`` (ms): the call may be under
+        way, so no other process may reconcile or re-issue it yet (spec "Leases")."""
+        return self.in_doubt and self.deadline is not None and now < self.deadline
 
     @property
     def pending(self) -> bool:
@@ -166,14 +203,15 @@ def fold(effect: Effect | None, r: Record, *, what: str = "ledger") -> Effect:
         if r.status != "intended":
             raise FormatError(f"{where} settles an effect that was never intended")
         return Effect(key=r.key, kind=r.kind, name=r.name, args=r.args, status="intended",
-                      intended_at=r.at, issued_by=r.attempt, request=r.request)
+                      intended_at=r.at, issued_by=r.attempt, request=r.request, owner=r.owner,
+                      deadline=r.deadline)
     if (r.kind, r.name, r.args) != (effect.kind, effect.name, effect.args):
         raise FormatError(f"{where} changes the kind, name or arguments of its effect")
     if effect.status != "intended":
         raise FormatError(f"{where} follows a {effect.status} record, which is final")
     if r.status == "intended":
         return attrs.evolve(effect, intended_at=r.at, issued_by=r.attempt,
-                            issues=effect.issues + 1)
+                            issues=effect.issues + 1, owner=r.owner, deadline=r.deadline)
     return attrs.evolve(effect, status=r.status, settled_at=r.at, settled_by=r.attempt,
                         via=r.via, result=r.result, result_content=r.result_content,
                         error=r.error)

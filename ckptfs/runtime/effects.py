@@ -6,10 +6,26 @@ completed effect returns its recorded result, a failed one raises ``EffectFailed
 intent without an outcome is in doubt: ``EffectInDoubt`` unless ``reconcile`` settles it.
 Every commit is create-only on the run's next sequence number, so a second process resuming
 the same head loses its intent commit (ConflictError) and never calls the function.
+
+Leases (spec "Leases"): an intent names its owner (this process, ``process_owner()``) and a
+deadline (``timeout`` after it was made). Until the deadline another process that resumes the
+intent neither reconciles nor re-issues it (``EffectInProgress``, or it waits with ``wait=``):
+the call may still be under way and may land after any reconciliation asked. The owner whose
+call returned records the outcome even when another process committed on top meanwhile (it
+re-reads the head and appends there) unless the effect was re-issued or settled after the
+deadline; then it raises ``EffectSuperseded`` and records nothing that contradicts the ledger.
 """
 
 from __future__ import annotations
 
+import math
+import os
+import re
+import secrets
+import socket
+import threading
+import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -18,9 +34,13 @@ import attrs
 from ckptfs.errors import (
     ApprovalPending,
     BoundaryError,
+    ConflictError,
     EffectFailed,
     EffectInDoubt,
+    EffectInProgress,
     EffectMismatch,
+    EffectSuperseded,
+    NotFound,
 )
 from ckptfs.format import cbor
 from ckptfs.format.digest import Digest
@@ -28,6 +48,7 @@ from ckptfs.format.ledger import (
     INLINE_RESULT_MAX,
     MAX_ERROR_TEXT,
     MAX_KEY,
+    MAX_OWNER,
     Effect,
     Kind,
     Record,
@@ -51,14 +72,97 @@ class _NotDone:
 
 #: what ``reconcile`` returns when the outside world never saw the effect: it is issued again
 NOT_DONE = _NotDone()
+#: seconds an issued call may run before another process may reconcile or re-issue it
+DEFAULT_TIMEOUT = 60.0
+#: the longest lease ``timeout=`` may ask for (30 days)
+MAX_TIMEOUT = 30 * 86_400.0
+#: how often the owner re-bases its outcome record when other processes keep committing
+MAX_REBASES = 100
 
 
+# -- owners: who issued a call, and which of this process's calls are still running -----------
+def _new_owner() -> str:
+    host = re.sub(r"[^A-Za-z0-9._-]", "_", socket.gethostname())[:64] or "host"
+    return f"{host}/{os.getpid()}/{secrets.token_hex(8)}"
+
+
+_owner = _new_owner()
+_lock = threading.Lock()
+#: (owner, key, intent time) of every call this process is performing now; without the run id,
+#: so that a fork of a run whose call is in flight here sees that call as running too
+_in_flight: Counter[tuple[str, str, int]] = Counter()
+
+
+def _after_fork() -> None:
+    global _owner, _in_flight
+    _owner, _in_flight = _new_owner(), Counter()  # a child runs none of its parent's calls
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
+def process_owner() -> str:
+    """This process's owner name, written in the intents it issues: host, pid and a random
+    nonce (new after ``fork``), so that no two processes share one."""
+    return _owner
+
+
+def set_process_owner(owner: str) -> None:
+    """Name this process's owner (reproducible stores, e.g. the conformance vectors); runs
+    started or resumed afterwards issue intents under this name."""
+    global _owner
+    if type(owner) is not str or not (1 <= len(owner) <= MAX_OWNER):
+        raise ValueError(f"an owner is text of 1..{MAX_OWNER} characters, not {owner!r:.80}")
+    _owner = owner
+
+
+def _running_here(owner: str | None, key: str, at: int) -> bool:
+    with _lock:
+        return _in_flight[(owner or "", key, at)] > 0
+
+
+def held_elsewhere(run: Run, eff: Effect) -> bool:
+    """Whether ``eff`` is issued under a lease that has not run out and whose call may be
+    running: another owner's, or one of this process's calls still in flight. An intent this
+    process issued whose call has ended (it died with a BaseException) holds nothing."""
+    if not eff.running(run.store.now()):
+        return False
+    return eff.owner != run.owner or _running_here(eff.owner, eff.key, eff.intended_at)
+
+
+def lease_ms(timeout: Any) -> int:
+    """``timeout=`` in seconds as the lease's length in ms (at least 1)."""
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not (
+            0 < timeout <= MAX_TIMEOUT):
+        raise ValueError(f"timeout is the seconds a call may run, a number in (0, "
+                         f"{MAX_TIMEOUT:.0f}], not {timeout!r:.40}")
+    return max(1, math.ceil(timeout * 1000))
+
+
+def _wait_seconds(wait: Any) -> float:
+    if wait is True or wait is False:
+        return math.inf if wait else 0.0
+    if not isinstance(wait, (int, float)) or math.isnan(wait) or wait < 0:
+        raise ValueError(f"wait takes True, False or seconds (>= 0), not {wait!r:.40}")
+    return float(wait)
+
+
+# -- performing an effect ----------------------------------------------------------------------
 def perform(run: Run, name: str, fn: Callable[..., Any], args: tuple[Any, ...],
             kwargs: Mapping[str, Any], *, key: str,
-            reconcile: Callable[[Effect], Any] | None = None) -> Any:
+            reconcile: Callable[[Effect], Any] | None = None,
+            timeout: float = DEFAULT_TIMEOUT, wait: bool | float = False) -> Any:
     """``run.effect``: the recorded outcome for ``key``, or call ``fn`` between two commits."""
+    lease = lease_ms(timeout)
+    patience = _wait_seconds(wait)
     digest = args_digest(args, kwargs)
     known = _known(run, key, "effect", name, digest)
+    if known is not None and held_elsewhere(run, known):
+        settled = _wait_for(run, known, patience)
+        if settled is not None:  # the owner recorded the outcome at a newer head
+            if settled.status == "failed":
+                raise EffectFailed(settled)
+            return result_of(run, settled)
     if known is not None:
         if known.status == "completed":
             return result_of(run, known)
@@ -72,22 +176,141 @@ def perform(run: Run, name: str, fn: Callable[..., Any], args: tuple[Any, ...],
                     boundary="after_effect")
             return found
     _check_closed(run, key)
+    at = run.store.now()
+    owner, deadline = run.owner, at + lease
     intent = Record(key=key, kind="effect", name=name, args=digest, status="intended",
-                    at=run.store.now(), attempt=run.attempt)
+                    at=at, attempt=run.attempt, owner=owner, deadline=deadline)
+    token = (owner, key, at)
+    with _lock:
+        _in_flight[token] += 1
     run._open_effect = key
     try:
         _append(run, intent, boundary="before_effect")
+        if run.store.now() >= deadline:  # the commit outlasted the lease: another
+            raise EffectInDoubt(run.ledger.effects[key], (  # process may re-issue it now
+                f"effect {key!r} ({name}): its intent was committed only after its lease ran "
+                f"out ({lease} ms), so the call was not started: another process may already "
+                "treat it as in doubt. It is in doubt now: call again with reconcile= (it will "
+                "find it not done), and use a longer timeout= for a store this slow."))
         try:
             result = fn(*args, **kwargs)
         except Exception as e:  # BaseException (SIGINT, exit) leaves the effect in doubt
-            _append(run, *_settle(run.ledger.effects[key], run, "failed", via="call", error=e),
-                    boundary="after_effect")
+            _record_outcome(run, intent, "failed", error=e)
             raise
-        _append(run, *_settle(run.ledger.effects[key], run, "completed", via="call",
-                              result=result), boundary="after_effect")
-        return result
+        return _record_outcome(run, intent, "completed", result=result)
     finally:
         run._open_effect = None
+        with _lock:
+            _in_flight[token] -= 1
+            if not _in_flight[token]:
+                del _in_flight[token]
+
+
+def _wait_for(run: Run, eff: Effect, patience: float) -> Effect | None:
+    """Wait (at most ``patience`` seconds) while another process holds ``eff``'s lease. None
+    when the lease ran out with this handle still at the run's head (the caller goes on as
+    for an in-doubt effect); the settled effect when the owner recorded its outcome at a
+    newer head (this handle is then fenced: the run moved on without it). EffectInProgress
+    when the wait ends first; ConflictError when the run moved on but left the key open."""
+    key = eff.key
+    start = time.monotonic()
+    give_up = start + patience
+    delay = 0.01
+    moved = False
+    lease_end = math.inf
+    while True:
+        now = run.store.now()
+        if not held_elsewhere(run, eff):
+            if moved:
+                _fence(run, f"run {run.id!r}: other processes committed while this handle "
+                            f"waited for effect {key!r}; resume the run and call it again")
+                raise ConflictError(run._fenced or "")
+            return None
+        t = time.monotonic()
+        to_deadline = ((eff.deadline or now) - now) / 1000
+        lease_end = min(lease_end, t + to_deadline + 1.0)  # a store clock that stands still
+        if t >= give_up or t >= lease_end:                  # cannot hold us forever
+            raise EffectInProgress(eff, now)
+        time.sleep(max(0.001, min(delay, give_up - t, to_deadline)))
+        delay = min(delay * 2, 0.5)
+        head = _head(run)
+        if head is None or (run.snapshot is not None and head.digest == run.snapshot.digest):
+            continue
+        newer = run.store._ledger(head)[0].get(key)
+        if newer is None:
+            _fence(run, f"run {run.id!r}: the run's head no longer holds effect {key!r}; "
+                        "resume the run")
+            raise ConflictError(run._fenced or "")
+        if (newer.owner, newer.intended_at) != (eff.owner, eff.intended_at):
+            lease_end = math.inf  # a new lease: it is waited for on its own deadline
+        moved, eff = True, newer
+        if newer.status != "intended":
+            _fence(run, f"run {run.id!r}: effect {key!r} was settled at seq {head.seq} by the "
+                        "process that performed it while this handle waited; the outcome is "
+                        "returned, and this handle is behind the run's head: resume the run "
+                        "to continue")
+            return newer
+
+
+def _head(run: Run) -> Snapshot | None:
+    try:
+        return run.store.head(run.id)
+    except NotFound:
+        return None
+
+
+def _fence(run: Run, why: str) -> None:
+    run._fenced = run._fenced or why
+
+
+def _record_outcome(run: Run, intent: Record, status: Any, *, result: Any = None,
+                    error: BaseException | None = None) -> Any:
+    """Commit the outcome of this process's call; if another process committed on top of the
+    intent meanwhile, re-read the head and append the outcome there, as long as the key is
+    still open under this very intent. Returns ``result``; EffectSuperseded when the effect
+    was re-issued or settled by someone else (after the lease ran out)."""
+    mine = run.ledger.effects[intent.key]  # the fold just after this call's intent
+    rec, chunks = _settle(mine, run, status, via="call", result=result, error=error)
+    try:
+        _append(run, rec, chunks, boundary="after_effect")
+        return result
+    except ConflictError:
+        pass
+    key = intent.key
+    for _ in range(MAX_REBASES):
+        head = _head(run)
+        if head is None:
+            raise ConflictError(f"run {run.id!r} has no snapshots any more; the outcome of "
+                                f"effect {key!r} was not recorded")
+        ledger, ledger_writer = run.store._ledger(head, run._writer)
+        eff = ledger.get(key)
+        if eff is None or eff.issues != mine.issues or (
+                (eff.owner, eff.intended_at) != (intent.owner, intent.at)):
+            by = f"owner {eff.owner!r}" if eff is not None else "a rewritten history"
+            raise EffectSuperseded(eff or intent, result=result, error=error,
+                                   why=f"its lease ran out and it was re-issued by {by} "
+                                       f"(seq {head.seq})")
+        if eff.status != "intended":
+            if status == "completed" and eff.status == "completed":
+                return result  # reconciled as done: the ledger agrees that it happened
+            raise EffectSuperseded(eff, result=result, error=error,
+                                   why=f"its lease ran out and it was settled as {eff.status} "
+                                       f"({eff.via}) at seq {head.seq}")
+        assert ledger_writer is not None
+        run.snapshot, run._ledger, run._ledger_writer, run._fenced = (
+            head, ledger, ledger_writer, None)
+        try:
+            snap = _append(run, rec, chunks, boundary="after_effect")
+        except ConflictError:
+            continue
+        run._fenced = (
+            f"run {run.id!r}: another process committed on top of this run while effect "
+            f"{key!r} was running; its outcome is recorded at seq {snap.seq}, on top of that, "
+            "but this handle does not hold the run's latest state: resume the run to continue")
+        return result
+    raise ConflictError(f"run {run.id!r}: other processes kept committing; the outcome of "
+                        f"effect {key!r} was not recorded after {MAX_REBASES} tries. It stays "
+                        "in doubt: reconcile it or settle it by hand")
 
 
 def settle(run: Run, key: str, *, result: Any = NOT_DONE,
@@ -99,6 +322,8 @@ def settle(run: Run, key: str, *, result: Any = NOT_DONE,
         raise EffectMismatch(f"effect {key!r} {state}; only an in-doubt effect can be settled")
     if (result is NOT_DONE) == (failed is None):
         raise ValueError("settle_effect takes exactly one of result= or failed=")
+    if held_elsewhere(run, eff):
+        raise EffectInProgress(eff, run.store.now())
     settled = (_settle(eff, run, "completed", via="manual", result=result) if failed is None
                else _settle(eff, run, "failed", via="manual", error=failed))
     _check_closed(run, key)
@@ -186,11 +411,30 @@ def _settle(eff: Effect, run: Run, status: Any, *, via: Via, result: Any = None,
         content, chunks = _large(run, eff.key, result)
     err = None
     if error is not None:
-        err = {"type": "str" if isinstance(error, str) else type(error).__qualname__,
-               "message": (error if isinstance(error, str) else str(error))[:MAX_ERROR_TEXT]}
+        err = {"type": _recordable("str" if isinstance(error, str) else type(error).__qualname__),
+               "message": _recordable(error_text(error))}
     return Record(key=eff.key, kind=eff.kind, name=eff.name, args=eff.args, status=status,
                   at=run.store.now(), attempt=run.attempt, result=None if content else result,
                   result_content=content, error=err, via=via), chunks
+
+
+def error_text(error: str | BaseException) -> str:
+    """An error's message for its ``failed`` record; a fallback text when ``str()`` raises
+    (the failure is still recorded, and the caller still gets its own exception)."""
+    if isinstance(error, str):
+        return error
+    try:
+        text = str(error)
+    except Exception as e:
+        return (f"<the message of this {type(error).__qualname__} cannot be shown: str() "
+                f"raised {type(e).__qualname__}>")
+    return text if isinstance(text, str) else repr(text)
+
+
+def _recordable(text: str) -> str:
+    """``text`` as a record can hold it: valid UTF-8 (lone surrogates escaped) and at most
+    MAX_ERROR_TEXT characters, so that recording a failure never makes the ledger unreadable."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")[:MAX_ERROR_TEXT]
 
 
 def _large(run: Run, key: str, result: Any) -> tuple[Captured | None, Chunks]:

@@ -70,6 +70,8 @@ class Run:
         self._writer = writer
         self._fenced: str | None = None
         self._open_effect: str | None = None
+        #: who this handle's effect intents name as their owner (spec/ledger.md "Leases")
+        self.owner = fx.process_owner()
         self.run_expires = expires
         #: a new run records its run-wide expiry (``start_run(expires_at=)``) at its first commit
         self._record_run_expiry = new_run and expires is not None
@@ -116,10 +118,21 @@ class Run:
         return [e for e in self._ledger.effects.values() if e.pending]
 
     def effect(self, name: str, fn: Callable[..., Any], *args: Any, key: str,
-               reconcile: Callable[[Effect], Any] | None = None, **kwargs: Any) -> Any:
+               reconcile: Callable[[Effect], Any] | None = None,
+               timeout: float = fx.DEFAULT_TIMEOUT, wait: bool | float = False,
+               **kwargs: Any) -> Any:
         """Perform ``fn(*args, **kwargs)`` at most once per ``key`` across crashes and resumes:
-        the intent is committed before the call and the result after (see fx.perform)."""
-        return fx.perform(self, name, fn, args, kwargs, key=key, reconcile=reconcile)
+        the intent is committed before the call and the result after (see fx.perform).
+
+        ``timeout`` (seconds, default 60) is the intent's lease: until it runs out no other
+        process reconciles or re-issues the effect; a call that takes longer may be repeated
+        by another process (its own outcome is then not recorded: EffectSuperseded). When
+        another process holds the lease, EffectInProgress is raised, or with ``wait=True``
+        (or seconds) this call waits for that outcome or for the lease to run out. ``key``,
+        ``reconcile``, ``timeout`` and ``wait`` are not passed to ``fn`` (use functools.partial
+        for an ``fn`` that takes arguments of these names)."""
+        return fx.perform(self, name, fn, args, kwargs, key=key, reconcile=reconcile,
+                          timeout=timeout, wait=wait)
 
     def settle_effect(self, key: str, *, result: Any = fx.NOT_DONE,
                       failed: str | BaseException | None = None) -> Effect:

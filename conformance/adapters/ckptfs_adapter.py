@@ -4,7 +4,8 @@ and stdout, or many requests at once with ``batch`` (one JSON request per stdin 
 ``--break RULE`` makes a deliberately broken reader (the suite must catch it):
 ``accept-non-canonical``, ``skip-digests``, ``ignore-required``, ``ignore-retired`` (serve
 records in retired ranges), ``ignore-tombstones`` (as if nothing had been erased),
-``ignore-expiry-overrides`` (only the manifest's ``expires`` counts).
+``ignore-expiry-overrides`` (only the manifest's ``expires`` counts), ``ignore-lease-deadline``
+(an effect intent's lease never runs: every intent is in doubt at once, as in v1).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from conformance import render
 from conformance.render import canonical_json, render_ref, render_store, tagged, untagged
 
 BREAKS = ("accept-non-canonical", "skip-digests", "ignore-required", "ignore-retired",
-          "ignore-tombstones", "ignore-expiry-overrides")
+          "ignore-tombstones", "ignore-expiry-overrides", "ignore-lease-deadline")
 
 
 def apply_break(rule: str) -> None:
@@ -50,6 +51,10 @@ def apply_break(rule: str) -> None:
             setattr(module, "read_tombstone", lambda storage, run_id, seq=None: None)
     elif rule == "ignore-expiry-overrides":  # only the manifest's expires counts
         setattr(render, "effective_expiry", lambda storage, run_id, seq, expires: expires)
+    elif rule == "ignore-lease-deadline":  # spec/ledger.md "Leases" not applied
+        from ckptfs.format.ledger import Effect
+
+        setattr(Effect, "running", lambda self, now: False)
     else:
         raise SystemExit(f"unknown --break rule {rule!r}; known: {', '.join(BREAKS)}")
 
@@ -73,6 +78,10 @@ def write_case(case_path: str, store_dir: str) -> str:
     from conformance.gen_commit import reproducible_nonces
 
     store.repo.nonce = reproducible_nonces()  # the reference profile: reproducible bytes
+    if "owner" in case:  # the owner its effect intents name (spec/ledger.md "Leases")
+        from ckptfs.runtime.effects import set_process_owner
+
+        set_process_owner(case["owner"])
     if "settings" in case:  # created at the first step's time with these settings
         clock["now"] = case["steps"][0]["time"]
         store.init(settings=untagged(case["settings"]))
@@ -119,8 +128,13 @@ def _effect(run: Any, step: dict[str, Any]) -> None:
         return untagged(out["result"])
 
     try:
+        lease: dict[str, Any] = {"timeout": step["timeout"] / 1000} if "timeout" in step else {}
+        if step.get("reconcile") == "not-done":
+            from ckptfs.runtime.effects import NOT_DONE
+
+            lease["reconcile"] = lambda eff: NOT_DONE
         run.effect(step["name"], fn, *untagged(step.get("args", [])), key=step["key"],
-                   **untagged(step.get("kwargs", {})))
+                   **lease, **untagged(step.get("kwargs", {})))
     except (_Crash, RuntimeError):
         pass
 
