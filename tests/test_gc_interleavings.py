@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import ckptfs
+from ckptfs.format.digest import Digest
+from ckptfs.ops.chunks import snapshot_chunks
 from ckptfs.ops.gc import gc
 from ckptfs.ops.retention import Policy, forget
 from ckptfs.ops.verify import verify
@@ -115,8 +117,19 @@ def test_interleaving_hook_runs_where_asked(tmp_path: Path) -> None:
     assert seen == [0, 3]
 
 
-def test_a_collector_that_ignores_the_grace_period_is_caught(tmp_path: Path) -> None:
-    """The check can fail: collecting with no grace while the writer runs breaks its store."""
+def reckless_collect(root: Path) -> None:
+    """A collector that breaks the rules: no lease (writers cannot see it), no grace period."""
+    repo = ckptfs.open_store(str(root), durable=False).repo
+    live = {c.digest for r in repo.run_ids() for s in repo.snapshots(r)
+            for _, c in snapshot_chunks(repo, s)}
+    for path in repo.storage.scan("chunks"):
+        if Digest.parse(path.rsplit("/", 1)[-1]) not in live:
+            repo.storage.delete(path)
+
+
+def test_a_collector_that_ignores_the_rules_is_caught(tmp_path: Path) -> None:
+    """The check can fail: collecting with no lease and no grace while the writer runs breaks
+    its store. (gc with grace 0 does not: the writers' handshake restores what it took.)"""
     template = tmp_path / "template"
     make_template(template)
     root = tmp_path / "s"
@@ -128,7 +141,7 @@ def test_a_collector_that_ignores_the_grace_period_is_caught(tmp_path: Path) -> 
         shutil.copytree(template, root, copy_function=shutil.copy2)
 
         def reckless() -> None:
-            gc(ckptfs.open_store(str(root), durable=False).repo, grace_ms=0)
+            reckless_collect(root)
 
         storage = Interleaved(LocalStorage(str(root), durable=False), {at}, reckless)
         try:
