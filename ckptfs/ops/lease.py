@@ -159,6 +159,24 @@ class MaintenanceLease:
         self.release()
 
 
+def break_held_lease(storage: Storage) -> Lease | None:
+    """Take the maintenance lease whoever holds it, then release it (``--break-lease``); the
+    holder's next check stops it. The lease that was broken, or None when none blocked. Only
+    for a holder known to be gone: a live holder may be deleting while a new one starts."""
+    lease = MaintenanceLease(storage, break_lease=True, deletes=False)
+    with lease:
+        return lease.broken
+
+
+def break_warning(storage: Storage, broken: Lease | None) -> str | None:
+    """The warning the CLI prints after ``--break-lease`` (None when nothing was broken)."""
+    if broken is None:
+        return None
+    return (f"warning: broke the maintenance lease of {describe(broken)} on {storage.url}. If "
+            "that process is still running, it stops at its next lease check, but it may have "
+            "been deleting objects meanwhile: run 'ckptfs verify' after this operation.")
+
+
 class NoLease(MaintenanceLease):
     """Stands in for the lease where nothing will change (dry runs): takes nothing, so that no
     writer sees a new generation and checks its commit for nothing."""
