@@ -220,8 +220,47 @@ def test_a_fork_at_each_phase_of_gc(tmp_path: Any, where: str) -> None:
                           {"blob": fork.state["blob"], "n": 1}))))
     assert isinstance(repo.storage, Hooked)
     hooked.append(repo.storage)
-    gc(repo, grace_ms=60_000)
+    report = gc(repo, grace_ms=60_000)
+    if where == "before-sweep":  # the second mark saw the fork: its parent's blob is spared
+        assert report.spared_by_new_commits > 0 and report.chunks_deleted == 0
     assert beside
     snap = beside[0].done()
     assert store.read(snap.id)["blob"].read() == blob
     assert verify(store.repo, read_data=True).ok
+
+
+def test_a_commit_whose_parent_was_collected_is_withdrawn_not_reported(tmp_path: Any) -> None:
+    """The run's head is forgotten (the whole run) and collected while a writer holds it; its
+    next commit names the head's chunks without holding them: it must not be reported."""
+    url = str(tmp_path / "s")
+    store = ckptfs.open_store(url)
+    big = "the head's state " * 20_000
+    store.start_run("r").checkpoint({"big": big})
+    writer = ckptfs.open_store(url)
+    run = writer.resume("r")
+    forget_snapshots(store.repo, {"r": {1}})
+    age_tree(url, 7200)
+    assert gc(store.repo, grace_ms=60_000).chunks_deleted > 0
+    with pytest.raises(ckptfs.errors.ConflictError, match="withdrawn"):
+        run.checkpoint({"big": big, "more": 1})
+    assert store.repo.record_seqs("r") == []
+    assert verify(store.repo, read_data=True).ok
+    assert writer.repo.objects.sweeps.in_doubt == 1
+
+
+def test_a_commit_beside_no_maintenance_costs_one_listing(tmp_path: Any) -> None:
+    """The handshake's cost for a run appending to its own head: one LIST of the lease folder
+    per commit (none is read while no lease exists), and no other request."""
+    url = str(tmp_path / "s")
+    counted = Hooked(ckptfs.open_store(url).storage)
+    store = ckptfs.Store(counted)
+    run = store.start_run("r")
+    run.checkpoint({"msgs": ["a" * 3000]})
+    for i in range(5):
+        counted.log.clear()
+        start = counted.ops
+        run.checkpoint({"msgs": ["a" * 3000] + [f"step {i} " * 300]})
+        # a chunk, the manifest, the record, the retired-marker listing (the writer rule of
+        # "Retired ranges") and the lease listing (the handshake): the last is the only addition
+        assert counted.ops - start == 5 and [n for n, _ in counted.log] == [
+            "write", "write", "create", "list", "list"], (i, counted.log)

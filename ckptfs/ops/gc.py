@@ -103,7 +103,8 @@ class _Mark:
 
     manifests: set[Digest] = attrs.field(factory=set)
     chunks: set[Digest] = attrs.field(factory=set)
-    seen: set[tuple[str, int]] = attrs.field(factory=set)
+    #: (run, seq) -> the snapshot its record named when marked
+    seen: dict[tuple[str, int], Digest] = attrs.field(factory=dict)
     sound: bool = True
 
 
@@ -116,7 +117,7 @@ def _mark(repo: Repository, into: _Mark, ledgers: LedgerScanner, problems: list[
         if lease is not None:
             lease.keep()
         for seq in repo.seqs(run_id):
-            if (run_id, seq) in into.seen or f"{run_id}@{seq}" in skip:
+            if f"{run_id}@{seq}" in skip:
                 continue
             try:
                 rec = repo.record(run_id, seq)
@@ -124,15 +125,17 @@ def _mark(repo: Repository, into: _Mark, ledgers: LedgerScanner, problems: list[
                 problems.append(f"{run_id}@{seq}: {e}")
                 into.sound = False
                 continue
+            if into.seen.get((run_id, seq)) == rec.snapshot:
+                continue  # marked already (a record withdrawn and made again is marked anew)
             into.manifests.add(rec.snapshot)
             try:
-                snap = repo.snapshot_at(run_id, seq)
+                snap = repo._recorded(rec)  # the record read above: not read twice
                 into.chunks |= _chunks(repo, snap, ledgers)
             except CkptfsError as e:  # its manifest or ledger cannot be read
                 problems.append(f"{run_id}@{seq}: {e}")
                 into.sound = False
                 continue
-            into.seen.add((run_id, seq))
+            into.seen[(run_id, seq)] = rec.snapshot
 
 
 def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
@@ -185,6 +188,7 @@ def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
         lease.check()
         manifests: dict[Digest, str] = {}
         for d, path in _objects(st, SNAPSHOTS).items():
+            lease.keep()
             if d in mark.manifests:
                 continue
             if not _old(st, path, cutoff_s):
@@ -202,6 +206,7 @@ def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
             for d, path in _objects(st, CHUNKS).items():
                 if d in mark.chunks:
                     continue
+                lease.keep()
                 if not _old(st, path, cutoff_s):
                     report.young_kept += 1
                     continue

@@ -124,6 +124,7 @@ class MaintenanceLease:
 
     def set_deletes(self, deletes: bool) -> None:
         """Announce (True) or withdraw the right to delete objects; renews the lease."""
+        self._still_held()  # an expired lease is final to writers: it must not come back
         self.deletes = deletes
         self.check()
 

@@ -40,6 +40,9 @@ from ckptfs.storage.base import Storage
 LEASE_DIR = f"{LEASES}/maintenance"
 #: above this many objects to check, one listing of chunks/ is cheaper than one request each
 _SCAN_ABOVE = 256
+#: a writer takes a lease for expired only this long after its expiry by the writer's clock
+#: (clocks of hosts differ; the holder stops by its own clock at the expiry)
+CLOCK_SKEW_MS = 30_000
 
 
 def now_ms() -> int:
@@ -120,7 +123,7 @@ def look(storage: Storage, prev: Seen | None = None) -> Seen:
     if prev is not None and prev.gen == gen and prev.final:
         return prev
     lease = read_lease(storage, gen)
-    return Seen(gen, lease, not lease_blocks(lease, now_ms()))
+    return Seen(gen, lease, not lease_blocks(lease, now_ms() - CLOCK_SKEW_MS))
 
 
 def may_have_swept(before: Seen, after: Seen) -> bool:
