@@ -64,16 +64,17 @@ def _walk(storage: Storage, top: str) -> list[str]:
     return [f"{top}/{d}/{n}" for d in storage.list(top) for n in storage.list(f"{top}/{d}")]
 
 
-def _objects(storage: Storage, top: str) -> dict[Digest, str]:
-    """Digest -> path of the objects of a two-level fan-out folder (``chunks/ab/<hex>``), in one
-    listing (object stores: paginated, no request per object). Other names are ignored."""
-    out: dict[Digest, str] = {}
-    for path in storage.scan(top):
+def _objects(storage: Storage, top: str) -> dict[Digest, tuple[str, float | None]]:
+    """Digest -> (path, modification time) of the objects of a two-level fan-out folder
+    (``chunks/ab/<hex>``), in one listing (object stores: paginated, no request per object).
+    Other names are ignored."""
+    out: dict[Digest, tuple[str, float | None]] = {}
+    for path, stat in storage.scan(top).items():
         parts = path.split("/")
         if len(parts) != 3:
             continue
         try:
-            out[Digest.parse(parts[2])] = path
+            out[Digest.parse(parts[2])] = (path, stat.mtime)
         except CkptfsError:
             continue
     return out
@@ -155,7 +156,7 @@ def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
         cutoff_s = (t0 - grace) / 1000
         # 1. records: strays in retired ranges, then expired snapshots (a head only with its run)
         for run_id in repo.run_ids():
-            lease.check()
+            lease.keep()
             retired = read_retired(st, run_id)
             visible = repo.seqs(run_id)
             strays = [s for s in repo.record_seqs(run_id) if s not in visible]
@@ -187,11 +188,11 @@ def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
         #    chunks stay), then old chunks nothing marked names
         lease.check()
         manifests: dict[Digest, str] = {}
-        for d, path in _objects(st, SNAPSHOTS).items():
+        for d, (path, mtime) in _objects(st, SNAPSHOTS).items():
             lease.keep()
             if d in mark.manifests:
                 continue
-            if not _old(st, path, cutoff_s):
+            if mtime is None or mtime >= cutoff_s:  # young (or of unknown age): in flight?
                 report.young_kept += 1
                 try:
                     mark.chunks |= _chunks(repo, Snapshot(d, repo.objects.get_manifest(d)),
@@ -203,11 +204,11 @@ def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
             manifests[d] = path
         chunks: dict[Digest, str] = {}
         if mark.sound:
-            for d, path in _objects(st, CHUNKS).items():
+            for d, (path, mtime) in _objects(st, CHUNKS).items():
                 if d in mark.chunks:
                     continue
                 lease.keep()
-                if not _old(st, path, cutoff_s):
+                if mtime is None or mtime >= cutoff_s:
                     report.young_kept += 1
                     continue
                 chunks[d] = path

@@ -87,7 +87,8 @@ class ObjectStore:
         self.sweeps.before_write(batch)  # kept until the commit's handshake: it may restore them
         return batch
 
-    def _frame(self, chunks: Iterable[tuple[Digest, bytes | memoryview]]) -> list[tuple[str, bytes]]:
+    def _frame(self, chunks: Iterable[tuple[Digest, bytes | memoryview]]
+               ) -> list[tuple[str, bytes]]:
         batch: list[tuple[str, bytes]] = []
         seen: set[Digest] = set()
         for d, data in chunks:

@@ -254,7 +254,8 @@ class Repository:
         self._check_not_retired(manifest.run, manifest.seq)
         # retention hook (spec/retention.md "Sweeps and writers", ckptfs.store.sweeps): if a
         # gc/erase sweep may have run during this commit, wait for it and restore what it took
-        self.objects.sweeps.after_record(manifest, lambda: ledger_results(self.objects, d, manifest))
+        self.objects.sweeps.after_record(manifest,
+                                         lambda: ledger_results(self.objects, d, manifest))
         return Snapshot(d, manifest)
 
     def _check_not_retired(self, run_id: str, seq: int) -> None:
