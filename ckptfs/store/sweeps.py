@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterable
 
@@ -160,13 +161,32 @@ class SweepGuard:
     def __init__(self, storage: Storage, *, poll_s: float = 0.02, max_poll_s: float = 0.5,
                  on_wait: Callable[[], None] | None = None) -> None:
         self.storage = storage
-        self.seen: Seen | None = None
-        #: objects written since the last look: path -> framed bytes (None: not kept)
-        self.pending: dict[str, bytes | None] = {}
+        #: per thread (threads may share a store and commit at once): what it last saw, and
+        #: the objects it wrote since (path -> framed bytes; None: not kept)
+        self._local = threading.local()
         self.poll_s, self.max_poll_s = poll_s, max_poll_s
         #: called once each time a writer starts waiting for a sweep to end (tests use it)
         self.on_wait = on_wait
         self.in_doubt = 0
+
+    @property
+    def seen(self) -> Seen | None:
+        return getattr(self._local, "seen", None)
+
+    @seen.setter
+    def seen(self, v: Seen | None) -> None:
+        self._local.seen = v
+
+    @property
+    def pending(self) -> dict[str, bytes | None]:
+        p: dict[str, bytes | None] | None = getattr(self._local, "pending", None)
+        if p is None:
+            p = self._local.pending = {}
+        return p
+
+    @pending.setter
+    def pending(self, v: dict[str, bytes | None]) -> None:
+        self._local.pending = v
 
     def before_write(self, objects: Iterable[tuple[str, bytes | None]]) -> None:
         """Call before writing ``objects`` (chunks, a manifest): the first write of this writer
