@@ -33,6 +33,7 @@ from ckptfs.runtime.migrations import Migrations
 from ckptfs.store.lifecycle import write_retired
 from conformance.gen_commit import commit_vectors, reproducible_nonces
 from conformance import gen_hostile
+from conformance.gen_leases import lease_vectors
 from conformance.render import canonical_json, render_store, symbolic, tagged
 
 ROOT = Path(__file__).resolve().parent
@@ -1398,11 +1399,21 @@ def generate(out: Path = OUT) -> dict[str, int]:
     lifecycle_invalid_stores(g)
     shutil.rmtree(base)
     writer_vectors(g)
+    lease_vectors(g)
     shutil.copyfile(SPEC_CDDL, out / "ckptfs.cddl")  # the wheel carries no spec/
     for tmp in out.rglob("tmp"):
         if tmp.is_dir() and not any(tmp.iterdir()):
             tmp.rmdir()
+    _drop_leases(out)
     return g.count
+
+
+def _drop_leases(out: Path) -> None:
+    """Released maintenance leases stay in a store (their generations only grow, see
+    spec/retention.md section 6) but hold a time, host and pid: not vector content."""
+    for leases in sorted(out.rglob("leases"), reverse=True):
+        if leases.is_dir() and leases.parent.name.endswith(".store"):
+            shutil.rmtree(leases)
 
 
 if __name__ == "__main__":

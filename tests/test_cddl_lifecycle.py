@@ -84,7 +84,8 @@ BREAK = {
                             lambda m: m.update(snapshots=[[0, bytes(32)]]),
                             lambda m: m.pop("bytes_deleted"),
                             lambda m: m.update(requested=None)],
-    "retention-lease": [lambda m: m.pop("owner"), lambda m: m.update(expires=-5)],
+    "retention-lease": [lambda m: m.pop("owner"), lambda m: m.update(expires=-5),
+                        lambda m: m.update(deletes="yes"), lambda m: m.update(pid=-1)],
 }
 
 

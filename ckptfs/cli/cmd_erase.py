@@ -20,6 +20,9 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--snapshot", metavar="SEQ|ID",
                    help="only this snapshot (a seq, RUN@SEQ, or a snapshot id of RUN)")
     p.add_argument("--reason", required=True, help="why (e.g. 'GDPR request #123')")
+    p.add_argument("--break-lease", action="store_true",
+                   help="take the maintenance lease even if another forget/gc/erase seems to "
+                        "hold it (only when you know that process is gone; prints a warning)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 
@@ -40,6 +43,15 @@ def run(args: argparse.Namespace) -> int:
                 return usage_error("erase", f"{ref} belongs to run {snap.run!r}, not "
                                  f"{args.run_id!r}")
             seq = snap.seq
+    if args.break_lease:  # --break-lease: take over a lease whose holder is gone
+        import sys
+
+        from ckptfs.ops.lease import break_held_lease, break_warning
+
+        storage = ckptfs.open_store(args.store).storage
+        warning = break_warning(storage, break_held_lease(storage))
+        if warning:
+            print(warning, file=sys.stderr)
     stone = erase(repo, args.run_id, seq=seq, reason=args.reason)
     if args.json:
         print_json(stone.to_json())

@@ -22,6 +22,9 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                    help="the head of every run whose head boundary is not 'final'")
     p.add_argument("--run", action="append", dest="runs", metavar="RUN", help="only this run")
     p.add_argument("--dry-run", action="store_true", help="show what would go; change nothing")
+    p.add_argument("--break-lease", action="store_true",
+                   help="take the maintenance lease even if another forget/gc/erase seems to "
+                        "hold it (only when you know that process is gone; prints a warning)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 
@@ -46,6 +49,15 @@ def run(args: argparse.Namespace) -> int:
                     keep_labels=tuple(labels), keep_unfinished_heads=args.keep_unfinished_heads)
     if policy.empty:
         return usage_error("forget", "give at least one --keep rule")
+    if args.break_lease:  # --break-lease: take over a lease whose holder is gone
+        import sys
+
+        from ckptfs.ops.lease import break_held_lease, break_warning
+
+        storage = ckptfs.open_store(args.store).storage
+        warning = break_warning(storage, break_held_lease(storage))
+        if warning:
+            print(warning, file=sys.stderr)
     report = forget(ckptfs.open_store(args.store).repo, policy, runs=args.runs,
                     dry_run=args.dry_run)
     if args.json:

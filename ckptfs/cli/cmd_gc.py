@@ -18,6 +18,9 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                    help="override the store's grace period (e.g. 0s in tests; unsafe beside "
                         "live writers when shorter than a checkpoint takes)")
     p.add_argument("--dry-run", action="store_true", help="report only; change nothing")
+    p.add_argument("--break-lease", action="store_true",
+                   help="take the maintenance lease even if another forget/gc/erase seems to "
+                        "hold it (only when you know that process is gone; prints a warning)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 
@@ -31,6 +34,15 @@ def run(args: argparse.Namespace) -> int:
         grace = parse_duration(args.grace) if args.grace is not None else None
     except ValueError as e:
         return usage_error("gc", str(e))
+    if args.break_lease:  # --break-lease: take over a lease whose holder is gone
+        import sys
+
+        from ckptfs.ops.lease import break_held_lease, break_warning
+
+        storage = ckptfs.open_store(args.store).storage
+        warning = break_warning(storage, break_held_lease(storage))
+        if warning:
+            print(warning, file=sys.stderr)
     r = gc(ckptfs.open_store(args.store).repo, grace_ms=grace, dry_run=args.dry_run)
     if args.json:
         print_json(r.to_json())

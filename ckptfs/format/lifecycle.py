@@ -162,20 +162,53 @@ class Tombstone:
                    chunks_kept_shared=_get(m, "chunks_kept_shared", int, what))
 
 
+#: Readers treat a lease whose ``expires`` lies further than this after its ``acquired`` as
+#: damaged, hence expired (spec/retention.md "Maintenance lease"): no lease blocks for longer.
+MAX_LEASE_TTL_MS = 3_600_000
+
+
 @attrs.frozen(slots=True)
 class Lease:
-    """``leases/maintenance/<generation>``: who runs forget/gc/erase, and until when."""
+    """``leases/maintenance/<generation>``: who runs forget/gc/erase, and until when.
+
+    ``acquired`` is when the holder last wrote it (taken or renewed). ``host``/``pid`` let a
+    process on the same host prove the holder gone. ``deletes`` False: the holder promises not
+    to delete objects while this version of the lease stands (forget; gc before its sweep).
+    ``released``: the holder is done; a released generation blocks nobody and stays as the
+    highest one until the next holder takes generation + 1 (so generations only grow)."""
 
     owner: str
     acquired: int
     expires: int
+    host: str | None = None
+    pid: int | None = None
+    deletes: bool = True
+    released: bool = False
+
+    def blocks(self, now: int) -> bool:
+        """True while this lease excludes other maintenance: held, not expired, and not
+        damaged (an expiry more than MAX_LEASE_TTL_MS after ``acquired`` is damaged)."""
+        return (not self.released and now < self.expires
+                and self.expires - self.acquired <= MAX_LEASE_TTL_MS)
 
     def to_bytes(self) -> bytes:
-        return cbor.encode({"owner": self.owner, "acquired": self.acquired,
-                            "expires": self.expires})
+        m: dict[str, Any] = {"owner": self.owner, "acquired": self.acquired,
+                             "expires": self.expires, "deletes": self.deletes,
+                             "released": self.released}
+        if self.host is not None:
+            m["host"] = self.host
+        if self.pid is not None:
+            m["pid"] = self.pid
+        return cbor.encode(m)
 
     @classmethod
     def from_bytes(cls, data: bytes, *, what: str) -> Lease:
         m = _decode_map(data, what)
+        deletes = _get(m, "deletes", bool, what, optional=True)
+        released = _get(m, "released", bool, what, optional=True)
         return cls(owner=_get(m, "owner", str, what), acquired=_get(m, "acquired", int, what),
-                   expires=_get(m, "expires", int, what))
+                   expires=_get(m, "expires", int, what),
+                   host=_get(m, "host", str, what, optional=True),
+                   pid=_get(m, "pid", int, what, optional=True),
+                   deletes=True if deletes is None else deletes,
+                   released=bool(released))

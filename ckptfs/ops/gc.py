@@ -4,7 +4,9 @@ Order (spec/retention.md "Deletion order"): run records first (expired snapshots
 records), then unreferenced manifests, then unreferenced chunks, then old temp files, so a
 crash at any point never leaves a visible snapshot pointing at a missing object. An
 unreferenced object younger than the grace period is kept: a writer may have uploaded it for
-a commit that has not happened yet (the "Grace rule").
+a commit that has not happened yet (the "Grace rule"). A mark that could not read every
+retained snapshot deletes no manifest and no chunk. Before deleting, the collector announces
+its sweep in the lease and marks again what was committed meanwhile ("Sweeps and writers").
 """
 
 from __future__ import annotations
@@ -17,11 +19,11 @@ from ckptfs.errors import CkptfsError
 from ckptfs.format.digest import Digest
 from ckptfs.format.names import CHUNKS, SNAPSHOTS, TMP, record_path
 from ckptfs.ops.chunks import snapshot_chunks
-from ckptfs.ops.lease import DEFAULT_TTL_MS, MaintenanceLease
+from ckptfs.ops.lease import DEFAULT_TTL_MS, MaintenanceLease, NoLease, describe
 from ckptfs.storage.base import Storage
 from ckptfs.store.ledgers import LedgerScanner
 from ckptfs.store.lifecycle import effective_expiry, read_retired, retire
-from ckptfs.store.listing import object_paths
+from ckptfs.store.listing import object_digest
 from ckptfs.store.repository import Repository, Snapshot
 
 DEFAULT_GRACE_MS = 3_600_000
@@ -48,10 +50,27 @@ class GcReport:
     tmp_deleted: int = 0
     bytes_freed: int = 0
     young_kept: int = 0
+    #: candidates spared because a snapshot committed during the collection names them
+    spared_by_new_commits: int = 0
     problems: list[str] = attrs.field(factory=list)
+    #: the lease this collection broke (break_lease=True), for the caller's warning
+    broken_lease: str | None = None
 
     def to_json(self) -> dict[str, object]:
         return attrs.asdict(self)
+
+
+def _objects(storage: Storage, top: str) -> dict[Digest, tuple[str, float | None]]:
+    """Digest -> (path, modification time) of the objects of a two-level fan-out folder
+    (``chunks/ab/<hex>``), in one listing (object stores: paginated, no request per object).
+    Names that are no object's are ignored (``store.listing.object_digest``, format.md 3.1)."""
+    out: dict[Digest, tuple[str, float | None]] = {}
+    for path, stat in storage.scan(top).items():
+        parts = path.split("/")
+        d = object_digest(parts[1], parts[2]) if len(parts) == 3 else None
+        if d is not None:
+            out[d] = (path, stat.mtime)
+    return out
 
 
 def _old(storage: Storage, path: str, cutoff_s: float) -> bool:
@@ -72,18 +91,65 @@ def _chunks(repo: Repository, snap: Snapshot, ledgers: LedgerScanner, *, strict:
         return {c.digest for _, c in snapshot_chunks(repo, snap, results=False)}
 
 
+@attrs.define
+class _Mark:
+    """The marked set, which (run, seq) it covers, and whether every read succeeded."""
+
+    manifests: set[Digest] = attrs.field(factory=set)
+    chunks: set[Digest] = attrs.field(factory=set)
+    #: (run, seq) -> the snapshot its record named when marked
+    seen: dict[tuple[str, int], Digest] = attrs.field(factory=dict)
+    sound: bool = True
+
+
+def _mark(repo: Repository, into: _Mark, ledgers: LedgerScanner, problems: list[str],
+          lease: MaintenanceLease | None, skip: frozenset[str] | set[str] = frozenset()) -> None:
+    """Mark what every visible record not yet in ``into.seen`` uses. A record whose manifest
+    cannot be read still marks that manifest (its id is in the record); any failure clears
+    ``sound``: then nothing may be deleted, since what the unread snapshot uses is unknown."""
+    for run_id in repo.run_ids():
+        if lease is not None:
+            lease.keep()
+        for seq in repo.seqs(run_id):
+            if f"{run_id}@{seq}" in skip:
+                continue
+            try:
+                rec = repo.record(run_id, seq)
+            except CkptfsError as e:
+                problems.append(f"{run_id}@{seq}: {e}")
+                into.sound = False
+                continue
+            if into.seen.get((run_id, seq)) == rec.snapshot:
+                continue  # marked already (a record withdrawn and made again is marked anew)
+            into.manifests.add(rec.snapshot)
+            try:
+                snap = repo._recorded(rec)  # the record read above: not read twice
+                into.chunks |= _chunks(repo, snap, ledgers)
+            except CkptfsError as e:  # its manifest or ledger cannot be read
+                problems.append(f"{run_id}@{seq}: {e}")
+                into.sound = False
+                continue
+            into.seen[(run_id, seq)] = rec.snapshot
+
+
 def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
-       now: int | None = None, lease_ttl_ms: int = DEFAULT_TTL_MS) -> GcReport:
+       now: int | None = None, lease_ttl_ms: int = DEFAULT_TTL_MS,
+       break_lease: bool = False) -> GcReport:
     """Collect the store's garbage; see the module docstring for the order and the rules."""
     st = repo.storage
     grace = grace_of(repo) if grace_ms is None else grace_ms
     report = GcReport(dry_run=dry_run, grace_ms=grace)
-    with MaintenanceLease(st, ttl_ms=lease_ttl_ms) as lease:
+    # the lease says "deletes: false" until the sweep: writers need not wait for the mark
+    taken = (NoLease(st) if dry_run else
+             MaintenanceLease(st, ttl_ms=lease_ttl_ms, deletes=False, break_lease=break_lease))
+    with taken as lease:
+        if lease.broken is not None:
+            report.broken_lease = describe(lease.broken)
         t0 = int(time.time() * 1000) if now is None else now
         cutoff_s = (t0 - grace) / 1000
         # 1. records: strays in retired ranges, then expired snapshots (a head only with its run)
         for run_id in repo.run_ids():
-            lease.check()
+            lease.keep()
             retired = read_retired(st, run_id)
             visible = repo.seqs(run_id)
             strays = [s for s in repo.record_seqs(run_id) if s not in visible]
@@ -107,58 +173,48 @@ def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
             retire(st, run_id, visible, expired, t0)
         # 2. mark: everything the retained snapshots use
         lease.check()
-        manifests: set[Digest] = set()
-        chunks: set[Digest] = set()
-        sound = True
         ledgers = LedgerScanner(repo.objects)
-        for run_id in repo.run_ids():
-            for seq in repo.seqs(run_id):
-                if dry_run and f"{run_id}@{seq}" in report.expired:
-                    continue
-                try:
-                    snap = repo.snapshot_at(run_id, seq)
-                except CkptfsError as e:
-                    report.problems.append(f"{run_id}@{seq}: {e}")
-                    sound = False
-                    continue
-                manifests.add(snap.digest)
-                try:
-                    chunks |= _chunks(repo, snap, ledgers)
-                except CkptfsError as e:  # e.g. its ledger cannot be read
-                    report.problems.append(f"{run_id}@{seq}: {e}")
-                    sound = False
-        # 3. manifests nobody commits to; young ones may be in flight, so their chunks stay
+        mark = _Mark()
+        _mark(repo, mark, ledgers, report.problems, lease,
+              skip=set(report.expired) if dry_run else set())
+        # 3. candidates: old manifests nobody commits to (young ones may be in flight, so their
+        #    chunks stay), then old chunks nothing marked names
         lease.check()
-        for path, d in object_paths(st, SNAPSHOTS):  # names that are no object's: ignored
-            if d in manifests:
+        manifests: dict[Digest, str] = {}
+        for d, (path, mtime) in _objects(st, SNAPSHOTS).items():
+            lease.keep()
+            if d in mark.manifests:
                 continue
-            if not _old(st, path, cutoff_s):
+            if mtime is None or mtime >= cutoff_s:  # young (or of unknown age): in flight?
                 report.young_kept += 1
                 try:
-                    chunks |= _chunks(repo, Snapshot(d, repo.objects.get_manifest(d)), ledgers)
+                    mark.chunks |= _chunks(repo, Snapshot(d, repo.objects.get_manifest(d)),
+                                           ledgers)
                 except CkptfsError as e:
                     report.problems.append(f"young manifest {d}: {e}")
-                    sound = False
+                    mark.sound = False
                 continue
-            report.manifests_deleted += 1
-            report.bytes_freed += st.size(path) or 0
-            if not dry_run:
-                st.delete(path)
-        # 4. chunks (only when every retained manifest could be read: never sweep on a guess)
-        lease.check()
-        if not sound:
-            report.problems.append("chunks not swept: some manifests could not be read")
-        else:
-            for path, d in object_paths(st, CHUNKS):
-                if d in chunks:
+            manifests[d] = path
+        chunks: dict[Digest, str] = {}
+        if mark.sound:
+            for d, (path, mtime) in _objects(st, CHUNKS).items():
+                if d in mark.chunks:
                     continue
-                if not _old(st, path, cutoff_s):
+                lease.keep()
+                if mtime is None or mtime >= cutoff_s:
                     report.young_kept += 1
                     continue
-                report.chunks_deleted += 1
-                report.bytes_freed += st.size(path) or 0
-                if not dry_run:
-                    st.delete(path)
+                chunks[d] = path
+        else:  # never sweep on a guess: an unread snapshot may use any of them
+            report.problems.append("nothing swept (no manifest, no chunk): some snapshots could "
+                                   "not be read; fix or erase them (see 'ckptfs verify')")
+            manifests = {}
+        if dry_run:
+            report.manifests_deleted, report.chunks_deleted = len(manifests), len(chunks)
+            report.bytes_freed = sum(st.size(p) or 0 for p in [*manifests.values(),
+                                                               *chunks.values()])
+        elif manifests or chunks:
+            _sweep(repo, lease, mark, ledgers, manifests, chunks, cutoff_s, report)
         # 5. temp files abandoned by crashed writers
         for name in st.list(TMP):
             path = f"{TMP}/{name}"
@@ -167,3 +223,41 @@ def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
                 if not dry_run:
                     st.delete(path)
     return report
+
+
+def _sweep(repo: Repository, lease: MaintenanceLease, mark: _Mark, ledgers: LedgerScanner,
+           manifests: dict[Digest, str], chunks: dict[Digest, str], cutoff_s: float,
+           report: GcReport) -> None:
+    """4. Announce the sweep, mark again what was committed since the mark, then delete
+    (spec/retention.md "Sweeps and writers"): a writer whose record the second mark misses sees
+    the announcement after its record and waits for this sweep, then restores what it needs."""
+    st = repo.storage
+    lease.set_deletes(True)
+    before = (set(manifests), set(chunks))
+    _mark(repo, mark, ledgers, report.problems, lease)
+    if not mark.sound:
+        report.problems.append("nothing swept: a snapshot committed during the collection "
+                               "could not be read")
+        return
+    for d in list(manifests):
+        if d in mark.manifests:
+            del manifests[d]
+    for d in list(chunks):
+        if d in mark.chunks:
+            del chunks[d]
+    report.spared_by_new_commits = (len(before[0]) - len(manifests)
+                                    + len(before[1]) - len(chunks))
+    # manifests before chunks: a crash leaves no manifest whose chunks are gone
+    for kind, todo in (("manifest", manifests), ("chunk", chunks)):
+        for path in todo.values():
+            lease.keep()
+            if not _old(st, path, cutoff_s):  # refreshed since it was judged: a writer uses it
+                report.young_kept += 1
+                continue
+            size = st.size(path) or 0
+            st.delete(path)
+            report.bytes_freed += size
+            if kind == "manifest":
+                report.manifests_deleted += 1
+            else:
+                report.chunks_deleted += 1

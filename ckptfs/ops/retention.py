@@ -135,7 +135,7 @@ def forget(repo: Repository, policy: Policy, *, runs: Iterable[str] | None = Non
 
     if dry_run:
         return plan()
-    with MaintenanceLease(repo.storage) as lease:
+    with MaintenanceLease(repo.storage, deletes=False) as lease:  # deletes records only
         report = plan()
         report.problems += _retire_all(repo, lease, _group(report.forgotten), now)
         return report
@@ -149,7 +149,7 @@ def forget_snapshots(repo: Repository, drop: Mapping[str, Iterable[int]], *,
     if not any(drop.values()):
         return
     now = int(time.time() * 1000) if now is None else now
-    with MaintenanceLease(repo.storage) as lease:
+    with MaintenanceLease(repo.storage, deletes=False) as lease:  # deletes records only
         problems = _retire_all(repo, lease, {r: set(s) for r, s in drop.items()}, now)
     if problems:
         raise CkptfsError("forget: " + "; ".join(problems))

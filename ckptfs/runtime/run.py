@@ -201,6 +201,13 @@ class Run:
             resumed_from=self._resumed_from if self._pending_resume() else None,
             attempt=self.attempt, ledger=self._ledger_cbor(chunks), labels=labels,
             expires=expires, extra=self._next_extra)
+        # retention hook (spec/retention.md "Grace rule"): chunks named but neither written here
+        # nor named by this run's previous snapshot (a fork's parent's, a blob stored elsewhere)
+        # are written again; none in the usual commit, and then no request is made
+        chunks += self.store.repo.objects.unprotected_chunks(
+            manifest, self.snapshot.manifest if self.snapshot else None, chunks,
+            [c for r in self._ledger.records if r.result_content is not None
+             for c in r.result_content.chunks] if self.snapshot is None else ())
         try:
             snap = self.store.repo.commit(manifest, chunks)
         except ConflictError as e:

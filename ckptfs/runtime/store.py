@@ -101,6 +101,9 @@ class Store:
         state is migrated step by step in memory and the next commit records ``migrated_from``;
         a newer, differently named or unreachable schema raises SchemaError before anything runs.
         """
+        # retention hook (ckptfs.store.sweeps): look at the maintenance lease before relying on
+        # the head's chunks, so that the next commit knows whether a sweep may have taken them
+        self.repo.objects.sweeps.before_write(())
         snap = self.repo.resolve(ref)
         self.repo.check_not_erased(snap.run)
         head = self.repo.head(snap.run)

@@ -111,7 +111,7 @@ class EntryWriter:
             sealed += 1
         self.prev[name] = _Prev(entry, content, fast, len(value) if fast is not None else 0,
                                 sealed, h)
-        self.objects.known.update(c.digest for c in entry.chunks)
+        self.objects.known.seed(c.digest for c in entry.chunks)  # restored, not written
 
     # -- values ------------------------------------------------------------------------------
     def _value(self, name: str, value: Any, labels: dict[str, str],

@@ -8,9 +8,10 @@ from collections.abc import Iterable, Sequence
 from ckptfs.errors import CorruptObject, CorruptSnapshot, MissingObject
 from ckptfs.format import framing
 from ckptfs.format.digest import Digest
-from ckptfs.format.models import MAX_CHUNK_SIZE, MAX_MANIFEST_SIZE, ChunkRef, Manifest
+from ckptfs.format.models import MAX_CHUNK_SIZE, MAX_MANIFEST_SIZE, Captured, ChunkRef, Manifest
 from ckptfs.format.names import chunk_path, snapshot_path
 from ckptfs.storage.base import Storage
+from ckptfs.store.sweeps import SweepGuard, unprotected
 
 #: How long a writer trusts that a chunk it wrote (or restored) still exists without writing it
 #: again. Must stay well under the store's GC grace period (spec/retention.md "Grace rule").
@@ -19,27 +20,51 @@ REUSE_WINDOW_S = 600.0
 
 class KnownChunks:
     """Digests a writer may skip uploading, each trusted for ``window`` seconds only: after
-    that the chunk is written again (which refreshes it), so GC's grace period covers it."""
+    that the chunk is written again (which refreshes it), so GC's grace period covers it.
+
+    Chunks this writer wrote (``add``/``update``) are told apart from chunks it only restored
+    (``seed``): a restored chunk is protected only while the snapshot it came from is the run's
+    head, so a commit that names one anywhere else writes it again (spec/retention.md "Grace
+    rule"; ckptfs.store.sweeps.unprotected)."""
 
     def __init__(self, window: float = REUSE_WINDOW_S) -> None:
         self.window = window
         self._seen: dict[Digest, float] = {}
+        self._wrote: dict[Digest, float] = {}
 
     def __contains__(self, d: object) -> bool:
         t = self._seen.get(d)  # type: ignore[call-overload]
         return t is not None and time.monotonic() - t < self.window
 
+    def wrote(self, d: Digest) -> bool:
+        """True when this writer itself wrote ``d`` less than ``window`` seconds ago."""
+        t = self._wrote.get(d)
+        return t is not None and time.monotonic() - t < self.window
+
     def add(self, d: Digest) -> None:
-        self._seen[d] = time.monotonic()
+        self._seen[d] = self._wrote[d] = time.monotonic()
 
     def update(self, ds: Iterable[Digest]) -> None:
         now = time.monotonic()
         for d in ds:
+            self._seen[d] = self._wrote[d] = now
+
+    def seed(self, ds: Iterable[Digest]) -> None:
+        """Chunks restored (read and verified), not written: skipped by the entry writer, but
+        written again by a commit whose parent snapshot does not name them."""
+        now = time.monotonic()
+        for d in ds:
             self._seen[d] = now
+
+    def discard(self, ds: Iterable[Digest]) -> None:
+        for d in ds:
+            self._seen.pop(d, None)
+            self._wrote.pop(d, None)
 
     def clear(self) -> None:
         """Trust nothing (after chunks were deleted without a grace period, as erase does)."""
         self._seen.clear()
+        self._wrote.clear()
 
     def __len__(self) -> int:
         return len(self._seen)
@@ -51,11 +76,19 @@ class ObjectStore:
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
         self.known = KnownChunks()
+        #: the writer's side of the collector handshake (spec/retention.md "Sweeps and writers")
+        self.sweeps = SweepGuard(storage)
 
     # -- chunks ------------------------------------------------------------------------------
     def frame_chunks(self, chunks: Iterable[tuple[Digest, bytes | memoryview]]
                      ) -> list[tuple[str, bytes]]:
         """Framed objects for the chunks not already known to exist (deduplicated)."""
+        batch = self._frame(chunks)
+        self.sweeps.before_write(batch)  # kept until the commit's handshake: it may restore them
+        return batch
+
+    def _frame(self, chunks: Iterable[tuple[Digest, bytes | memoryview]]
+               ) -> list[tuple[str, bytes]]:
         batch: list[tuple[str, bytes]] = []
         seen: set[Digest] = set()
         for d, data in chunks:
@@ -68,11 +101,33 @@ class ObjectStore:
     def put_chunks(self, chunks: Iterable[tuple[Digest, bytes | memoryview]]) -> int:
         """Store chunks not already known to exist, durably now; returns the number written."""
         chunks = list(chunks)
-        batch = self.frame_chunks(chunks)
+        batch = self._frame(chunks)
+        # streamed blobs can be large: the handshake checks these chunks but does not keep them
+        self.sweeps.before_write((p, None) for p, _ in batch)
         if batch:
             self.storage.write_many(batch)
         self.known.update(d for d, _ in chunks)
         return len(batch)
+
+    def unprotected_chunks(self, manifest: Manifest, parent: Manifest | None,
+                           given: Sequence[tuple[Digest, bytes | memoryview]],
+                           results: Iterable[ChunkRef] = ()
+                           ) -> list[tuple[Digest, bytes | memoryview]]:
+        """The chunks a commit of ``manifest`` must write again although it does not hold them
+        (spec/retention.md "Grace rule"), read (verified) from the store: those it names that
+        are neither in ``given`` nor named by ``parent`` (its run's previous snapshot) nor
+        written by this writer within the reuse window. ``results``: chunks of ledger results
+        inherited from another run (a fork). Usually none: then no request at all."""
+        need = unprotected(manifest, parent, (d for d, _ in given), self.known.wrote)
+        extra = {c.digest: c.size for c in results}
+        need += [(d, n) for d, n in extra.items() if d not in {x for x, _ in need}
+                 and d not in {g for g, _ in given} and not self.known.wrote(d)]
+        if not need:
+            return []
+        refs = [ChunkRef(d, n) for d, n in need]
+        data = self.get_chunks(refs, where=f"run {manifest.run!r} seq {manifest.seq} (reused)")
+        self.known.discard(d for d, _ in need)  # so that the commit writes them
+        return [(r.digest, b) for r, b in zip(refs, data)]
 
     def manifest_object(self, manifest: Manifest) -> tuple[Digest, int, tuple[str, bytes]]:
         """The snapshot id, uncompressed size and framed object of a manifest."""
@@ -80,7 +135,9 @@ class ObjectStore:
         if len(data) > MAX_MANIFEST_SIZE:
             raise CorruptObject(f"manifest would be {len(data)} bytes, over {MAX_MANIFEST_SIZE}")
         d = Digest.of(data)
-        return d, len(data), (snapshot_path(d), framing.frame(data))
+        obj = (snapshot_path(d), framing.frame(data))
+        self.sweeps.before_write([obj])
+        return d, len(data), obj
 
     def get_chunk(self, ref: ChunkRef, *, where: str) -> bytes:
         """One chunk's content, verified against its size and digest."""
@@ -112,6 +169,14 @@ class ObjectStore:
         if Digest.of(data) != d:
             raise CorruptSnapshot(f"{what}: manifest bytes do not match the snapshot id")
         return Manifest.from_bytes(data, what=what)
+
+
+def ledger_results(objects: ObjectStore, d: Digest, manifest: Manifest) -> list[Captured]:
+    """The large results a committed manifest's ledger names (reads the ledger's chunks)."""
+    from ckptfs.store.ledgers import LedgerScanner  # ledgers reads snapshots: above this module
+    from ckptfs.store.repository import Snapshot
+
+    return [c for _, c in LedgerScanner(objects).results(Snapshot(d, manifest))]
 
 
 def check_chunk(ref: ChunkRef, stored: bytes | None, *, where: str) -> bytes:

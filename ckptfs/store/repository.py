@@ -49,7 +49,7 @@ from ckptfs.store.lifecycle import (
     read_tombstone,
     retired_throughs,
 )
-from ckptfs.store.objects import ObjectStore
+from ckptfs.store.objects import ObjectStore, ledger_results
 
 
 def now_ms() -> int:
@@ -271,6 +271,10 @@ class Repository:
                 "not continue from this run handle: resume the run once the store is reachable; "
                 f"its head is {manifest.seq} if the commit landed.") from e
         self._check_not_retired(manifest.run, manifest.seq)
+        # retention hook (spec/retention.md "Sweeps and writers", ckptfs.store.sweeps): if a
+        # gc/erase sweep may have run during this commit, wait for it and restore what it took
+        self.objects.sweeps.after_record(manifest,
+                                         lambda: ledger_results(self.objects, d, manifest))
         return Snapshot(d, manifest)
 
     def _check_not_retired(self, run_id: str, seq: int) -> None:

@@ -22,6 +22,7 @@ from ckptfs.errors import CkptfsError
 from ckptfs.format import cbor, framing, models
 from ckptfs.format.cdc import ChunkerParams, cut_lengths
 from ckptfs.format.digest import Digest
+from ckptfs.format.lifecycle import Lease
 from ckptfs.store import repository
 from conformance import render
 from conformance.render import canonical_json, render_ref, render_store, tagged, untagged
@@ -155,6 +156,16 @@ def _read(path: str) -> bytes:
     return Path(path).read_bytes()
 
 
+def _lease(data: bytes, now: int) -> str:
+    """``blocks`` or ``free``: does this lease object exclude other maintenance at ``now``
+    (retention.md 6; an unparseable lease blocks nobody)."""
+    try:
+        lease = Lease.from_bytes(data, what="lease")
+    except CkptfsError:
+        return "free"
+    return "blocks" if lease.blocks(now) else "free"
+
+
 OPS: dict[str, Callable[..., str]] = {
     "digest": lambda f: Digest.of(_read(f)).text,
     "parse-digest": lambda text: Digest.parse(text).text,
@@ -168,6 +179,7 @@ OPS: dict[str, Callable[..., str]] = {
     "read": lambda store, now: canonical_json(render_store(store, int(now))),
     "snapshot": lambda store, now, ref: canonical_json(render_ref(store, ref, int(now))),
     "write": write_case,
+    "lease": lambda f, now: _lease(_read(f), int(now)),
 }
 
 
