@@ -224,10 +224,8 @@ class SweepGuard:
             time.sleep(delay)
             delay = min(delay * 2, self.max_poll_s)
             seen = look(self.storage, seen)
-        if not seen.final:
-            # held, but promising not to delete (forget, or a collector still marking): its
-            # sweep, if any, will mark again after this record exists
-            pass
+        # final, or held while promising not to delete (forget; a collector still marking):
+        # its sweep, if any, marks again after this record exists
         return seen
 
     def _repair(self, manifest: Manifest, results: Callable[[], Iterable[Captured]]) -> None:
@@ -289,5 +287,5 @@ def unprotected(manifest: Manifest, parent: Manifest | None, written: Iterable[D
     return [(d, n) for d, n in named.items() if not mine(d)]
 
 
-__all__ = ["CkptfsError", "SweepGuard", "host_id", "holder_gone", "lease_blocks", "look",
+__all__ = ["SweepGuard", "host_id", "holder_gone", "lease_blocks", "look",
            "may_have_swept", "named_chunks", "unprotected"]
