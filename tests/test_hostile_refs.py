@@ -165,7 +165,8 @@ def test_tricky_urls_are_not_checked_even_when_the_host_is_allowed(tmp_path: Pat
 
 
 def test_policy_specs_are_checked() -> None:
-    for bad in ("simplecache::file:///tmp", "https://", "", "zip://x", "http://a/../b"):
+    for bad in ("simplecache::file:///tmp", "https://", "", "zip://x", "http://a/../b",
+                "http://[::1"):
         with pytest.raises(InvalidName):
             ckptfs.RefPolicy.allow(bad)
     ckptfs.RefPolicy.allow("https://*", "s3://bucket/prefix", "/data", "file:///srv")
@@ -292,11 +293,12 @@ def _corpus(base: str, tmp: Path) -> dict[str, str]:
         "fifo": str(fifo), "symlink": str(tmp / "link"), "dotdot": f"{tmp}/a/../outside.bin",
         "file-url": f"file://{outside}", "file-host": f"file://{host}/etc/hostname",
         "relative": "outside.bin", "control-chars": f"{outside}\x1b[2J",
+        "bad-ipv6": "http://[::1/x", "bad-port": f"http://{host}:99999/x",
     }
 
 
 def test_every_uri_shape_from_every_entry_point(tmp_path: Path, server: Counter) -> None:
-    """26 URI shapes x 6 entry points with the default policy: 0 requests, 0 files written
+    """28 URI shapes x 6 entry points with the default policy: 0 requests, 0 files written
     outside the store, 0 hangs, 0 exceptions outside ckptfs.errors. Figures in RELIABILITY.md."""
     corpus = _corpus(server.base, tmp_path)
     watched = tmp_path / "tmpdir"

@@ -165,7 +165,10 @@ def parse_uri(uri: str) -> _Target:
         if host not in ("", "localhost"):
             raise InvalidName(f"file URL with host {host!r:.60}: only local files are read")
         return _Target(LOCAL, None, _clean_local("/" + path if slash else "", uri))
-    parts = urllib.parse.urlsplit(f"{scheme}://{rest}")
+    try:
+        parts = urllib.parse.urlsplit(f"{scheme}://{rest}")
+    except ValueError as e:  # e.g. an unclosed IPv6 bracket
+        raise InvalidName(f"not a URL ({e})") from None
     if "@" in parts.netloc:
         raise InvalidName("credentials in the URL's host part")
     segments = urllib.parse.unquote(parts.path).split("/")
