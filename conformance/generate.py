@@ -1379,6 +1379,8 @@ def generate(out: Path = OUT) -> dict[str, int]:
     lookup_vectors(g, base)
     lifecycle_lookup_vectors(g)
     lifecycle_invalid_stores(g)
+    from conformance.gen_limits import LIMITS_INVALID  # spec/format.md "Limits" (issue 13)
+    invalid_stores(g, base, LIMITS_INVALID)
     shutil.rmtree(base)
     writer_vectors(g)
     shutil.copyfile(SPEC_CDDL, out / "ckptfs.cddl")  # the wheel carries no spec/

@@ -33,6 +33,11 @@ _WRITES = {"os.mkdir", "os.remove", "os.rmdir", "os.utime", "os.chmod", "os.chow
            "shutil.copyfile", "shutil.move"}
 
 
+#: calls that act on a link itself, not on what it leads to
+_NO_FOLLOW = {"os.rename", "os.remove", "os.rmdir", "os.mkdir", "os.link", "os.symlink",
+              "os.mkfifo", "shutil.rmtree"}
+
+
 class Watch:
     """Records accesses to paths outside the allowed roots (the store, the scratch folder, the
     Python installation and system folders). Paths are resolved (symbolic links followed), so a
@@ -51,14 +56,21 @@ class Watch:
         self.allowed = [os.path.realpath(r) for r in roots] + self.system
         self.hits = []
 
-    def _outside(self, p: Any) -> str | None:
+    def _outside(self, p: Any, follow: bool = True) -> str | None:
+        """The resolved path if outside the allowed roots, else None. ``follow`` False: the
+        call does not follow a link in the last component (rename, unlink, O_NOFOLLOW, ...),
+        so only the folder is resolved."""
         if isinstance(p, bytes):
             p = os.fsdecode(p)
         if isinstance(p, os.PathLike):
             p = os.fspath(p)
         if not isinstance(p, str) or not self.allowed:
             return None
-        real = os.path.realpath(os.path.join(os.getcwd(), p))
+        p = os.path.join(os.getcwd(), p)
+        if follow:
+            real = os.path.realpath(p)
+        else:
+            real = os.path.join(os.path.realpath(os.path.dirname(p)), os.path.basename(p))
         for a in self.allowed:
             if real == a or real.startswith(a + os.sep):
                 return None
@@ -78,12 +90,15 @@ class Watch:
                 if event == "os.link" and len(args) > 2 and args[2] not in (None, -1):
                     paths = [args[1]]  # the source is relative to a descriptor (/proc/self/fd)
             write = event in _WRITES
+            follow = event not in _NO_FOLLOW
             if event == "open":
                 mode, flags = (args + (None, None))[1:3]
                 write = bool((isinstance(mode, str) and set(mode) & set("wax+"))
                              or (isinstance(flags, int) and flags & _WRITE_FLAGS))
-            for p in paths:
-                out = self._outside(p)
+                follow = not (isinstance(flags, int) and (
+                    flags & os.O_NOFOLLOW or flags & (os.O_CREAT | os.O_EXCL) == (os.O_CREAT | os.O_EXCL)))
+            for k, p in enumerate(paths):
+                out = self._outside(p, follow or (event == "os.link" and k == 0 and len(paths) == 2))
                 if out is not None:
                     self.hits.append(f"{'write' if write else 'read'} {event} {out}")
         finally:
@@ -152,7 +167,7 @@ def entry_points(url: str, scratch: str, facts: dict[str, str]) -> dict[str, Cal
 
     def dst() -> Repository:
         n[0] += 1
-        return Repository(LocalStorage(os.path.join(scratch, f"copy-{n[0]}")))
+        return Repository(LocalStorage(os.path.join(scratch, f"copy-{n[0]}"), durable=False))
 
     return {
         "open_store": lambda: st().repo.config,
@@ -228,6 +243,34 @@ def run_cli(args: list[str], store: str, scratch: str, timeout: float, mem: int,
     return f"escape:exit {p.returncode}: {err.strip()[-200:]}", hits
 
 
+def cli_in_process(args: list[str], store: str, scratch: str, facts: dict[str, str],
+                   timeout: float) -> str:
+    """One CLI command run through ``ckptfs.cli.main`` in this process (the code the console
+    script runs, without the interpreter start-up): its outcome by exit code and stderr."""
+    import contextlib
+    import io
+
+    from ckptfs.cli import main
+
+    argv = [a.format(store=store, scratch=scratch, head_id=facts["head_id"]) for a in args]
+    err = io.StringIO()
+    rc: list[int] = []
+
+    def call() -> None:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+            rc.append(main(argv))
+
+    res = outcome(call, timeout)
+    if res != "ok":
+        return res  # an exception escaped main(): the console script would print a traceback
+    text = err.getvalue()
+    if rc[0] in (0, 1):
+        return "ok" if rc[0] == 0 else "problems"
+    if rc[0] in (2, 3) and "ckptfs: error (" in text:
+        return "error:" + text.split("ckptfs: error (", 1)[1].split(")", 1)[0]
+    return f"escape:exit {rc[0]}: {text.strip()[-200:]}"
+
+
 def _cli_main(argv: list[str]) -> int:
     access, mem, store, scratch, *args = argv
     cap_memory(int(mem))
@@ -259,9 +302,9 @@ def _api_main(spec_path: str, out_path: str) -> None:
     with open(out_path, "a") as out:
         for job in spec["stores"]:
             eps = entry_points(job["store"], job["scratch"], spec["facts"])
-            only = set(spec.get("only") or eps)
+            skip = set(job.get("skip", ()))  # done by an earlier child that then blocked
             for name, fn in eps.items():
-                if name not in only:
+                if name in skip:
                     continue
                 watch.allow(job["store"], job["scratch"])
                 res = outcome(fn, spec["timeout"])
@@ -269,12 +312,25 @@ def _api_main(spec_path: str, out_path: str) -> None:
                 out.write(json.dumps({"case": job["case"], "api": name, "outcome": res,
                                       "outside": hits}) + "\n")
                 out.flush()
+            for name, args in CLI_COMMANDS:
+                if (name not in spec.get("cli_in_process", [n for n, _ in CLI_COMMANDS])
+                        or f"cli {name}" in skip):
+                    continue
+                watch.allow(job["store"], job["scratch"])
+                res = cli_in_process(args, job["store"], job["scratch"], spec["facts"],
+                                     spec["timeout"])
+                hits, watch.allowed = list(watch.hits), []
+                out.write(json.dumps({"case": job["case"], "cli": name, "outcome": res,
+                                      "outside": hits}) + "\n")
+                out.flush()
             if job.get("cli"):
                 for name, args in CLI_COMMANDS:
+                    if f"cli-process {name}" in skip:
+                        continue
                     res, hits = run_cli(args, job["store"], job["scratch"],
                                         spec["cli_timeout"], spec["mem"], spec["facts"])
-                    out.write(json.dumps({"case": job["case"], "cli": name, "outcome": res,
-                                          "outside": hits}) + "\n")
+                    out.write(json.dumps({"case": job["case"], "cli-process": name,
+                                          "outcome": res, "outside": hits}) + "\n")
                     out.flush()
 
 

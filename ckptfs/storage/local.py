@@ -142,6 +142,8 @@ class LocalStorage(Storage):
                         "links (they could lead outside it). Replace it with a real folder.")
             except FileNotFoundError:
                 return  # not created yet; _ensure_dir creates real folders
+            except NotADirectoryError as e:
+                raise _below_a_file(os.path.relpath(cur, self.root)) from e
             self._safe_dirs.add(cur)
 
     def _fsync_dir(self, d: str) -> None:
