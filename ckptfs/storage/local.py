@@ -327,9 +327,13 @@ class LocalStorage(Storage):
         links and without blocking (a FIFO in place of an object would block forever)."""
         full = self._abs(path)
         try:
+            # refused before it is opened: opening a device can have effects of its own
+            mode = os.lstat(full).st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+                raise _not_a_file(path, mode)
             fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
                          | os.O_CLOEXEC)
-        except FileNotFoundError:
+        except (FileNotFoundError, StorageError):
             raise
         except OSError as e:
             if e.errno == errno.ELOOP:
