@@ -1397,6 +1397,8 @@ def generate(out: Path = OUT) -> dict[str, int]:
     gen_hostile.seq_lookup_vectors(g, NOW)
     lifecycle_lookup_vectors(g)
     lifecycle_invalid_stores(g)
+    from conformance.gen_limits import LIMITS_INVALID  # spec/format.md "Limits" (issue 13)
+    invalid_stores(g, base, LIMITS_INVALID)
     shutil.rmtree(base)
     writer_vectors(g)
     lease_vectors(g)

@@ -113,7 +113,10 @@ def _check_chunk(repo: Repository, ref: ChunkRef, read_data: bool, report: Verif
     path = chunk_path(ref.digest)
     report.chunks_checked += 1
     if not read_data:
-        size = repo.storage.size(path)
+        try:
+            size = repo.storage.size(path)
+        except CkptfsError as e:  # a link, a FIFO, a device: no chunk a store can hold
+            return f"{e.category}:{e}"
         if size is None:
             return "missing:chunk file is missing"
         if size < 2 and ref.size > 0:
@@ -125,6 +128,8 @@ def _check_chunk(repo: Repository, ref: ChunkRef, read_data: bool, report: Verif
         stored = repo.storage.read(path)
     except FileNotFoundError:
         return "missing:chunk file is missing"
+    except CkptfsError as e:  # not a regular file, or larger than any chunk can be
+        return f"{e.category}:{e}"
     report.bytes_read += len(stored)
     try:
         data = framing.unframe(stored, ref.size, what="chunk")

@@ -17,7 +17,8 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ckptfs.errors import StorageError
+from ckptfs.errors import CorruptObject, StorageError
+from ckptfs.format.limits import kind_of, stored_size_limit
 from ckptfs.format.names import TMP
 from ckptfs.storage.base import Capabilities, ObjectStat, Storage, check_path
 
@@ -60,6 +61,9 @@ def _link(src: str, dst: str) -> None:
 #: from this many files (or folders) on, one syncfs(2) of the store's filesystem replaces their
 #: fsyncs: streaming a large blob then costs a few flushes instead of two per 64 KiB chunk
 SYNCFS_MIN = 32
+#: most temp files (each an open descriptor until it is linked) a batch stages at once: a large
+#: copy or blob must not run into the process's descriptor limit (often 1024)
+STAGE_SLICE = 256
 
 
 def _load_syncfs() -> Any:
@@ -138,6 +142,8 @@ class LocalStorage(Storage):
                         "links (they could lead outside it). Replace it with a real folder.")
             except FileNotFoundError:
                 return  # not created yet; _ensure_dir creates real folders
+            except NotADirectoryError as e:
+                raise _below_a_file(os.path.relpath(cur, self.root)) from e
             self._safe_dirs.add(cur)
 
     def _fsync_dir(self, d: str) -> None:
@@ -167,7 +173,10 @@ class LocalStorage(Storage):
             try:
                 os.mkdir(m)
             except FileExistsError:
-                pass
+                if not os.path.isdir(m):
+                    raise _not_a_folder(os.path.relpath(m, self.root)) from None
+            except NotADirectoryError:
+                raise _not_a_folder(os.path.relpath(os.path.dirname(m), self.root)) from None
             self._dirty.add(os.path.dirname(m))
         self._known_dirs.add(d)
 
@@ -176,8 +185,12 @@ class LocalStorage(Storage):
         return a path that ``os.link`` can link from, and the still-open descriptor.
 
         Unnamed temp files leave no directory entries to delete, which keeps file creation fast
-        (a directory with many deleted entries makes creates slow for minutes on ext4)."""
-        self._ensure_dir(self._tmp)
+        (a directory with many deleted entries makes creates slow for minutes on ext4).
+        ``tmp/`` must be a real folder of the store: a link there would put temp files (and so
+        the objects linked from them) outside it."""
+        if self._tmp not in self._known_dirs:
+            self._check_no_links(self._tmp)
+            self._ensure_dir(self._tmp)
         fd = -1
         tmp = ""
         if _HAVE_TMPFILE and self._tmpfile_ok:
@@ -215,14 +228,26 @@ class LocalStorage(Storage):
                 os.close(fd)
         _parallel(self._fsync_dir, todo)
 
-    def _put(self, temp: tuple[str, int], path: str, *, exclusive: bool) -> str:
+    def _put(self, temp: tuple[str, int], path: str, *, exclusive: bool,
+             replace: bool = False) -> str:
         """Link a written (and, if durable, fsynced) temp file to ``path``; close and drop the
-        temp. Returns the directory whose entries changed."""
+        temp. With ``replace`` the new file takes the place of whatever is at ``path`` (a link,
+        a hard-linked or damaged file: see ``_existing``) by rename, so the old inode and
+        anything it leads to are never modified. Returns the directory whose entries changed."""
         tmp, fd = temp
         final = self._abs(path)
         try:
             self._ensure_dir(os.path.dirname(final))
-            _link(tmp, final)
+            if replace:
+                side = f"{final}.{secrets.token_hex(6)}.tmp"
+                _link(tmp, side)
+                try:
+                    os.replace(side, final)
+                except BaseException:
+                    _drop_temp(side)
+                    raise
+            else:
+                _link(tmp, final)
         except FileExistsError:
             if exclusive:
                 raise
@@ -233,12 +258,13 @@ class LocalStorage(Storage):
             _drop_temp(tmp)
         return os.path.dirname(final)
 
-    def _put_all(self, temps: list[tuple[str, int]], todo: list[tuple[str, bytes]]) -> list[str]:
+    def _put_all(self, temps: list[tuple[str, int]], todo: list[tuple[str, bytes]],
+                 replace: set[str]) -> list[str]:
         """Link every staged temp to its path; on failure close the temps not yet linked."""
         dirs: list[str] = []
         for i, (temp, (path, _)) in enumerate(zip(temps, todo)):
             try:
-                dirs.append(self._put(temp, path, exclusive=False))
+                dirs.append(self._put(temp, path, exclusive=False, replace=path in replace))
             except BaseException:
                 self._discard(temps[i + 1:])
                 raise
@@ -249,7 +275,8 @@ class LocalStorage(Storage):
             os.close(fd)
             _drop_temp(tmp)
 
-    def _write_one(self, data: bytes, path: str, *, exclusive: bool) -> None:
+    def _write_one(self, data: bytes, path: str, *, exclusive: bool,
+                   replace: bool = False) -> None:
         try:
             temp = self._temp_open(data)
         except OSError as e:
@@ -260,11 +287,12 @@ class LocalStorage(Storage):
         except OSError as e:
             self._discard([temp])
             raise _wrap(e, path) from e
-        self._sync_dirs([self._put(temp, path, exclusive=exclusive)])
+        self._sync_dirs([self._put(temp, path, exclusive=exclusive, replace=replace)])
 
     def _stage(self, items: list[tuple[str, bytes]], extra: list[int]) -> list[tuple[str, int]]:
         """Write temp files for ``items`` and make them durable together with ``extra``
-        descriptors: one fsync each, or one syncfs(2) for a large batch (a streamed blob)."""
+        descriptors: one fsync each, or one syncfs(2) for a large batch (a streamed blob).
+        Holds one descriptor per item: callers pass at most STAGE_SLICE items."""
         temps: list[tuple[str, int]] = []
         try:
             for _, data in items:
@@ -278,54 +306,121 @@ class LocalStorage(Storage):
             raise _wrap(e, "(batch)") from e
         return temps
 
+    def _write_slices(self, todo: list[tuple[str, bytes]], replace: set[str],
+                      extra: list[int]) -> list[str]:
+        """Stage and link ``todo`` in slices of STAGE_SLICE, so that a large batch never holds
+        more than that many temp descriptors at once (a process may have only 1024); each slice
+        is made durable with one grouped fsync (or syncfs), and ``extra`` descriptors with the
+        last. Returns the directories to fsync: the caller syncs them all in one round."""
+        dirs: list[str] = []
+        for k in range(0, max(len(todo), 1), STAGE_SLICE):
+            part = todo[k:k + STAGE_SLICE]
+            last = k + STAGE_SLICE >= len(todo)
+            temps = self._stage(part, extra if last else [])
+            dirs += self._put_all(temps, part, replace)
+        return dirs
+
     # -- primitives --------------------------------------------------------------------------
     def read(self, path: str) -> bytes:
+        """The whole file at ``path``, refused unless it is a regular file no larger than the
+        spec allows for what the path holds (``stored_size_limit``). Opened without following
+        links and without blocking (a FIFO in place of an object would block forever)."""
+        full = self._abs(path)
         try:
-            fd = os.open(self._abs(path), os.O_RDONLY | os.O_NOFOLLOW)
-        except FileNotFoundError:
+            # refused before it is opened: opening a device can have effects of its own
+            mode = os.lstat(full).st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+                raise _not_a_file(path, mode)
+            fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
+                         | os.O_CLOEXEC)
+        except (FileNotFoundError, StorageError):
             raise
         except OSError as e:
             if e.errno == errno.ELOOP:
-                raise StorageError(f"{path}: is a symbolic link; stores hold no links") from e
+                raise StorageError(f"{path}: is a symbolic link; a store holds no links (they "
+                                   "could lead outside it). Replace it with the real file.") from e
+            if e.errno == errno.ENOTDIR:
+                raise _below_a_file(path) from e
             raise _wrap(e, path) from e
         try:
-            with os.fdopen(fd, "rb") as f:
-                return f.read()
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise _not_a_file(path, st.st_mode)
+            limit = stored_size_limit(path)
+            if st.st_size > limit:
+                raise _too_large(path, st.st_size, limit)
+            with os.fdopen(fd, "rb", closefd=False) as f:
+                data = f.read(limit + 1)
+            if len(data) > limit:  # grew after the fstat
+                raise _too_large(path, len(data), limit)
+            return data
+        except (StorageError, CorruptObject):
+            raise
         except OSError as e:
             raise _wrap(e, path) from e
+        finally:
+            os.close(fd)
 
-    def _freshen(self, path: str) -> bool:
-        """Touch an existing object so garbage collection's grace period starts again
-        (spec/retention.md "Grace rule"); False when it does not exist."""
+    def _existing(self, path: str) -> bool | None:
+        """Whether a sound object is already at ``path``: True (it was touched so that garbage
+        collection's grace period starts again, spec/retention.md "Grace rule"), False (absent),
+        or None when something else is there: a symbolic link, a file with other hard links
+        (its inode may be a file outside the store), a FIFO, a file of impossible size. Those
+        are never touched or followed: the caller writes a fresh copy in their place."""
+        full = self._abs(path)
         try:
-            os.utime(self._abs(path))
-            return True
+            st = os.lstat(full)
+        except FileNotFoundError:
+            return False
+        except NotADirectoryError as e:
+            raise _below_a_file(path) from e
+        except OSError as e:
+            raise _wrap(e, path) from e
+        if stat.S_ISDIR(st.st_mode):
+            raise StorageError(f"{path}: is a folder where a {kind_of(path)} belongs; remove "
+                               "it (the store holds no folder of that name)")
+        if (not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_size < 2
+                or st.st_size > stored_size_limit(path)):
+            return None
+        try:
+            os.utime(full, follow_symlinks=False)
         except FileNotFoundError:
             return False
         except OSError as e:
             raise _wrap(e, path) from e
+        return True
+
+    def _todo(self, items: Iterable[tuple[str, bytes]]) -> tuple[list[tuple[str, bytes]], set[str]]:
+        """The items to write (absent or unsound at their path) and which of them replace."""
+        todo: list[tuple[str, bytes]] = []
+        replace: set[str] = set()
+        for p, d in items:
+            there = self._existing(p)
+            if there is True:
+                continue
+            todo.append((p, d))
+            if there is None:
+                replace.add(p)
+        return todo, replace
 
     def write(self, path: str, data: bytes) -> None:
-        if not self._freshen(path):
-            self._write_one(data, path, exclusive=False)
+        there = self._existing(path)
+        if there is not True:
+            self._write_one(data, path, exclusive=False, replace=there is None)
 
     def write_many(self, items: Iterable[tuple[str, bytes]]) -> None:
-        todo = [(p, d) for p, d in items if not self._freshen(p)]
-        temps = self._stage(todo, [])
-        self._sync_dirs(self._put_all(temps, todo))
+        todo, replace = self._todo(items)
+        if todo:
+            self._sync_dirs(self._write_slices(todo, replace, []))
 
     def commit(self, objects: list[tuple[str, bytes]], path: str, data: bytes) -> None:
         """Three rounds of fsync instead of two per file: all temp files (objects and the
-        record) together, then the directories of the objects, then the record's directory."""
-        todo = [(p, d) for p, d in objects if not self._freshen(p)]
+        record) together, then the directories of the objects, then the record's directory.
+        (Above STAGE_SLICE objects, the temps are fsynced one slice at a time.)"""
+        todo, replace = self._todo(objects)
         record = self._temp_open(data)
         try:
-            temps = self._stage(todo, [record[1]])
-        except BaseException:
-            self._discard([record])
-            raise
-        try:
-            self._sync_dirs(self._put_all(temps, todo))
+            self._sync_dirs(self._write_slices(todo, replace, [record[1]]))
         except BaseException:
             self._discard([record])
             raise
@@ -363,8 +458,8 @@ class LocalStorage(Storage):
             return sorted(os.listdir(d))
         except FileNotFoundError:
             return []
-        except NotADirectoryError:
-            return []
+        except NotADirectoryError as e:
+            raise _below_a_file(prefix or ".", folder=True) from e
         except OSError as e:
             raise _wrap(e, prefix) from e
 
@@ -391,7 +486,7 @@ class LocalStorage(Storage):
                         else:
                             out[path] = ObjectStat(st.st_size, st.st_mtime)
             except (FileNotFoundError, NotADirectoryError):
-                continue
+                continue  # scan of a file: nothing below it, as on object stores
             except OSError as e:
                 raise _wrap(e, rel) from e
         return out
@@ -404,23 +499,56 @@ class LocalStorage(Storage):
         except OSError as e:
             raise _wrap(e, path) from e
 
-    def size(self, path: str) -> int | None:
+    def _lstat_object(self, path: str) -> os.stat_result | None:
+        """The lstat of the object at ``path``; None when absent or a folder (folders are not
+        objects). A symbolic link, a FIFO or a device there is refused: it is not an object a
+        store can hold, and reporting its own size would pass it off as one."""
         try:
             st = os.lstat(self._abs(path))
         except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError as e:
             raise _wrap(e, path) from e
-        return None if stat.S_ISDIR(st.st_mode) else st.st_size  # folders are not objects
+        if stat.S_ISDIR(st.st_mode):
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            raise _not_a_file(path, st.st_mode)
+        return st
+
+    def size(self, path: str) -> int | None:
+        st = self._lstat_object(path)
+        return None if st is None else st.st_size
 
     def mtime(self, path: str) -> float | None:
-        try:
-            st = os.lstat(self._abs(path))
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        except OSError as e:
-            raise _wrap(e, path) from e
-        return None if stat.S_ISDIR(st.st_mode) else st.st_mtime  # like size(): objects only
+        st = self._lstat_object(path)
+        return None if st is None else st.st_mtime
+
+
+def _not_a_file(path: str, mode: int) -> StorageError:
+    what = ("a symbolic link" if stat.S_ISLNK(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+            else "a folder" if stat.S_ISDIR(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file")
+    return StorageError(f"{path}: is {what} where a {kind_of(path)} file belongs; a store holds "
+                        "only regular files and folders (no links, FIFOs or devices). Replace "
+                        "it with the real file from a copy of the store, or remove it.")
+
+
+def _too_large(path: str, size: int, limit: int) -> CorruptObject:
+    return CorruptObject(f"{path}: {size} bytes, larger than a {kind_of(path)} can be ({limit} "
+                         "bytes, spec/format.md 'Limits'); the file is damaged or not a ckptfs "
+                         "object. Replace it from a copy of the store.")
+
+
+def _below_a_file(path: str, *, folder: bool = False) -> StorageError:
+    what = "is a file where a folder belongs" if folder else "lies below a file, not a folder"
+    return StorageError(f"{path}: {what}: a folder of the store (runs/, a run's folder, tmp/, "
+                        "...) is a regular file. Restore the folder from a copy of the store.")
+
+
+def _not_a_folder(path: str) -> StorageError:
+    return StorageError(f"{path}: is a file where a folder of the store belongs; move it away "
+                        "(ckptfs recreates an empty tmp/ by itself, other folders come from a "
+                        "copy of the store)")
 
 
 def _wrap(e: OSError, path: str) -> StorageError:

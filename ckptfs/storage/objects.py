@@ -37,7 +37,8 @@ from typing import Any
 
 from fsspec.asyn import sync
 
-from ckptfs.errors import CapabilityError, OutcomeUnknown, StorageError
+from ckptfs.errors import CapabilityError, CorruptObject, OutcomeUnknown, StorageError
+from ckptfs.format.limits import kind_of, stored_size_limit
 from ckptfs.storage.base import Capabilities, ObjectStat, Storage, check_path
 
 READ_ONLY_PROTOCOLS = {"zip", "tar", "http", "https", "github", "libarchive"}
@@ -164,21 +165,31 @@ class FsspecStorage(Storage):
                 pass
 
     def read(self, path: str) -> bytes:
+        """The object at ``path``, fetched with a range no longer than the spec allows for what
+        the path holds plus one byte (``stored_size_limit``): an oversized object is refused
+        without being downloaded whole, and still in one request."""
         full = self._abs(path)  # InvalidName propagates as itself
+        limit = stored_size_limit(path)
         try:
-            data: bytes = self.fs.cat_file(full, **self._cat_kw)
-            return data
+            try:
+                data: bytes = self.fs.cat_file(full, start=0, end=limit + 1, **self._cat_kw)
+            except OSError as e:
+                if not _range_refused(e):
+                    raise
+                data = self.fs.cat_file(full, **self._cat_kw)  # an empty object has no range
         except FileNotFoundError:
             raise
         except Exception as e:
             raise _wrap(e, self.url, path) from e
+        return _bounded(data, path, limit)
 
     def read_many(self, paths: list[str]) -> list[bytes | None]:
         if len(paths) <= 1:
             return super().read_many(paths)
         full = [self._abs(p) for p in paths]
+        limit = max(stored_size_limit(p) for p in paths)
         try:
-            got = self.fs.cat(full, on_error="return", **self._cat_kw)
+            got = self.fs.cat(full, on_error="return", start=0, end=limit + 1, **self._cat_kw)
         except Exception as e:
             raise _wrap(e, self.url, "(batch read)") from e
         out: list[bytes | None] = []
@@ -186,10 +197,12 @@ class FsspecStorage(Storage):
             v = got.get(f)
             if isinstance(v, FileNotFoundError) or v is None:
                 out.append(None)
+            elif isinstance(v, OSError) and _range_refused(v):
+                out.append(self.read(p))  # empty: read it without a range
             elif isinstance(v, Exception):
                 raise _wrap(v, self.url, p)
             else:
-                out.append(v)
+                out.append(_bounded(v, p, stored_size_limit(p)))
         return out
 
     def write(self, path: str, data: bytes) -> None:
@@ -365,6 +378,21 @@ def _mtime_of(info: dict[str, Any]) -> float | None:
             except ValueError:
                 continue
     return None
+
+
+def _range_refused(e: Exception) -> bool:
+    """S3 answers a range GET of an empty object with 416 InvalidRange."""
+    text = str(e)
+    return "InvalidRange" in text or "not satisfiable" in text or "416" in text
+
+
+def _bounded(data: bytes, path: str, limit: int) -> bytes:
+    """``data`` if within the size limit of what ``path`` holds (spec/format.md "Limits")."""
+    if len(data) > limit:
+        raise CorruptObject(f"{path}: more than {limit} bytes, larger than a {kind_of(path)} can "
+                            "be (spec/format.md 'Limits'); the object is damaged or not a ckptfs "
+                            "object. Replace it from a copy of the store.")
+    return data
 
 
 def _takes_refresh(fs: Any) -> bool:

@@ -27,6 +27,7 @@ from ckptfs.format import cbor
 from ckptfs.format.cdc import ChunkerParams, cut_lengths, iter_chunks
 from ckptfs.format.digest import Digest, hasher
 from ckptfs.format.ledger import Ledger, LedgerRef
+from ckptfs.format.limits import MAX_VALUE_SIZE
 from ckptfs.format.models import VALUE_TYPES, Captured, ChunkRef, Entry, Reference
 from ckptfs.format.names import check_entry_name
 from ckptfs.format.values import Blob, Ref, StoredBlob
@@ -143,6 +144,12 @@ class EntryWriter:
             encoding = "cbor"
             cbor.check_plain(value, what=what)
             content = cbor.encode(value)
+        if len(content) > MAX_VALUE_SIZE:
+            raise FormatError(
+                f"{what}: {len(content)} bytes of CBOR, more than the {MAX_VALUE_SIZE} bytes a "
+                "plain value may hold (spec/format.md 'Limits': readers assemble a value in "
+                "memory to decode it). Store large data as ckptfs.Blob, which is streamed and "
+                "has no size limit, or split it into several entries.")
         if prev is not None and prev.entry.encoding == encoding and prev.content == content:
             entry = attrs.evolve(prev.entry, labels=labels)
             prev.entry, prev.fast, prev.count = entry, fast, len(value) if fast is not None else 0
@@ -297,10 +304,22 @@ def read_content(objects: ObjectStore, entry: Captured, *, where: str) -> bytes:
     """The verified content of a captured entry, read in one batch."""
     if entry.inline is not None:
         return entry.inline  # verified against its digest when the manifest was parsed
+    check_assembled_size(entry.size, where=where)
     content = b"".join(objects.get_chunks(entry.chunks, where=where))
     if Digest.of(content) != entry.digest:
         raise CorruptSnapshot(f"{where}: content does not match the entry digest {entry.digest}")
     return content
+
+
+def check_assembled_size(size: int, *, where: str) -> None:
+    """Refuse, before reading a chunk, content that would be assembled in memory (a value, a
+    ledger) and is larger than MAX_VALUE_SIZE: a small manifest that lists one 16 MiB chunk
+    hundreds of times names gigabytes."""
+    if size > MAX_VALUE_SIZE:
+        raise CorruptSnapshot(
+            f"{where}: declares {size} bytes of content, more than a value or ledger may hold "
+            f"({MAX_VALUE_SIZE} bytes, spec/format.md 'Limits'); it is not read. The snapshot "
+            "was not written by a conforming writer: restore the run from a copy of the store.")
 
 
 def decode_value(entry: Captured, content: bytes, *, where: str) -> Any:

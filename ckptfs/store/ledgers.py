@@ -22,6 +22,7 @@ from ckptfs.format import cbor
 from ckptfs.format.digest import Digest, hasher
 from ckptfs.format.ledger import Effect, LedgerRef, Record, fold
 from ckptfs.format.models import Captured
+from ckptfs.store.entries import check_assembled_size
 from ckptfs.store.objects import ObjectStore
 from ckptfs.store.repository import Snapshot
 
@@ -63,6 +64,7 @@ class LedgerScanner:
             return ()
         where = f"snapshot {snap.digest.short} (run {m.run!r} seq {m.seq}) ledger"
         ref = LedgerRef.from_cbor(m.ledger, what=where)
+        check_assembled_size(ref.size, where=where)
         hit = self._seen.get(ref.digest)
         if hit is not None:
             return hit

@@ -1,0 +1,313 @@
+"""A corpus of hostile stores, made from one real valid store (issue 13, "Hostile stores").
+
+``build_base`` writes a store with several runs (chunked values, a streamed blob, an effect
+ledger with a large result, a fork), lifecycle markers (a retired marker, expiry overrides, a
+snapshot tombstone) and an expired maintenance lease. Each hostile store is a copy of it with
+ONE thing replaced: an object by a FIFO, a symbolic link (to a copy inside the store, or to a
+copy outside it), a hard link to a file outside the store, a folder, a sparse 6 GiB file or an
+empty file; a folder by a file or by a link to a copy outside; or a manifest whose value repeats
+one 16 MiB chunk up to 6 GiB. The "outside" folder of each case is a decoy: the test checks that
+no reader touched it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Iterator
+
+import attrs
+
+import ckptfs
+from ckptfs.format import cbor, framing
+from ckptfs.format.digest import Digest
+from ckptfs.format.lifecycle import Lease
+from ckptfs.format.models import Manifest, RunRecord
+from ckptfs.format.names import chunk_path, record_path, snapshot_path
+
+HUGE = 6 << 30  # a sparse file of 6 GiB: read whole, it exhausts any sane memory cap
+BIG_CHUNK = 16 << 20  # the largest chunk the format allows
+MSGS = [{"role": "user", "content": f"message {i} " * 40} for i in range(60)]
+#: what the writer entry point checkpoints into run r1: its chunk is the "future chunk"
+FUTURE = {"future": [f"future item {i} " * 20 for i in range(30)]}
+
+
+def build_base(root: str) -> dict[str, str]:
+    """Write the valid store at ``root``; return facts the entry points need (ids, names)."""
+    from ckptfs.ops.erase import erase
+    from ckptfs.ops.expire import set_expiry
+    from ckptfs.ops.retention import forget_snapshots
+
+    store = ckptfs.open_store(root)
+    r1 = store.start_run("r1", schema=("agent", 1))
+    r1.checkpoint({"messages": MSGS[:20], "plan": {"step": 0}})
+    r1.checkpoint({"messages": MSGS[:40], "plan": {"step": 1},
+                   "file": ckptfs.Blob(bytes(range(256)) * 1200)})
+    r1.effect("lookup", lambda: {"rows": [f"row {i} " * 20 for i in range(200)]}, key="k1")
+    head = r1.checkpoint({"messages": MSGS, "plan": {"step": 2}})
+    store.fork("r1@2", "r2").checkpoint({"messages": MSGS[:5], "note": "forked"})
+    r3 = store.start_run("r3")
+    for i in range(4):
+        r3.checkpoint({"i": i, "text": "x" * 3000})
+    forget_snapshots(store.repo, {"r3": [1]})
+    set_expiry(store.repo, "r3", 2**62)
+    set_expiry(store.repo, "r3@3", 2**62)
+    erase(store.repo, "r3", seq=2, reason="hostile corpus: a per-snapshot tombstone")
+    # an expired lease, as a killed maintenance run leaves it (blocks nobody)
+    lease_dir = os.path.join(root, "leases", "maintenance")
+    os.makedirs(lease_dir, exist_ok=True)
+    with open(os.path.join(lease_dir, "00000000000000000009"), "wb") as f:
+        f.write(Lease("gone:1:1", 1, 2).to_bytes())
+    store.close()
+    return {"head_id": str(head.id), "future_chunks": ",".join(_future_chunks(root))}
+
+
+def _future_chunks(root: str) -> list[str]:
+    """Chunk paths that the writer entry point will create (to plant things there)."""
+    scratch = root.rstrip("/") + ".future"
+    shutil.copytree(root, scratch, symlinks=True)
+    before = set(_files(scratch))
+    ckptfs.open_store(scratch).resume("r1").checkpoint(FUTURE)
+    new = sorted(p for p in set(_files(scratch)) - before if p.startswith("chunks/"))
+    shutil.rmtree(scratch)
+    return new
+
+
+def _files(root: str) -> Iterator[str]:
+    for d, _, names in os.walk(root):
+        for n in names:
+            yield os.path.relpath(os.path.join(d, n), root)
+
+
+def objects(root: str, facts: dict[str, str]) -> dict[str, list[str]]:
+    """The store's objects by kind (paths relative to ``root``)."""
+    kinds: dict[str, list[str]] = {}
+    for p in sorted(_files(root)):
+        parts = p.split("/")
+        if p == "ckptfs.cbor":
+            kind = "config"
+        elif parts[0] in ("chunks", "snapshots"):
+            kind = {"chunks": "chunk", "snapshots": "manifest"}[parts[0]]
+        elif parts[0] == "runs" and "retired" in parts:
+            kind = "retired"
+        elif parts[0] == "runs" and parts[-1].startswith("expiry"):
+            kind = "expiry"
+        elif parts[0] == "runs":
+            kind = "record"
+        elif parts[0] == "tombstones":
+            kind = "tombstone"
+        elif parts[0] == "leases":
+            kind = "lease"
+        else:
+            continue
+        kinds.setdefault(kind, []).append(p)
+    kinds["future-chunk"] = facts["future_chunks"].split(",")
+    return kinds
+
+
+FOLDERS = ["runs", "runs/r1", "runs/r3/retired", "chunks", "snapshots", "tmp", "leases",
+           "leases/maintenance", "tombstones"]
+
+
+# -- mutations of one object ------------------------------------------------------------------
+def _move_out(store: str, rel: str, outside: str) -> str:
+    """Move the object ``rel`` to the decoy folder (or create an outside file); its new path."""
+    dst = os.path.join(outside, rel.replace("/", "_"))
+    src = os.path.join(store, rel)
+    if os.path.lexists(src):
+        shutil.move(src, dst)
+    else:  # a future chunk: the outside file holds anything
+        with open(dst, "wb") as f:
+            f.write(b"\x00outside data the store must not touch\n")
+    return dst
+
+
+def fifo(store: str, rel: str, outside: str) -> None:
+    _remove(store, rel)
+    os.mkfifo(os.path.join(store, rel))
+
+
+def symlink_inside(store: str, rel: str, outside: str) -> None:
+    p = os.path.join(store, rel)
+    os.makedirs(os.path.dirname(p), exist_ok=True)
+    if os.path.lexists(p):
+        os.rename(p, p + ".orig")
+        os.symlink(os.path.basename(rel) + ".orig", p)
+    else:
+        os.symlink("../../ckptfs.cbor", p)
+
+
+def symlink_outside(store: str, rel: str, outside: str) -> None:
+    os.makedirs(os.path.dirname(os.path.join(store, rel)), exist_ok=True)
+    os.symlink(_move_out(store, rel, outside), os.path.join(store, rel))
+
+
+def hardlink_outside(store: str, rel: str, outside: str) -> None:
+    os.makedirs(os.path.dirname(os.path.join(store, rel)), exist_ok=True)
+    os.link(_move_out(store, rel, outside), os.path.join(store, rel))
+
+
+def folder(store: str, rel: str, outside: str) -> None:
+    _remove(store, rel)
+    os.mkdir(os.path.join(store, rel))
+
+
+def sparse(store: str, rel: str, outside: str) -> None:
+    p = os.path.join(store, rel)
+    os.makedirs(os.path.dirname(p), exist_ok=True)
+    keep = b""
+    if os.path.exists(p):
+        with open(p, "rb") as f:
+            keep = f.read()
+        os.unlink(p)
+    with open(p, "wb") as f:
+        f.write(keep)  # the real bytes first (a framed object still parses its header)
+        f.truncate(HUGE)
+
+
+def empty(store: str, rel: str, outside: str) -> None:
+    _remove(store, rel)
+    open(os.path.join(store, rel), "wb").close()
+
+
+def _remove(store: str, rel: str) -> None:
+    p = os.path.join(store, rel)
+    os.makedirs(os.path.dirname(p), exist_ok=True)
+    if os.path.isdir(p) and not os.path.islink(p):
+        shutil.rmtree(p)
+    elif os.path.lexists(p):
+        os.unlink(p)
+
+
+OBJECT_MUTATIONS: dict[str, Callable[[str, str, str], None]] = {
+    "fifo": fifo, "symlink-in": symlink_inside, "symlink-out": symlink_outside,
+    "hardlink-out": hardlink_outside, "dir": folder, "sparse-6GiB": sparse, "empty": empty,
+}
+
+
+# -- mutations of one folder ------------------------------------------------------------------
+def folder_to_file(store: str, rel: str, outside: str) -> None:
+    _remove(store, rel)
+    with open(os.path.join(store, rel), "wb") as f:
+        f.write(b"not a folder\n")
+
+
+def folder_to_link(store: str, rel: str, outside: str) -> None:
+    p = os.path.join(store, rel)
+    dst = os.path.join(outside, rel.replace("/", "_"))
+    if os.path.isdir(p):
+        shutil.move(p, dst)
+    else:
+        os.makedirs(dst)
+    os.makedirs(os.path.dirname(p), exist_ok=True)
+    os.symlink(dst, p)
+
+
+FOLDER_MUTATIONS: dict[str, Callable[[str, str, str], None]] = {
+    "file": folder_to_file, "symlink-out": folder_to_link,
+}
+
+
+# -- semantic: a value whose chunk list repeats one 16 MiB chunk up to 6 GiB ---------------------
+def repeated_chunk(store: str, what: str, outside: str) -> None:
+    """Rewrite r1's head so that entry ``what`` (``messages`` or the ledger) lists one 16 MiB
+    chunk of zeros (stored as a few hundred zstd bytes) 384 times: 6 GiB when assembled."""
+    zeros = bytes(BIG_CHUNK)
+    d = Digest.of(zeros)
+    cpath = os.path.join(store, chunk_path(d))
+    os.makedirs(os.path.dirname(cpath), exist_ok=True)
+    with open(cpath, "wb") as f:
+        f.write(framing.frame(zeros))
+    del zeros
+    n = HUGE // BIG_CHUNK
+    st = ckptfs.open_store(store)
+    head = st.head("r1")
+    rpath = os.path.join(store, record_path("r1", head.seq))
+    with open(rpath, "rb") as f:
+        rec = RunRecord.from_bytes(f.read(), what="record")
+    m = head.manifest
+    raw = cbor.decode(m.to_bytes(), what="manifest")
+    chunks = [[d.raw, BIG_CHUNK]] * n
+    if what == "ledger":
+        raw["ledger"].pop("inline", None)
+        raw["ledger"]["chunks"] = chunks
+        raw["ledger"]["size"] = n * BIG_CHUNK
+    else:
+        e = raw["entries"]["messages"]
+        e.pop("inline", None)
+        e["chunks"] = chunks
+        e["size"] = n * BIG_CHUNK
+    data = cbor.encode(raw)
+    Manifest.from_bytes(data, what="hostile manifest")  # still well-formed
+    md = Digest.of(data)
+    mpath = os.path.join(store, snapshot_path(md))
+    os.makedirs(os.path.dirname(mpath), exist_ok=True)
+    with open(mpath, "wb") as f:
+        f.write(framing.frame(data))
+    new = attrs.evolve(rec, snapshot=md, size=len(data))
+    os.unlink(rpath)
+    with open(rpath, "wb") as f:
+        f.write(new.to_bytes())
+    st.close()
+
+
+SEMANTIC = {"repeat-chunk-value": lambda s, o: repeated_chunk(s, "messages", o),
+            "repeat-chunk-ledger": lambda s, o: repeated_chunk(s, "ledger", o)}
+
+
+@attrs.frozen
+class Case:
+    """One hostile store: ``target`` (an object or folder path) replaced by ``mutation``."""
+
+    kind: str
+    target: str
+    mutation: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}:{self.target}:{self.mutation}"
+
+
+def cases(root: str, facts: dict[str, str], *, full: bool) -> list[Case]:
+    """Every hostile case; without ``full``, one object of each kind (the first)."""
+    out: list[Case] = []
+    for kind, paths in objects(root, facts).items():
+        for p in (paths if full else paths[:1]):
+            for mut in OBJECT_MUTATIONS:
+                out.append(Case(kind, p, mut))
+    for f in FOLDERS:
+        for mut in FOLDER_MUTATIONS:
+            out.append(Case("folder", f, mut))
+    for name in SEMANTIC:
+        out.append(Case("semantic", "runs/r1", name))
+    return out
+
+
+def make(base: str, case: Case, store: str, outside: str) -> None:
+    """Copy ``base`` to ``store`` and apply ``case``; ``outside`` is the decoy folder."""
+    shutil.copytree(base, store, symlinks=True)
+    os.makedirs(os.path.join(store, "tmp"), exist_ok=True)
+    os.makedirs(outside, exist_ok=True)
+    with open(os.path.join(outside, "decoy.txt"), "w") as f:
+        f.write("a file outside the store\n")
+    if case.kind == "semantic":
+        SEMANTIC[case.mutation](store, outside)
+    elif case.kind == "folder":
+        FOLDER_MUTATIONS[case.mutation](store, case.target, outside)
+    else:
+        OBJECT_MUTATIONS[case.mutation](store, case.target, outside)
+
+
+def snapshot_tree(root: str) -> dict[str, tuple[int, int, bytes]]:
+    """Path -> (size, mtime ns, bytes) of every file below ``root`` (the decoy, before/after)."""
+    out: dict[str, tuple[int, int, bytes]] = {}
+    for d, dirs, names in os.walk(root):
+        for n in names + dirs:
+            p = os.path.join(d, n)
+            st = os.lstat(p)
+            data = b""
+            if os.path.isfile(p) and not os.path.islink(p) and st.st_size < (1 << 20):
+                with open(p, "rb") as f:
+                    data = f.read()
+            out[os.path.relpath(p, root)] = (st.st_size, st.st_mtime_ns, data)
+    return out
