@@ -25,7 +25,8 @@ from tests.faults import FaultyStorage
 from tests.retention_helpers import files_containing
 
 import ckptfs
-from ckptfs.errors import CorruptSnapshot, ErasedError, NotFound
+from tests.test_gc_races import Beside
+from ckptfs.errors import CkptfsError, CorruptSnapshot, ErasedError, NotFound
 from ckptfs.format.models import RunRecord
 from ckptfs.format.names import record_path, snapshot_path
 from ckptfs.ops.copy import copy_runs
@@ -75,15 +76,21 @@ def test_erase_of_one_snapshot_keeps_a_commit_made_during_the_erase(
         request.getfixturevalue("s3_options")
     url = _url(kind, tmp_path, "s")
     _run(url, "r", 3)
-    writer = ckptfs.open_store(url).resume("r")
+    ws = ckptfs.open_store(url)
+    writer = ws.resume("r")
     reported: dict[int, dict[str, Any]] = {}
 
-    def commit() -> None:  # the writer's commit returns OK just before the fence lands
+    def commit() -> None:  # the writer's record lands just before the fence does
         state = {"during": "erase"}
         reported[writer.checkpoint(state).seq] = state
 
-    repo = _interleaved(url, _is_fence, commit)
+    # the writer runs beside erase: its record lands, then (seeing erase's lease, spec
+    # retention.md "Sweeps and writers") it waits for the erase to end before it returns
+    beside: list[Beside] = []
+    repo = _interleaved(url, _is_fence, lambda: beside.append(Beside(ws, commit)))
     erase(repo, "r", seq=1, reason="one message")
+    assert beside, "erase wrote no fence: the schedule did not happen"
+    beside[0].done()
     assert list(reported) == [4]
     store = ckptfs.open_store(url)
     for seq, state in reported.items():  # used to be NotFound: the fence's kept list was stale
@@ -98,9 +105,17 @@ def test_erase_of_a_whole_run_also_removes_a_commit_made_during_the_erase(
         tmp_path: Path) -> None:
     url = str(tmp_path / "s")
     _run(url, "r", 2)
-    writer = ckptfs.open_store(url).resume("r")
-    repo = _interleaved(url, _is_fence, lambda: writer.checkpoint({"text": SECRET}) and None)
+    ws = ckptfs.open_store(url)
+    writer = ws.resume("r")
+    beside: list[Beside] = []
+    repo = _interleaved(url, _is_fence, lambda: beside.append(
+        Beside(ws, lambda: writer.checkpoint({"text": SECRET}))))
     stone = erase(repo, "r", reason="all of it")
+    assert beside, "erase wrote no fence: the schedule did not happen"
+    try:  # it returned before the erase, or saw its run erased: either way erased now
+        beside[0].done()
+    except CkptfsError:
+        pass
     store = ckptfs.open_store(url)
     assert store.repo.record_seqs("r") == []  # used to leave record 3 behind
     assert {s for s, _ in stone.snapshots} == {1, 2, 3}

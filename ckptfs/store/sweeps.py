@@ -209,6 +209,14 @@ class SweepGuard:
         self.in_doubt += 1
         after = self._wait(after)
         try:
+            if not self.storage.exists(record_path(manifest.run, manifest.seq)):
+                # the sweep was an erase (or a forget's gc) that removed this very record: what
+                # it deleted must stay deleted, so nothing is written back
+                raise ConflictError(
+                    f"run {manifest.run!r}: a maintenance operation (erase) that ran during this "
+                    f"commit removed its record (seq {manifest.seq}); the commit did not happen "
+                    "and nothing of it was written back. Check the run ('ckptfs log') before "
+                    "continuing.")
             self._repair(manifest, results)
         finally:
             self.seen, self.pending = after, {}
