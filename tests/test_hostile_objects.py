@@ -66,12 +66,31 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, str]]
     return root, hc.build_base(root)
 
 
+def _visited(root: str, facts: dict[str, str], kind: str) -> str:
+    """An object of ``kind`` that the kind's reader below is sure to open: names of manifests
+    and chunks are digests (they vary between runs), and released lease generations stay in
+    the store while only the highest one is read."""
+    from ckptfs.format.names import chunk_path
+    from ckptfs.ops.chunks import snapshot_chunks
+
+    found = hc.objects(root, facts)[kind]
+    if kind == "lease":
+        return found[-1]
+    if kind in ("manifest", "chunk"):
+        store = ckptfs.open_store(root)
+        head = store.repo.resolve(facts["head_id"])
+        if kind == "manifest":
+            return f"snapshots/{head.digest.hex[:2]}/{head.digest.hex}"
+        return chunk_path(next(c.digest for _, c in snapshot_chunks(store.repo, head)))
+    return found[0]
+
+
 def hostile(base: tuple[str, dict[str, str]], tmp_path: Any, kind: str,
             mutation: str) -> tuple[str, str, str]:
     """A copy of the base store with the first object of ``kind`` replaced by ``mutation``;
     (store, outside decoy folder, the replaced path)."""
     root, facts = base
-    target = hc.objects(root, facts)[kind][0]
+    target = _visited(root, facts, kind)
     store, outside = str(tmp_path / "store"), str(tmp_path / "outside")
     hc.make(root, hc.Case(kind, target, mutation), store, outside)
     return store, outside, target
@@ -86,7 +105,8 @@ READERS: dict[str, Callable[[str], Any]] = {
                          + [ckptfs.open_store(url).read("r1@2")["file"].read()],
     "retired": lambda url: ckptfs.open_store(url).head("r3"),
     "expiry": lambda url: ckptfs.open_store(url).read("r3"),
-    "lease": lambda url: gc(ckptfs.open_store(url).repo, dry_run=True),
+    # a dry run takes no lease (it writes nothing), so the collector proper reads it
+    "lease": lambda url: gc(ckptfs.open_store(url).repo),
 }
 
 
