@@ -264,3 +264,41 @@ def test_a_commit_beside_no_maintenance_costs_one_listing(tmp_path: Any) -> None
         # "Retired ranges") and the lease listing (the handshake): the last is the only addition
         assert counted.ops - start == 5 and [n for n, _ in counted.log] == [
             "write", "write", "create", "list", "list"], (i, counted.log)
+
+
+# -- copy beside a collector (the copy writes into a store whose gc is sweeping) ------------------
+def test_a_copy_committed_during_gc_never_reports_a_broken_snapshot(
+        tmp_path: Any, store_url: str, store_options: dict[str, Any]) -> None:
+    """The destination holds a forgotten run's blocks as old garbage; a copy brings in a run
+    that names the same blocks (it finds them present and young enough to rely on) while gc
+    deletes them. Every snapshot the copy reports copied must read back; a copy that cannot
+    stand fails with ConflictError and a rerun completes it (found in review: copy wrote
+    records without the writers' sweep handshake)."""
+    from ckptfs.ops.copy import copy_runs
+
+    src = ckptfs.open_store(str(tmp_path / "src"))
+    w = src.start_run("w")
+    state = {f"p{k}": block for k, block in enumerate(POOL)}
+    w.checkpoint(state)
+    store = ckptfs.open_store(store_url, **store_options)
+    old = store.start_run("old")
+    for k, block in enumerate(POOL):
+        old.checkpoint({"pool": block, "k": k})
+    forget(store.repo, Policy(keep_labels=(("none", "x"),)))  # all but old's head: garbage
+    _, now = _old_store(store_url, store_options)
+    dst = ckptfs.open_store(store_url, **store_options)
+    beside: list[Beside] = []
+    repo = _collector(store_url, store_options, when=_first_chunk_delete,
+                      hook=lambda: beside.append(Beside(dst, lambda: copy_runs(src.repo,
+                                                                              dst.repo))))
+    gc(repo, grace_ms=60_000, now=now)
+    assert beside, "the collector deleted no chunk: the schedule did not happen"
+    report = beside[0].done()
+    if not report.ok:  # the sweep took a chunk the copy relied on: withdrawn, said, rerun
+        assert report.snapshots_copied == 0
+        assert any("run the same copy again" in c for c in report.conflicts), report.conflicts
+        report = copy_runs(src.repo, ckptfs.open_store(store_url, **store_options).repo)
+    assert report.ok and report.snapshots_copied == 1
+    fresh = ckptfs.open_store(store_url, **store_options)
+    assert fresh.read("w") == state
+    assert verify(fresh.repo, read_data=True).ok

@@ -14,7 +14,9 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                                    "when. An effect that was issued but whose outcome was never "
                                    "recorded is IN DOUBT: it may have happened. Resuming will not "
                                    "repeat it silently; settle it with reconcile= or "
-                                   "run.settle_effect().")
+                                   "run.settle_effect(). While its lease (timeout=) has not run "
+                                   "out it is shown as RUNNING: the call may still be under way "
+                                   "and no other process may reconcile or re-issue it yet.")
     p.add_argument("store", metavar="STORE")
     p.add_argument("run_id", metavar="RUN")
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -33,10 +35,13 @@ def run(args: argparse.Namespace) -> int:
         print_json(out)
         return EXIT_OK
     effects = sorted(out["effects"], key=lambda e: (not e["in_doubt"], not e["pending"]))
+    running = f" ({out['running']} still running)" if out["running"] else ""
     print(f"{out['run']} @{out['head_seq']}: {out['records']} ledger record(s), "
-          f"{len(effects)} key(s), {out['in_doubt']} in doubt, {out['pending']} pending approval")
+          f"{len(effects)} key(s), {out['in_doubt']} in doubt{running}, "
+          f"{out['pending']} pending approval")
     if effects:
-        rows = [["IN DOUBT" if e["in_doubt"] else "pending" if e["pending"] else e["status"],
+        rows = [[f"RUNNING until {human.when(e['deadline'])}" if e["running"] else
+                 "IN DOUBT" if e["in_doubt"] else "pending" if e["pending"] else e["status"],
                  e["key"], e["kind"], e["name"], human.when(e["intended_at"]),
                  human.when(e["settled_at"])] for e in effects]
         print(human.table(rows, ["STATUS", "KEY", "KIND", "NAME", "ISSUED", "SETTLED"]))

@@ -43,7 +43,7 @@ from ckptfs.ops.chunks import snapshot_chunks
 from ckptfs.ops.copy_history import diverged
 from ckptfs.ops.copy_retention import LifeReport, RunLife, tombstoned_runs
 from ckptfs.store.ledgers import LedgerScanner
-from ckptfs.store.objects import REUSE_WINDOW_S, KnownChunks
+from ckptfs.store.objects import REUSE_WINDOW_S, KnownChunks, ledger_results
 from ckptfs.store.repository import Repository, Snapshot
 
 #: ``progress(done, total, note)``: snapshots handled so far of all to consider.
@@ -195,6 +195,7 @@ class _Pending:
     rec_bytes: bytes
     rec: RunRecord
     m_stored: bytes
+    manifest: Manifest
     #: chunks to write: those the destination lacks, then those it holds but too old to rely on
     send: list[ChunkRef]
     new: frozenset[Digest]
@@ -269,7 +270,7 @@ class _RunCopy:
             else:  # present but old: written again so that gc's grace period covers it
                 stale.append(c)
         report.chunks_present += len(stale)
-        return _Pending(seq, where, rec_bytes, rec, m_stored, needed + stale,
+        return _Pending(seq, where, rec_bytes, rec, m_stored, manifest, needed + stale,
                         frozenset(c.digest for c in needed))
 
     def _flush(self) -> None:
@@ -290,8 +291,11 @@ class _RunCopy:
                 if k + 1 < len(batches) and damage is None else None
             batch = batch[:len(stored)]  # what was verified before any damage
             since = time.time()
-            self.dst.storage.write_many(  # an existing chunk is refreshed, not duplicated
-                (chunk_path(c.digest), data) for (_, c), data in zip(batch, stored))
+            written = [(chunk_path(c.digest), data) for (_, c), data in zip(batch, stored)]
+            # the writers' side of the sweep handshake (spec/retention.md "Sweeps and writers"):
+            # look at the lease before writing, keep what was written until the records exist
+            self.dst.objects.sweeps.before_write(written)
+            self.dst.storage.write_many(written)  # an existing chunk is refreshed, not duplicated
             self.index.wrote((c.digest for _, c in batch), since)
             for (p, c), data in zip(batch, stored):
                 if c.digest in p.new:
@@ -304,8 +308,11 @@ class _RunCopy:
         self._commit(group)
 
     def _commit(self, group: list[_Pending]) -> None:
-        """Manifests (their chunks are all in the destination), then records in seq order."""
-        self.dst.storage.write_many((snapshot_path(p.rec.snapshot), p.m_stored) for p in group)
+        """Manifests (their chunks are all in the destination), then records in seq order; after
+        each record, the handshake with a gc or erase that may have swept meanwhile."""
+        manifests = [(snapshot_path(p.rec.snapshot), p.m_stored) for p in group]
+        self.dst.objects.sweeps.before_write(manifests)
+        self.dst.storage.write_many(manifests)
         for p in group:
             self.report.bytes_copied += len(p.m_stored)
             self.life.ready(p.seq)  # markers for the expired seqs below this one, first
@@ -316,8 +323,23 @@ class _RunCopy:
                     raise diverged(self.src, self.dst, self.run_id, p.seq) from None
                 self.report.snapshots_present += 1
             else:
+                self._after_record(p)
                 self.report.snapshots_copied += 1
             self._handled(1)
+
+    def _after_record(self, p: _Pending) -> None:
+        """Wait for a sweep that may have run during this commit and write back what it took
+        (the bytes this copy sent are held); if it took what the copy relied on without sending
+        (a chunk present in the destination), the record is withdrawn: ConflictError."""
+        objects = self.dst.objects
+        try:
+            objects.sweeps.after_record(
+                p.manifest, lambda: ledger_results(objects, p.rec.snapshot, p.manifest))
+        except ConflictError as e:
+            raise ConflictError(
+                f"copy of run {self.run_id!r} into {self.dst.url} stopped at seq {p.seq}: {e} "
+                f"The {self.report.snapshots_copied} snapshot(s) copied before it stand; run the "
+                "same copy again to continue (it sends what the sweep took).") from e
 
 
 def _fetch(src: Repository, batch: list[tuple[_Pending, ChunkRef]]

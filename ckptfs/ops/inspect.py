@@ -142,10 +142,12 @@ def _ledger_count(m: Manifest) -> int:
     return LedgerRef.from_cbor(m.ledger).count if m.ledger is not None else 0
 
 
-def effect_json(e: Effect) -> dict[str, Any]:
-    """One folded effect or approval; ``in_doubt``: issued, outcome never recorded."""
+def effect_json(e: Effect, now: int) -> dict[str, Any]:
+    """One folded effect or approval; ``in_doubt``: issued, outcome never recorded;
+    ``running``: in doubt but its lease has not run out at ``now`` (ms), so the call may be
+    under way and no other process may reconcile or re-issue it yet (spec/ledger.md 4.1)."""
     out: dict[str, Any] = to_json_value(e.to_json())
-    out.update(in_doubt=e.in_doubt, pending=e.pending)
+    out.update(in_doubt=e.in_doubt, running=e.running(now), pending=e.pending)
     return out
 
 
@@ -155,9 +157,11 @@ def run_effects(repo: Repository, run_id: str, *, allow_expired: bool = False) -
     repo.config
     s = repo.resolve(check_run_id(run_id))
     ledger = _ledger(repo, s, allow_expired)
-    effects = [effect_json(e) for e in ledger.effects.values()]
+    now = int(time.time() * 1000)
+    effects = [effect_json(e, now) for e in ledger.effects.values()]
     return {"run": run_id, "head_seq": s.seq, "head": s.id, "records": len(ledger),
             "in_doubt": sum(e["in_doubt"] for e in effects),
+            "running": sum(e["running"] for e in effects),
             "pending": sum(e["pending"] for e in effects), "effects": effects}
 
 

@@ -49,6 +49,7 @@ from ckptfs.store.lifecycle import (
     read_tombstone,
     retired_throughs,
 )
+from ckptfs.store.listing import object_digest
 from ckptfs.store.objects import ObjectStore, ledger_results
 
 
@@ -368,11 +369,14 @@ class Repository:
             self._check_retained(run_id, snap.seq)
             return snap
         if _is_hex(ref) and len(ref) >= 6 and ref not in self.run_ids():
-            matches = [n for n in self.storage.list(f"{SNAPSHOTS}/{ref[:2]}") if n.startswith(ref)]
+            fan = ref[:2]
+            found = (object_digest(fan, n) for n in self.storage.list(f"{SNAPSHOTS}/{fan}")
+                     if n.startswith(ref))  # names that are no object's are ignored (3.1)
+            matches = [d for d in found if d is not None]
             if len(matches) > 1:
                 raise NotFound(f"snapshot prefix {ref!r} is ambiguous ({len(matches)} matches)")
             if matches:
-                return self.snapshot(Digest.parse(matches[0]))
+                return self.snapshot(matches[0])
         if RUN_ID.match(ref):
             return self._head_snapshot(ref)
         raise NotFound(f"{ref!r} names no snapshot or run in {self.url}")
