@@ -94,6 +94,18 @@ def _old_store(url: str, opts: dict[str, Any]) -> tuple[ckptfs.Store, int | None
     return store, None
 
 
+def _pool_garbage(url: str, opts: dict[str, Any]) -> tuple[ckptfs.Store, int | None]:
+    """A store holding POOL's blocks as old garbage (all but the head of a forgotten run), and
+    the ``now`` gc must run at for them to be old (``_old_store``)."""
+    store = ckptfs.open_store(url, **opts)
+    old = store.start_run("old")
+    for k, block in enumerate(POOL):
+        old.checkpoint({"pool": block, "k": k})
+    forget(store.repo, Policy(keep_labels=(("none", "x"),)))  # all but old's head: garbage
+    _, now = _old_store(url, opts)
+    return store, now
+
+
 def _collector(url: str, opts: dict[str, Any], **kw: Any) -> Repository:
     return Repository(Hooked(ckptfs.open_store(url, **opts).storage, **kw))
 
@@ -127,12 +139,7 @@ def test_a_writer_between_gcs_age_check_and_delete_keeps_its_commit(
         store_url: str, store_options: dict[str, Any]) -> None:
     """Old garbage (a forgotten run's blocks) is judged old; the writer re-commits it right
     then (finds it present: refreshes it) and its record lands; then gc deletes it."""
-    store = ckptfs.open_store(store_url, **store_options)
-    old = store.start_run("old")
-    for k, block in enumerate(POOL):
-        old.checkpoint({"pool": block, "k": k})
-    forget(store.repo, Policy(keep_labels=(("none", "x"),)))  # all but old's head: garbage
-    _, now = _old_store(store_url, store_options)
+    store, now = _pool_garbage(store_url, store_options)
     writer = ckptfs.open_store(store_url, **store_options)
     run = writer.start_run("w")
     state = {f"p{k}": block for k, block in enumerate(POOL)}
@@ -280,12 +287,7 @@ def test_a_copy_committed_during_gc_never_reports_a_broken_snapshot(
     w = src.start_run("w")
     state = {f"p{k}": block for k, block in enumerate(POOL)}
     w.checkpoint(state)
-    store = ckptfs.open_store(store_url, **store_options)
-    old = store.start_run("old")
-    for k, block in enumerate(POOL):
-        old.checkpoint({"pool": block, "k": k})
-    forget(store.repo, Policy(keep_labels=(("none", "x"),)))  # all but old's head: garbage
-    _, now = _old_store(store_url, store_options)
+    store, now = _pool_garbage(store_url, store_options)
     dst = ckptfs.open_store(store_url, **store_options)
     beside: list[Beside] = []
     repo = _collector(store_url, store_options, when=_first_chunk_delete,
