@@ -277,14 +277,12 @@ class FsspecStorage(Storage):
                            "back: this create-only write did not happen.") from failure
 
     def _read_back(self, path: str) -> bytes | None:
-        """The object's bytes, None when absent; any other failure is a StorageError."""
+        """The object's bytes (through ``read``: bounded like every read), None when absent;
+        any other failure is a ckptfs.errors exception."""
         try:
-            data: bytes = self.fs.cat_file(self._abs(path), **self._cat_kw)
-            return data
+            return self.read(path)
         except FileNotFoundError:
             return None
-        except Exception as e:
-            raise _wrap(e, self.url, path) from e
 
     def replace(self, path: str, data: bytes) -> None:
         self.write(path, data)
