@@ -31,12 +31,34 @@ hypothesis.settings.register_profile(
 hypothesis.settings.load_profile("ckptfs")
 
 
+#: the store layout new stores get in tests that do not choose one (``@pytest.mark.layout(N)``
+#: or the ``any_layout`` fixture); CKPTFS_TEST_LAYOUT overrides it for a whole run
+DEFAULT_LAYOUT = os.environ.get("CKPTFS_TEST_LAYOUT", "1")
+
+
+@pytest.fixture(autouse=True)
+def _layout(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Pin the layout of the stores a test creates (in-process and in subprocesses)."""
+    mark = request.node.get_closest_marker("layout")
+    version = str(mark.args[0]) if mark is not None else DEFAULT_LAYOUT
+    monkeypatch.setenv("CKPTFS_FORMAT_VERSION", version)
+    return version
+
+
+@pytest.fixture(params=[1, 2], ids=["v1", "v2"])
+def any_layout(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Run the test once per store layout (format v1 and v2, spec/v2.md)."""
+    monkeypatch.setenv("CKPTFS_FORMAT_VERSION", str(request.param))
+    return int(request.param)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--fuzz-long", action="store_true", default=False,
                      help="run the fuzz tests with 50x more generated cases (slow)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "layout(n): create stores of format version n (1 or 2)")
     if config.getoption("--fuzz-long") and not os.environ.get("CKPTFS_FUZZ_SCALE"):
         os.environ["CKPTFS_FUZZ_SCALE"] = "50"
 

@@ -168,7 +168,7 @@ def test_cddl_rejects_broken_manifests(store: ckptfs.Store, tmp_path: Path) -> N
 def test_cddl_config_and_record_rejections() -> None:
     cfg = StoreConfig(created=1).to_cbor()
     assert valid("store-config", cfg) and valid("store-config", {**cfg, "later": 1})
-    for bad in ({**cfg, "version": 2}, {**cfg, "hash": "sha256"}, {**cfg, "format": "x"},
+    for bad in ({**cfg, "version": 3}, {**cfg, "hash": "sha256"}, {**cfg, "format": "x"},
                 {k: v for k, v in cfg.items() if k != "settings"}, {**cfg, "required": "x"},
                 {**cfg, "chunker": {**cfg["chunker"], "min": 10}},
                 {**cfg, "chunker": {**cfg["chunker"], "extra": 1}},

@@ -167,10 +167,10 @@ def test_errors_say_what_to_do(tmp_path: Path) -> None:
     import cbor2
 
     m = cbor2.loads(cfg.read_bytes())
-    m["version"] = 2
+    m["version"] = 3
     cfg.write_bytes(cbor2.dumps(m, canonical=True))
     p = cli("ls", url, check=3)
-    assert "unsupported-version" in p.stderr and "format version 2" in p.stderr
+    assert "unsupported-version" in p.stderr and "format version 3" in p.stderr
 
 
 def test_corrupt_chunk_names_run_and_snapshot(tmp_path: Path) -> None:

@@ -162,7 +162,7 @@ def test_uncommitted_manifest_is_not_a_snapshot(store: ckptfs.Store, storage: St
 
 
 @pytest.mark.parametrize("change,err", [
-    ({"version": 2}, UnsupportedVersion),
+    ({"version": 3}, UnsupportedVersion),
     ({"required": ["encryption-v9"]}, UnsupportedFeature),
     ({"hash": "sha256"}, UnsupportedFeature),
 ])

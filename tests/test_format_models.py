@@ -211,7 +211,7 @@ def test_config_round_trip() -> None:
 
 
 @pytest.mark.parametrize("over,err", [
-    ({"version": 2}, UnsupportedVersion), ({"version": 0}, UnsupportedVersion),
+    ({"version": 3}, UnsupportedVersion), ({"version": 0}, UnsupportedVersion),
     ({"required": ["encryption"]}, UnsupportedFeature), ({"hash": "sha256"}, UnsupportedFeature),
     ({"format": "zarr"}, FormatError), ({"required": "x"}, FormatError),
     ({"optional": [1]}, FormatError), ({"settings": []}, FormatError),

@@ -57,7 +57,7 @@ def test_known_version_row_gives_the_release_that_reads_it(tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     _, store = _store_with_run(tmp_path)
     _commit_raw(store, 2, format=0)
-    monkeypatch.setitem(models.FORMAT_READERS, 0, ">= 0.0.1, < 0.1.0")
+    monkeypatch.setitem(models.MANIFEST_READERS, 0, ">= 0.0.1, < 0.1.0")
     with pytest.raises(UnsupportedVersion, match=r"ckptfs >= 0.0.1, < 0.1.0 reads format version 0"):
         store.read("r@2")
 

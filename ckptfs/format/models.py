@@ -20,13 +20,19 @@ from ckptfs.format.digest import Digest
 from ckptfs.format.names import check_boundary, check_entry_name, check_label_key, check_run_id
 
 FORMAT_NAME = "ckptfs"
-FORMAT_VERSION = 1
+#: the newest store layout this implementation reads and writes (spec/v2.md); it reads 1 too
+FORMAT_VERSION = 2
+SUPPORTED_VERSIONS = (1, 2)
+#: manifests keep version 1 in every store layout: a snapshot id never changes (spec/v2.md)
+MANIFEST_VERSION = 1
 #: Features this implementation understands (a store or manifest may require any of these).
 KNOWN_FEATURES: frozenset[str] = frozenset()
 #: Which ckptfs releases read each format version and each feature, for the error a reader gives
 #: when it meets one it does not (spec "Versioning"). Add a row with every new version or
 #: feature; never edit one.
-FORMAT_READERS: dict[int, str] = {1: ">= 0.1.0"}
+FORMAT_READERS: dict[int, str] = {1: ">= 0.1.0", 2: ">= 0.2.0"}
+#: which release reads each manifest format version (manifests stay at 1 in both layouts)
+MANIFEST_READERS: dict[int, str] = {1: ">= 0.1.0"}
 FEATURE_READERS: dict[str, str] = {}
 MAX_CHUNK_SIZE = 16 * 1024 * 1024
 MAX_MANIFEST_SIZE = 64 * 1024 * 1024
@@ -107,9 +113,13 @@ def _reader_of_feature(feature: str) -> str:
     return f"ckptfs {since} reads feature {feature!r}"
 
 
-def unsupported_version(what: str, version: int, writer: object = None) -> UnsupportedVersion:
-    """The error for a store or manifest in a format version this reader does not read."""
-    since = FORMAT_READERS.get(version)
+def unsupported_version(what: str, version: int, writer: object = None, *,
+                        manifest: bool = False) -> UnsupportedVersion:
+    """The error for a store (or, ``manifest``, a manifest) in a format version this reader
+    does not read. Store layouts and manifests have separate versions (spec/v2.md 1)."""
+    readers = MANIFEST_READERS if manifest else FORMAT_READERS
+    supported = (MANIFEST_VERSION,) if manifest else SUPPORTED_VERSIONS
+    since = readers.get(version)
     if since is not None:
         who = f"ckptfs {since} reads format version {version}"
     else:
@@ -117,8 +127,8 @@ def unsupported_version(what: str, version: int, writer: object = None) -> Unsup
                f"release reads it")
     by = f" (written by {writer})" if isinstance(writer, str) and writer else ""
     return UnsupportedVersion(
-        f"{what} is format version {version}{by}; this ckptfs reads format version "
-        f"{FORMAT_VERSION} only. {who}: read it with such a ckptfs (the store is unchanged).")
+        f"{what} is format version {version}{by}; this ckptfs reads format version"
+        f"{'s' if len(supported) > 1 else ''} {' and '.join(map(str, supported))} only. {who}: read it with such a ckptfs (the store is unchanged).")
 
 
 @attrs.frozen(slots=True)
@@ -282,7 +292,7 @@ class Manifest:
     def to_cbor(self) -> dict[str, Any]:
         m: dict[str, Any] = dict(self.extra)
         m.update({
-            "format": FORMAT_VERSION, "run": self.run, "seq": self.seq,
+            "format": MANIFEST_VERSION, "run": self.run, "seq": self.seq,
             "boundary": self.boundary, "created": self.created, "writer": self.writer,
             "schema": self.schema.to_cbor(),
             "entries": {k: e.to_cbor() for k, e in self.entries.items()},
@@ -312,8 +322,8 @@ class Manifest:
         if not isinstance(m, dict):
             raise FormatError(f"{what}: must be a CBOR map")
         version = _get(m, "format", int, what)
-        if version != FORMAT_VERSION:
-            raise unsupported_version(what, version, m.get("writer"))
+        if version != MANIFEST_VERSION:
+            raise unsupported_version(what, version, m.get("writer"), manifest=True)
         required = check_features(_get(m, "required", list, what, optional=True), what)
         try:
             run = check_run_id(_get(m, "run", str, what))
@@ -374,6 +384,8 @@ class RunRecord:
     size: int
     created: int
     nonce: bytes | None = None
+    #: format v2: the record carries its manifest's canonical bytes (spec/v2.md); v1: None
+    manifest: bytes | None = attrs.field(default=None, repr=False)
 
     def to_cbor(self) -> dict[str, Any]:
         out = {"run": self.run, "seq": self.seq, "snapshot": self.snapshot.raw,
@@ -418,9 +430,11 @@ class StoreConfig:
     required: tuple[str, ...] = ()
     optional: tuple[str, ...] = ()
     settings: Mapping[str, Any] = attrs.field(factory=dict)
+    #: the store layout: 1 (loose chunks and manifests) or 2 (containers, spec/v2.md)
+    version: int = FORMAT_VERSION
 
     def to_cbor(self) -> dict[str, Any]:
-        return {"format": FORMAT_NAME, "version": FORMAT_VERSION, "hash": "blake3",
+        return {"format": FORMAT_NAME, "version": self.version, "hash": "blake3",
                 "chunker": self.chunker.to_cbor(), "created": self.created,
                 "required": list(self.required), "optional": list(self.optional),
                 "settings": dict(self.settings)}
@@ -438,7 +452,7 @@ class StoreConfig:
         if m.get("format") != FORMAT_NAME:
             raise FormatError(f"{what}: 'format' must be {FORMAT_NAME!r}; this is not a ckptfs store")
         version = _get(m, "version", int, what)
-        if version != FORMAT_VERSION:
+        if version not in SUPPORTED_VERSIONS:
             raise unsupported_version(what, version)
         if m.get("hash") != "blake3":
             raise UnsupportedFeature(f"{what}: hash {m.get('hash')!r} is not supported (blake3)")
@@ -449,4 +463,4 @@ class StoreConfig:
         settings = _get(m, "settings", dict, what)
         return cls(chunker=ChunkerParams.from_cbor(_get(m, "chunker", dict, what)),
                    created=_get(m, "created", int, what), required=required,
-                   optional=tuple(optional), settings=settings)
+                   optional=tuple(optional), settings=settings, version=version)

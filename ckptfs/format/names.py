@@ -129,3 +129,23 @@ def tombstone_path(run_id: str, seq: int | None = None) -> str:
     if seq is None:
         return f"{TOMBSTONES}/{run_id}.cbor"
     return f"{TOMBSTONES}/{run_id}/{seq_name(seq)}.cbor"
+
+
+# -- format v2 (spec/v2.md) ----------------------------------------------------------------------
+PACKS = "packs"
+MOVED = "moved"
+HEAD_HINT = "head"
+
+
+def pack_path(d: Digest) -> str:
+    h = d.hex
+    return f"{PACKS}/{h[:2]}/{h}"
+
+
+def head_hint_path(run_id: str) -> str:
+    return f"{run_dir(run_id)}/{HEAD_HINT}"
+
+
+def forward_path(container_path: str) -> str:
+    """Where maintenance says the live bodies of the (deleted) container at a path went."""
+    return f"{MOVED}/{container_path}"

@@ -34,17 +34,24 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 
 import attrs
 
-from ckptfs.errors import ConflictError, CorruptSnapshot, NotFound, UnsupportedFeature
+from ckptfs.errors import (
+    CkptfsError,
+    ConflictError,
+    CorruptSnapshot,
+    NotFound,
+    UnsupportedFeature,
+)
 from ckptfs.format import framing
 from ckptfs.format.digest import Digest
 from ckptfs.format.models import ChunkRef, Manifest, RunRecord
 from ckptfs.format.names import CHUNKS, CONFIG_PATH, chunk_path, record_path, snapshot_path
 from ckptfs.ops.chunks import snapshot_chunks
 from ckptfs.ops.copy_history import diverged
+from ckptfs.ops.copy_v2 import RunCopyV2, source_manifest
 from ckptfs.ops.copy_retention import LifeReport, RunLife, tombstoned_runs
 from ckptfs.store.ledgers import LedgerScanner
 from ckptfs.store.objects import REUSE_WINDOW_S, KnownChunks, ledger_results
-from ckptfs.store.repository import Repository, Snapshot
+from ckptfs.store.repository import Repository, Snapshot, default_version
 
 #: ``progress(done, total, note)``: snapshots handled so far of all to consider.
 Progress = Callable[[int, int, str], None]
@@ -156,8 +163,13 @@ def copy_runs(src: Repository, dst: Repository, *, runs: Iterable[str] | None = 
                 index.reset()  # the erase deleted chunks without grace
             tick(run_id, len(life.src_seqs) - len(seqs))
             report.snapshots_skipped += len(life.src_seqs) - len(seqs)
-            run = _RunCopy(src, dst, run_id, index, report, life, reader,
-                           functools.partial(tick, run_id))
+            run: _RunCopy | RunCopyV2
+            if dst.config.version >= 2:
+                run = RunCopyV2(src, dst, run_id, report, life,
+                                functools.partial(tick, run_id), index.ledgers)
+            else:
+                run = _RunCopy(src, dst, run_id, index, report, life, reader,
+                               functools.partial(tick, run_id))
             try:
                 run.copy(seqs)
             except ConflictError as e:
@@ -173,8 +185,12 @@ def _ensure_config(src: Repository, dst: Repository) -> bool:
     src_cfg = src.config
     dst_cfg = dst.load_config()
     if dst_cfg is None:
+        # the source's config (chunker, settings, features), in the layout new stores get
+        cfg = attrs.evolve(src_cfg, version=default_version())
         try:
-            dst.storage.create(CONFIG_PATH, src.storage.read(CONFIG_PATH))
+            dst.storage.create(CONFIG_PATH, cfg.to_bytes() if cfg != src_cfg
+                               else src.storage.read(CONFIG_PATH))
+            dst._config = None
             return True
         except FileExistsError:
             dst_cfg = dst.config
@@ -249,6 +265,8 @@ class _RunCopy:
             report.snapshots_present += 1
             return None
         m_stored, m_data = _verified_manifest(src, rec, where)
+        if rec.manifest is not None:  # a v2 source record: the v1 destination gets a v1 one
+            rec_bytes = attrs.evolve(rec, manifest=None).to_bytes()
         manifest = Manifest.from_bytes(m_data, what=where)
         if manifest.run != run_id or manifest.seq != seq:  # as the reader checks (_recorded)
             raise CorruptSnapshot(
@@ -346,6 +364,14 @@ def _fetch(src: Repository, batch: list[tuple[_Pending, ChunkRef]]
            ) -> tuple[list[bytes], CorruptSnapshot | None]:
     """Stored bytes of a batch of chunks from the source, each checked against its digest:
     those before the first missing or damaged one, and the error that one gives (or None)."""
+    if src.objects.layout >= 2:  # a v2 source: through its reader, framed for v1
+        out2: list[bytes] = []
+        for p, c in batch:
+            try:
+                out2.append(framing.frame(src.objects.get_chunk(c, where=p.where)))
+            except CkptfsError as e:
+                return out2, CorruptSnapshot(f"{src.url}: {e}")
+        return out2, None
     got = src.storage.read_many([chunk_path(c.digest) for _, c in batch])
     out: list[bytes] = []
     for (p, c), stored in zip(batch, got):
@@ -365,6 +391,9 @@ def _fetch(src: Repository, batch: list[tuple[_Pending, ChunkRef]]
 
 def _verified_manifest(src: Repository, rec: RunRecord, where: str) -> tuple[bytes, bytes]:
     """The manifest's stored bytes and content, checked against the snapshot id."""
+    if rec.manifest is not None:  # a v2 source: framed afresh for a v1 destination
+        data = source_manifest(src, rec, where)
+        return framing.frame(data), data
     try:
         stored = src.storage.read(snapshot_path(rec.snapshot))
     except FileNotFoundError:

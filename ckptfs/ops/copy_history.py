@@ -26,13 +26,14 @@ from ckptfs.errors import ConflictError, CorruptSnapshot
 from ckptfs.format.digest import Digest
 from ckptfs.format.models import RunRecord
 from ckptfs.format.names import record_path
+from ckptfs.store.records import parse_record
 from ckptfs.store.repository import Repository
 
 
 def source_record(src: Repository, run_id: str, seq: int) -> tuple[bytes, RunRecord]:
     """A run record's bytes (copied verbatim) and their validated meaning."""
     data = src.storage.read(record_path(run_id, seq))
-    rec = RunRecord.from_bytes(data, what=f"{src.url}: run record {record_path(run_id, seq)}")
+    rec, _ = parse_record(data, what=f"{src.url}: run record {record_path(run_id, seq)}")
     if rec.run != run_id or rec.seq != seq:
         raise CorruptSnapshot(f"{src.url}: run record {record_path(run_id, seq)} names run "
                               f"{rec.run!r} seq {rec.seq}, not its own path")

@@ -31,7 +31,9 @@ from ckptfs.format.names import (
     snapshot_path,
     tombstone_path,
 )
-from ckptfs.format.models import Manifest
+from ckptfs.format.models import Manifest, RunRecord
+from ckptfs.format.names import head_hint_path
+from ckptfs.ops.erase_containers import erase_containers
 from ckptfs.ops.gc import _chunks, _old, grace_of
 from ckptfs.ops.lease import DEFAULT_TTL_MS, MaintenanceLease
 from ckptfs.store.ledgers import LedgerScanner
@@ -64,8 +66,9 @@ def erase(repo: Repository, run_id: str, *, reason: str, seq: int | None = None,
         victims, victim_chunks, protected = _scan(repo, run_id, seq, (t0 - grace) / 1000)
         # 2. tombstone (what: the erased snapshot ids; reason; when)
         ids: dict[int, Digest] = dict(stone.snapshots) if stone else {}
+        target_chunks: set[Digest] = set()
         for s in targets:
-            d = _owned_id(repo, run_id, s)
+            d = _owned_id(repo, run_id, s, target_chunks)
             if d is not None:
                 ids[s] = d
                 victims.add(d)
@@ -75,27 +78,34 @@ def erase(repo: Repository, run_id: str, *, reason: str, seq: int | None = None,
         st.replace(tombstone_path(run_id, seq), stone.to_bytes())
         # 3. records
         lease.check()
-        for s in targets:
-            st.delete(record_path(run_id, s))
+        if repo.config.version < 2:  # v2 records hold bodies: deleted by the repack below
+            st.delete_many(record_path(run_id, s) for s in targets)
         protected |= _retained_chunks(repo, run_id, set(targets), victims)
         # 4. chunks, while the (now invisible) manifests still name them for a rerun
         lease.check()
         deleted = nbytes = 0
-        for d in victim_chunks - protected:
+        if repo.config.version >= 2:  # records and packs holding the erased bodies, at once
+            victim_chunks |= target_chunks
+            gone = victim_chunks - protected
+            n = erase_containers(repo, run_id, targets, gone, lease.keep)
+            deleted, nbytes = n.bodies, n.bytes
+        for d in (victim_chunks - protected) if loose_objects(repo) else ():
             size = st.size(chunk_path(d))
             if size is not None:
                 st.delete(chunk_path(d))
                 deleted += 1
                 nbytes += size
         repo.objects.known.clear()  # this process must upload those chunks again if needed
+        repo.objects.locations.clear()
         # 5. manifests
         manifests_deleted = 0
-        for d in victims:
+        for d in victims if loose_objects(repo) else ():
             if st.exists(snapshot_path(d)):
                 st.delete(snapshot_path(d))
                 manifests_deleted += 1
         if seq is None:
             st.delete(expiry_path(run_id))
+            st.delete(head_hint_path(run_id))
         for s in targets:
             st.delete(expiry_path(run_id, s))
         # 6. final tombstone
@@ -107,6 +117,13 @@ def erase(repo: Repository, run_id: str, *, reason: str, seq: int | None = None,
                           chunks_kept_shared=len(victim_chunks & protected))
         st.replace(tombstone_path(run_id, seq), stone.to_bytes())
         return stone
+
+
+def loose_objects(repo: Repository) -> bool:
+    """Whether the store may hold v1 loose chunks and manifests: a v1 store, or a v2 store
+    upgraded in place (optional feature ``v1-objects``, spec/v2.md)."""
+    cfg = repo.config
+    return cfg.version < 2 or "v1-objects" in cfg.optional
 
 
 def _fence(repo: Repository, run_id: str, seq: int | None, t0: int) -> None:
@@ -134,7 +151,8 @@ def _owns(m: Manifest, run_id: str, seq: int | None) -> bool:
     return m.run == run_id and (seq is None or m.seq == seq)
 
 
-def _owned_id(repo: Repository, run_id: str, s: int) -> Digest | None:
+def _owned_id(repo: Repository, run_id: str, s: int, chunks: set[Digest] | None = None
+              ) -> Digest | None:
     """The snapshot id the record ``run_id@s`` names, unless that manifest is another
     snapshot's (its ``run``/``seq`` are not the record's: a forged or misplaced record, whose
     manifest erase must not touch). A missing or unreadable manifest serves nobody: its id is
@@ -144,10 +162,22 @@ def _owned_id(repo: Repository, run_id: str, s: int) -> Digest | None:
     except CkptfsError:
         return None  # a damaged record: its manifest is still found by the scan
     try:  # by its digest alone: a record's wrong size must not make a sound manifest look damaged
-        m = repo.objects.get_manifest(rec.snapshot)
+        m = _manifest(repo, rec)
     except CkptfsError:
         return rec.snapshot
-    return rec.snapshot if _owns(m, run_id, s) else None
+    if not _owns(m, run_id, s):
+        return None
+    if chunks is not None:
+        chunks |= _chunks(repo, Snapshot(rec.snapshot, m), LedgerScanner(repo.objects),
+                          strict=False)
+    return rec.snapshot
+
+
+def _manifest(repo: Repository, rec: RunRecord) -> Manifest:
+    """The manifest a record names: carried by a v2 record, else the v1 manifest object."""
+    if rec.manifest is not None:
+        return Manifest.from_bytes(rec.manifest, what=f"snapshot {rec.snapshot}")
+    return repo.objects.get_manifest(rec.snapshot)
 
 
 def _scan(repo: Repository, run_id: str, seq: int | None, cutoff_s: float
@@ -193,7 +223,7 @@ def _retained_chunks(repo: Repository, run_id: str, erased: set[int], victims: s
             if rec.snapshot in victims:
                 continue  # a record naming an erased manifest: readers refuse it already
             try:  # by its digest alone, as above
-                m = repo.objects.get_manifest(rec.snapshot)
+                m = _manifest(repo, rec)
             except MissingObject:
                 continue
             out |= _chunks(repo, Snapshot(rec.snapshot, m), ledgers)

@@ -20,11 +20,16 @@ from ckptfs.format.digest import Digest
 from ckptfs.format.names import CHUNKS, SNAPSHOTS, TMP, record_path
 from ckptfs.ops.chunks import snapshot_chunks
 from ckptfs.ops.lease import DEFAULT_TTL_MS, MaintenanceLease, NoLease, describe
-from ckptfs.storage.base import Storage
+from ckptfs.storage.base import ObjectStat, Storage
 from ckptfs.store.ledgers import LedgerScanner
 from ckptfs.store.lifecycle import effective_expiry, read_retired, retire
 from ckptfs.store.listing import object_digest
 from ckptfs.store.repository import Repository, Snapshot
+from ckptfs.format.containers import PackRef, RecordRef
+from ckptfs.ops.repack import Held, RepackReport, held, packs, repack
+
+#: the writer name packs written by maintenance carry
+WRITER = "ckptfs gc"
 
 DEFAULT_GRACE_MS = 3_600_000
 
@@ -55,6 +60,8 @@ class GcReport:
     problems: list[str] = attrs.field(factory=list)
     #: the lease this collection broke (break_lease=True), for the caller's warning
     broken_lease: str | None = None
+    #: format v2: containers deleted and repacked, bodies moved
+    containers: RepackReport = attrs.field(factory=RepackReport)
 
     def to_json(self) -> dict[str, object]:
         return attrs.asdict(self)
@@ -142,6 +149,7 @@ def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
     # the lease says "deletes: false" until the sweep: writers need not wait for the mark
     taken = (NoLease(st) if dry_run else
              MaintenanceLease(st, ttl_ms=lease_ttl_ms, deletes=False, break_lease=break_lease))
+    v1 = repo.config.version < 2
     with taken as lease:
         if lease.broken is not None:
             report.broken_lease = describe(lease.broken)
@@ -168,9 +176,10 @@ def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
             report.expired += [f"{run_id}@{s}" for s in sorted(expired)]
             if dry_run:
                 continue
-            for s in strays if retired is not None else []:
-                st.delete(record_path(run_id, s))
-            retire(st, run_id, visible, expired, t0)
+            if v1:  # v2 strays hold bodies: the container sweep repacks them (spec/v2.md)
+                st.delete_many(record_path(run_id, s)
+                               for s in (strays if retired is not None else []))
+            retire(st, run_id, visible, expired, t0, delete_records=v1)
         # 2. mark: everything the retained snapshots use
         lease.check()
         ledgers = LedgerScanner(repo.objects)
@@ -209,12 +218,17 @@ def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
             report.problems.append("nothing swept (no manifest, no chunk): some snapshots could "
                                    "not be read; fix or erase them (see 'ckptfs verify')")
             manifests = {}
+        victims = (v2_victims(repo, mark, cutoff_s, report)
+                   if not v1 and mark.sound else [])
         if dry_run:
+            if victims:
+                repack(st, victims, lambda d: d in mark.chunks, writer=WRITER, dry_run=True,
+                       report=report.containers)
             report.manifests_deleted, report.chunks_deleted = len(manifests), len(chunks)
             report.bytes_freed = sum(st.size(p) or 0 for p in [*manifests.values(),
                                                                *chunks.values()])
-        elif manifests or chunks:
-            _sweep(repo, lease, mark, ledgers, manifests, chunks, cutoff_s, report)
+        elif manifests or chunks or victims:
+            _sweep(repo, lease, mark, ledgers, manifests, chunks, cutoff_s, report, victims)
         # 5. temp files abandoned by crashed writers
         for name in st.list(TMP):
             path = f"{TMP}/{name}"
@@ -227,7 +241,7 @@ def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
 
 def _sweep(repo: Repository, lease: MaintenanceLease, mark: _Mark, ledgers: LedgerScanner,
            manifests: dict[Digest, str], chunks: dict[Digest, str], cutoff_s: float,
-           report: GcReport) -> None:
+           report: GcReport, victims: list[Held] | None = None) -> None:
     """4. Announce the sweep, mark again what was committed since the mark, then delete
     (spec/retention.md "Sweeps and writers"): a writer whose record the second mark misses sees
     the announcement after its record and waits for this sweep, then restores what it needs."""
@@ -247,6 +261,12 @@ def _sweep(repo: Repository, lease: MaintenanceLease, mark: _Mark, ledgers: Ledg
             del chunks[d]
     report.spared_by_new_commits = (len(before[0]) - len(manifests)
                                     + len(before[1]) - len(chunks))
+    if victims:  # v2: containers, judged by the marks of both passes
+        try:
+            repack(st, victims, lambda d: d in mark.chunks, writer=WRITER,
+                   report=report.containers, lease_keep=lease.keep)
+        except CkptfsError as e:
+            report.problems.append(f"repack stopped: {e}")
     # manifests before chunks: a crash leaves no manifest whose chunks are gone
     for kind, todo in (("manifest", manifests), ("chunk", chunks)):
         for path in todo.values():
@@ -261,3 +281,27 @@ def _sweep(repo: Repository, lease: MaintenanceLease, mark: _Mark, ledgers: Ledg
                 report.manifests_deleted += 1
             else:
                 report.chunks_deleted += 1
+
+
+def v2_victims(repo: Repository, mark: _Mark, cutoff_s: float, report: GcReport) -> list[Held]:
+    """Containers to delete or repack (spec/v2.md "Maintenance"): stray records (forgotten,
+    expired, withdrawn: invisible, never read again as snapshots) and packs at least half
+    dead, both older than the grace period (younger ones may belong to a commit in flight)."""
+    st = repo.storage
+    refs: list[tuple[RecordRef | PackRef, ObjectStat | None]] = []
+    for run_id in repo.run_ids():
+        visible = set(repo.seqs(run_id))
+        refs += [(RecordRef(run_id, s), None) for s in repo.record_seqs(run_id)
+                 if s not in visible]
+    refs += list(packs(st).items())
+    out = []
+    for h in held(st, refs, report.problems):
+        if h.mtime is None or h.mtime >= cutoff_s:
+            report.young_kept += 1
+            continue
+        bodies = h.container.header.bodies
+        dead = sum(b.stored for b in bodies if b.digest not in mark.chunks)
+        if isinstance(h.ref, PackRef) and dead * 2 < h.container.header.body_length:
+            continue  # mostly live: repacking would copy more than it frees
+        out.append(h)
+    return out

@@ -162,7 +162,8 @@ def _retire_all(repo: Repository, lease: MaintenanceLease, drop: Mapping[str, se
     for run_id, seqs in drop.items():
         lease.check()
         try:
-            retire(repo.storage, run_id, repo.seqs(run_id), seqs, now)
+            retire(repo.storage, run_id, repo.seqs(run_id), seqs, now,
+                   delete_records=repo.config.version < 2)
         except (CkptfsError, ValueError) as e:
             problems.append(f"{run_id}: {e}")
     return problems

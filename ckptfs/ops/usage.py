@@ -17,7 +17,7 @@ from ckptfs.format.digest import Digest
 from ckptfs.format.models import Captured
 from ckptfs.format.names import chunk_path, snapshot_path
 from ckptfs.store.lifecycle import effective_expiry
-from ckptfs.store.repository import Repository
+from ckptfs.store.repository import Repository, Snapshot
 
 #: The entry label that marks personal data (any value but "false" counts).
 PII_LABEL = "pii"
@@ -90,10 +90,26 @@ def build_index(repo: Repository, runs: Iterable[str] | None = None,
             idx.snaps.append(SnapInfo(run_id, seq, snap.digest, m.created, m.boundary,
                                       dict(m.labels), expires, chunks, logical, pii))
             idx.refs.update(chunks)
-            idx.manifest_bytes[snap.digest] = st.size(snapshot_path(snap.digest)) or 0
+            idx.manifest_bytes[snap.digest] = manifest_stored(repo, snap)
     for d in idx.refs:
-        idx.chunk_bytes[d] = st.size(chunk_path(d)) or 0
+        idx.chunk_bytes[d] = chunk_stored(repo, d)
     return idx
+
+
+def manifest_stored(repo: Repository, snap: Snapshot) -> int:
+    """The bytes a snapshot's manifest takes: its v1 object, or (v2) its length in the record."""
+    if repo.objects.layout >= 2:
+        return len(snap.manifest.to_bytes())
+    return repo.storage.size(snapshot_path(snap.digest)) or 0
+
+
+def chunk_stored(repo: Repository, d: Digest) -> int:
+    """The bytes a chunk takes where it is stored: its body in a container (v2, known from the
+    records read, no request), else its loose object."""
+    loc = repo.objects.locations.get(d) if repo.objects.layout >= 2 else None
+    if loc is not None:
+        return loc.stored
+    return repo.storage.size(chunk_path(d)) or 0
 
 
 def usage(repo: Repository, runs: Iterable[str] | None = None,

@@ -53,6 +53,8 @@ class Storage(abc.ABC):
 
     url: str
     capabilities: Capabilities
+    #: ``list_after`` answers from a key in one request per 1,000 names (S3)
+    lists_after: bool = False
 
     @abc.abstractmethod
     def read(self, path: str) -> bytes:
@@ -97,6 +99,34 @@ class Storage(abc.ABC):
         self.write_many(objects)
         self.create(path, data)
 
+    def read_range(self, path: str, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of the object at ``path`` (fewer when it ends before ``end``);
+        FileNotFoundError when absent. Format v2 reads chunk bodies out of containers this way:
+        one ranged GET on an object store, one ``pread`` on local disk."""
+        return self.read(path)[start:end]
+
+    def read_ranges(self, items: list[tuple[str, int, int]]) -> list[bytes | None]:
+        """Several ranges (None for a missing object). Backends overlap the requests."""
+        out: list[bytes | None] = []
+        for path, start, end in items:
+            try:
+                out.append(self.read_range(path, start, end))
+            except FileNotFoundError:
+                out.append(None)
+        return out
+
+    def list_after(self, prefix: str, after: str) -> list[str] | None:
+        """Every object below folder ``prefix`` (any depth, relative names) whose relative name
+        sorts after ``after``, ascending, in as few requests as the backend can (S3: one
+        ListObjectsV2 with StartAfter per 1,000 keys). None when the backend cannot list from a
+        key; callers then probe names instead (format v2 finds a run's head this way)."""
+        return None
+
+    def hint(self, path: str, data: bytes) -> None:
+        """Overwrite a small advisory object (a head hint) as cheaply as possible: no durability
+        and no atomicity promised. Readers check the bytes (a torn hint is ignored)."""
+        self.replace(path, data)
+
     @abc.abstractmethod
     def replace(self, path: str, data: bytes) -> None:
         """Write or overwrite a small mutable object atomically (leases, hints; never commits)."""
@@ -123,6 +153,12 @@ class Storage(abc.ABC):
     @abc.abstractmethod
     def delete(self, path: str) -> None:
         """Remove an object; absent is fine."""
+
+    def delete_many(self, paths: Iterable[str]) -> None:
+        """Remove several objects (absent is fine), in as few requests as the backend can (S3:
+        DeleteObjects, 1,000 keys a request)."""
+        for p in paths:
+            self.delete(p)
 
     @abc.abstractmethod
     def size(self, path: str) -> int | None:

@@ -321,13 +321,12 @@ class LocalStorage(Storage):
         return dirs
 
     # -- primitives --------------------------------------------------------------------------
-    def read(self, path: str) -> bytes:
-        """The whole file at ``path``, refused unless it is a regular file no larger than the
-        spec allows for what the path holds (``stored_size_limit``). Opened without following
-        links and without blocking (a FIFO in place of an object would block forever)."""
+    def _open_object(self, path: str) -> int:
+        """A read-only descriptor of the regular file at ``path``: refused before it is opened
+        unless it is one (opening a device can have effects of its own), opened without
+        following links and without blocking (a FIFO in place of an object would block)."""
         full = self._abs(path)
         try:
-            # refused before it is opened: opening a device can have effects of its own
             mode = os.lstat(full).st_mode
             if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
                 raise _not_a_file(path, mode)
@@ -349,6 +348,17 @@ class LocalStorage(Storage):
             limit = stored_size_limit(path)
             if st.st_size > limit:
                 raise _too_large(path, st.st_size, limit)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def read(self, path: str) -> bytes:
+        """The whole file at ``path``, refused unless it is a regular file no larger than the
+        spec allows for what the path holds (``stored_size_limit``)."""
+        fd = self._open_object(path)
+        try:
+            limit = stored_size_limit(path)
             with os.fdopen(fd, "rb", closefd=False) as f:
                 data = f.read(limit + 1)
             if len(data) > limit:  # grew after the fstat
@@ -356,6 +366,30 @@ class LocalStorage(Storage):
             return data
         except (StorageError, CorruptObject):
             raise
+        except OSError as e:
+            raise _wrap(e, path) from e
+        finally:
+            os.close(fd)
+
+    def read_range(self, path: str, start: int, end: int) -> bytes:
+        fd = self._open_object(path)
+        try:
+            return os.pread(fd, max(0, min(end, stored_size_limit(path)) - start), start)
+        except OSError as e:
+            raise _wrap(e, path) from e
+        finally:
+            os.close(fd)
+
+    def hint(self, path: str, data: bytes) -> None:
+        """Overwritten in place, never fsynced: a torn hint is detected by its reader."""
+        full = self._abs(path)
+        try:
+            fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+                         | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            raise _wrap(e, path) from e
+        try:
+            os.write(fd, data)
         except OSError as e:
             raise _wrap(e, path) from e
         finally:

@@ -68,6 +68,7 @@ class FsspecStorage(Storage):
         protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
         self.protocol = protocol
         self._cat_kw = _whole_object_reads(fs)
+        self.lists_after = _takes_refresh(fs)
         writable = protocol not in READ_ONLY_PROTOCOLS
         self._probed = not writable
         self._lock = threading.Lock()
@@ -205,6 +206,64 @@ class FsspecStorage(Storage):
                 out.append(_bounded(v, p, stored_size_limit(p)))
         return out
 
+    def read_range(self, path: str, start: int, end: int) -> bytes:
+        """One ranged GET (``Range: bytes=start-(end-1)``), never past the path's size limit."""
+        full = self._abs(path)
+        end = min(end, stored_size_limit(path))
+        if end <= start:
+            return b""
+        try:
+            data: bytes = self.fs.cat_file(full, start=start, end=end, **self._cat_kw)
+        except FileNotFoundError:
+            raise
+        except OSError as e:
+            if _range_refused(e):
+                return b""  # the object ends before ``start``
+            raise _wrap(e, self.url, path) from e
+        except Exception as e:
+            raise _wrap(e, self.url, path) from e
+        return data
+
+    def read_ranges(self, items: list[tuple[str, int, int]]) -> list[bytes | None]:
+        if len(items) <= 1:
+            return super().read_ranges(items)
+        out: list[bytes | None] = [None] * len(items)
+        from concurrent.futures import ThreadPoolExecutor
+
+        def one(i: int) -> None:
+            p, a, b = items[i]
+            try:
+                out[i] = self.read_range(p, a, b)
+            except FileNotFoundError:
+                out[i] = None
+
+        with ThreadPoolExecutor(max_workers=min(16, len(items))) as pool:
+            list(pool.map(one, range(len(items))))
+        return out
+
+    def list_after(self, prefix: str, after: str) -> list[str] | None:
+        """S3: ListObjectsV2 with ``StartAfter`` (no delimiter), paginated; other fsspec
+        backends: None (the caller probes names)."""
+        if not _takes_refresh(self.fs):
+            return None
+        full = self.fs._strip_protocol(self._abs(prefix)).rstrip("/") + "/"
+        bucket, _, key_prefix = full.partition("/")
+        names: list[str] = []
+        token: str | None = None
+        try:
+            while True:
+                kw: dict[str, Any] = {"Bucket": bucket, "Prefix": key_prefix,
+                                      "StartAfter": key_prefix + after}
+                if token:
+                    kw["ContinuationToken"] = token
+                page = sync(self.fs.loop, self.fs._call_s3, "list_objects_v2", **kw)
+                names += [o["Key"][len(key_prefix):] for o in page.get("Contents", [])]
+                token = page.get("NextContinuationToken")
+                if not page.get("IsTruncated") or not token:
+                    return names
+        except Exception as e:
+            raise _wrap(e, self.url, prefix) from e
+
     def write(self, path: str, data: bytes) -> None:
         full = self._abs(path)
         self._need_write()
@@ -318,6 +377,30 @@ class FsspecStorage(Storage):
             return
         except Exception as e:
             raise _wrap(e, self.url, path) from e
+
+    def delete_many(self, paths: Iterable[str]) -> None:
+        """S3: DeleteObjects with up to 1,000 keys a request (a key that is absent is fine; any
+        other per-key error raises StorageError). Other backends: one delete each."""
+        paths = list(paths)
+        if len(paths) <= 1 or not _takes_refresh(self.fs):
+            for p in paths:
+                self.delete(p)
+            return
+        self._need_write()
+        keys = [self.fs._strip_protocol(self._abs(p)) for p in paths]
+        bucket = keys[0].partition("/")[0]
+        for i in range(0, len(keys), 1000):
+            batch = [{"Key": k.partition("/")[2]} for k in keys[i:i + 1000]]
+            try:
+                out = sync(self.fs.loop, self.fs._call_s3, "delete_objects", Bucket=bucket,
+                           Delete={"Objects": batch, "Quiet": True})
+            except Exception as e:
+                raise _wrap(e, self.url, "(batch delete)") from e
+            errors = [e for e in out.get("Errors", []) if e.get("Code") != "NoSuchKey"]
+            if errors:
+                raise StorageError(f"{self.url}: deleting {len(errors)} object(s) failed, e.g. "
+                                   f"{errors[0].get('Key')}: {errors[0].get('Message')}")
+        self.fs.invalidate_cache()
 
     def _info(self, path: str) -> dict[str, Any] | None:
         full = self._abs(path)

@@ -152,11 +152,14 @@ def default_expiry(settings: Mapping[str, Any], created: int) -> int | None:
     return created + ttl
 
 
-def retire(storage: Storage, run_id: str, visible: list[int], drop: set[int], now: int) -> bool:
+def retire(storage: Storage, run_id: str, visible: list[int], drop: set[int], now: int,
+           *, delete_records: bool = True) -> bool:
     """Forget the snapshots ``drop`` of a run whose retained seqs are ``visible``: publish the
     retired marker first, then delete the records. The head goes only with the whole run (a
     writer still holding that head may go on at head + 1; nobody can reuse a lower seq).
-    Returns True when the whole run went."""
+    Returns True when the whole run went. ``delete_records=False`` (format v2, where records
+    hold chunk bodies that later snapshots may use): only the marker is written; the records
+    are then strays, which gc repacks and deletes (spec/v2.md "Maintenance")."""
     drop = drop & set(visible)
     if not drop:
         return False
@@ -170,6 +173,6 @@ def retire(storage: Storage, run_id: str, visible: list[int], drop: set[int], no
         through = FENCE_ALL
     kept = tuple(s for s in visible if s <= through and s not in drop)
     write_retired(storage, Retired(run=run_id, through=through, kept=kept, created=now))
-    for s in sorted(drop):
-        storage.delete(record_path(run_id, s))
+    if delete_records:
+        storage.delete_many(record_path(run_id, s) for s in sorted(drop))
     return whole

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from ckptfs.errors import CorruptObject, CorruptSnapshot, MissingObject
 from ckptfs.format import framing
@@ -11,7 +12,18 @@ from ckptfs.format.digest import Digest
 from ckptfs.format.models import MAX_CHUNK_SIZE, MAX_MANIFEST_SIZE, Captured, ChunkRef, Manifest
 from ckptfs.format.names import chunk_path, snapshot_path
 from ckptfs.storage.base import Storage
-from ckptfs.store.sweeps import SweepGuard, unprotected
+from ckptfs.format.containers import Location, frame_bodies
+from ckptfs.format.models import RunRecord
+from ckptfs.store.containers import (
+    PACK_TARGET,
+    RECORD_BULK_MAX,
+    ChunkReader,
+    Locations,
+    locatable,
+    pack_bodies,
+)
+from ckptfs.store.records import build_record
+from ckptfs.store.sweeps import SweepGuard, named_chunks, unprotected
 
 #: How long a writer trusts that a chunk it wrote (or restored) still exists without writing it
 #: again. Must stay well under the store's GC grace period (spec/retention.md "Grace rule").
@@ -78,6 +90,54 @@ class ObjectStore:
         self.known = KnownChunks()
         #: the writer's side of the collector handshake (spec/retention.md "Sweeps and writers")
         self.sweeps = SweepGuard(storage)
+        #: the store layout (1: loose objects; 2: containers), set when the config is read
+        self.layout = 1
+        #: v2: where chunk bodies were seen (hints, verified on read)
+        self.locations = Locations()
+        self.reader = ChunkReader(storage, self.locations)
+        self.sweeps.missing = self._unlocatable
+        #: the name packs carry as their writer
+        self.writer = "ckptfs"
+
+    def _unlocatable(self, digests: list[Digest]) -> list[Digest] | None:
+        """v2: the digests no container, forward or loose object holds (None on v1 stores)."""
+        return locatable(self.storage, self.locations, digests) if self.layout >= 2 else None
+
+    # -- v2 ----------------------------------------------------------------------------------
+    def prepare_v2(self, manifest: Manifest, chunks: Sequence[tuple[Digest, bytes | memoryview]],
+                   results: Iterable[ChunkRef], *, nonce: bytes, settings: Mapping[str, Any]
+                   ) -> tuple[Digest, bytes, list[tuple[str, bytes]], dict[Digest, Location]]:
+        """A v2 commit of ``manifest``: its id, the record's bytes, the packs to write before
+        it (bulk beyond ``record_bulk_max``), and where the record's own bodies will be."""
+        data = manifest.to_bytes()
+        if len(data) > MAX_MANIFEST_SIZE:
+            raise CorruptObject(f"manifest would be {len(data)} bytes, over {MAX_MANIFEST_SIZE}")
+        d = Digest.of(data)
+        self.sweeps.before_write([])  # the first write of this writer looks at the lease first
+        framed = frame_bodies((c, b) for c, b in chunks if c not in self.known)
+        bulk = int(settings.get("record_bulk_max", RECORD_BULK_MAX))
+        packs: list[tuple[str, bytes]] = []
+        own = {c for c, _, _ in framed}
+        if sum(len(b) for _, _, b in framed) > bulk:
+            packs, placed = pack_bodies(framed, target=int(settings.get("pack_target",
+                                                                        PACK_TARGET)),
+                                        writer=self.writer)
+            self.locations.add(placed)
+            framed = []
+        where: dict[Digest, Location] = {}
+        named = named_chunks(manifest)
+        for r in results:
+            named[r.digest] = r.size
+        for c in named:
+            if c in own and framed:
+                continue
+            loc = self.locations.get(c)
+            if loc is not None:
+                where[c] = loc
+        rec = RunRecord(run=manifest.run, seq=manifest.seq, snapshot=d, size=len(data),
+                        created=manifest.created, nonce=nonce)
+        rec_bytes, placed_own = build_record(rec, data, framed, where)
+        return d, rec_bytes, packs, placed_own
 
     # -- chunks ------------------------------------------------------------------------------
     def frame_chunks(self, chunks: Iterable[tuple[Digest, bytes | memoryview]]
@@ -99,8 +159,17 @@ class ObjectStore:
         return batch
 
     def put_chunks(self, chunks: Iterable[tuple[Digest, bytes | memoryview]]) -> int:
-        """Store chunks not already known to exist, durably now; returns the number written."""
+        """Store chunks not already known to exist, durably now; returns the number written.
+        v2: as packs (spec/v2.md), located for the commit that will name them."""
         chunks = list(chunks)
+        if self.layout >= 2:
+            framed = frame_bodies((c, b) for c, b in chunks if c not in self.known)
+            if framed:
+                packs, placed = pack_bodies(framed, target=PACK_TARGET, writer=self.writer)
+                self.storage.write_many(packs)
+                self.locations.add(placed)
+            self.known.update(d for d, _ in chunks)
+            return len(framed)
         batch = self._frame(chunks)
         # streamed blobs can be large: the handshake checks these chunks but does not keep them
         self.sweeps.before_write((p, None) for p, _ in batch)
@@ -141,6 +210,8 @@ class ObjectStore:
 
     def get_chunk(self, ref: ChunkRef, *, where: str) -> bytes:
         """One chunk's content, verified against its size and digest."""
+        if self.layout >= 2:
+            return self.reader.read([ref], where=where)[0]
         try:
             stored: bytes | None = self.storage.read(chunk_path(ref.digest))
         except FileNotFoundError:
@@ -149,6 +220,8 @@ class ObjectStore:
 
     def get_chunks(self, refs: Sequence[ChunkRef], *, where: str) -> list[bytes]:
         """Several chunks' contents, read in one batch (concurrently on object stores)."""
+        if self.layout >= 2:
+            return self.reader.read(refs, where=where)
         got = self.storage.read_many([chunk_path(r.digest) for r in refs])
         return [check_chunk(r, stored, where=where) for r, stored in zip(refs, got)]
 

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+import os
+from typing import Any, Literal
 
 import attrs
 
 from ckptfs.errors import (
+    CkptfsError,
     ConflictError,
     CorruptSnapshot,
     ErasedError,
@@ -30,7 +32,7 @@ from ckptfs.errors import (
 )
 from ckptfs.format.cdc import ChunkerParams
 from ckptfs.format.digest import Digest
-from ckptfs.format.models import NONCE_SIZE, Manifest, RunRecord, Schema, StoreConfig
+from ckptfs.format.models import FORMAT_VERSION, NONCE_SIZE, ChunkRef, Manifest, RunRecord, Schema, StoreConfig, SUPPORTED_VERSIONS
 from ckptfs.format.names import (
     parse_uint,
     CONFIG_PATH,
@@ -38,6 +40,7 @@ from ckptfs.format.names import (
     RUNS,
     SNAPSHOTS,
     check_run_id,
+    head_hint_path,
     parse_seq_name,
     record_path,
     run_dir,
@@ -51,10 +54,30 @@ from ckptfs.store.lifecycle import (
 )
 from ckptfs.store.listing import object_digest
 from ckptfs.store.objects import ObjectStore, ledger_results
+from ckptfs.store.records import header_snapshot, parse_record, read_hint, scan_records, seqs_after
+from ckptfs.format.containers import HeadHint, RecordRef, is_container
 
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+#: a writer on a backend that lists from a key refreshes its run's head hint every this many
+#: commits (spec/v2.md: readers check forward from it, so a stale hint costs nothing but a
+#: longer listing)
+HINT_EVERY = 16
+#: environment variable choosing the layout of new stores (1 or 2; default 2)
+FORMAT_ENV = "CKPTFS_FORMAT_VERSION"
+
+
+def default_version(version: int | None = None) -> int:
+    """The layout a new store gets: ``version``, else CKPTFS_FORMAT_VERSION, else the newest."""
+    if version is None:
+        text = os.environ.get(FORMAT_ENV, "")
+        version = int(text) if text in ("1", "2") else FORMAT_VERSION
+    if version not in SUPPORTED_VERSIONS:
+        raise ValueError(f"store format version {version} is not one of {SUPPORTED_VERSIONS}")
+    return version
 
 
 def random_nonce() -> bytes:
@@ -130,6 +153,9 @@ class Repository:
         #: where record nonces come from; replaceable for reproducible stores (the conformance
         #: generator), never shared between two writers
         self.nonce: Callable[[], bytes] = random_nonce
+        #: v2: snapshot ids this process committed or read -> (run, seq) (lookup by id)
+        self._ids: dict[Digest, tuple[str, int]] = {}
+        self._hinted: set[str] = set()
 
     @property
     def url(self) -> str:
@@ -144,6 +170,7 @@ class Repository:
             except FileNotFoundError:
                 return None
             self._config = StoreConfig.from_bytes(data)
+            self.objects.layout = self._config.version
         return self._config
 
     @property
@@ -156,17 +183,20 @@ class Repository:
         return cfg
 
     def init(self, chunker: ChunkerParams | None = None,
-             settings: dict[str, Any] | None = None, created: int | None = None) -> StoreConfig:
-        """Create the store config if absent (create-only); return the config in force."""
+             settings: dict[str, Any] | None = None, created: int | None = None,
+             version: int | None = None) -> StoreConfig:
+        """Create the store config if absent (create-only); return the config in force.
+        ``version``: the store layout (default: 2, or ``CKPTFS_FORMAT_VERSION``)."""
         existing = self.load_config()
         if existing is not None:
             return existing
         cfg = StoreConfig(chunker=chunker or ChunkerParams(),
                           created=now_ms() if created is None else created,
-                          settings=settings or {})
+                          settings=settings or {}, version=default_version(version))
         try:
             self.storage.create(CONFIG_PATH, cfg.to_bytes())
             self._config = cfg
+            self.objects.layout = cfg.version
         except FileExistsError:
             self._config = None
             return self.config
@@ -223,19 +253,22 @@ class Repository:
         except FileNotFoundError:
             raise (self.erased(run_id, seq) or self.erased(run_id) or NotFound(
                 f"run {run_id!r} has no snapshot with sequence number {seq}")) from None
-        try:
-            rec = RunRecord.from_bytes(data, what=what)
-        except NonCanonical as e:
-            raise NonCanonical(f"{e} (the record was edited or written by a broken writer)") from e
-        except FormatError as e:
-            raise CorruptSnapshot(f"{e} (the file may be truncated or edited)") from e
+        rec, container = parse_record(data, what=what)
         if rec.run != run_id or rec.seq != seq:
             raise CorruptSnapshot(f"{what}: names run {rec.run!r} seq {rec.seq}, not its own path")
+        if container is not None:
+            self.objects.locations.learn(container, RecordRef(run_id, seq))
+            self._ids[rec.snapshot] = (run_id, seq)
         return rec
 
     def head(self, run_id: str) -> RunRecord | None:
-        """The record with the highest sequence number (names are zero-padded, so the greatest
-        valid name is the head)."""
+        """The record with the highest visible sequence number. v2 stores on backends that list
+        from a key start from the run's head hint (spec/v2.md "Finding the head"): a bounded
+        number of requests whatever the history's length; otherwise one listing of the run."""
+        if self.config.version >= 2:
+            found = self._head_from_hint(run_id)
+            if found is not None:
+                return found or None
         listing = self.storage.list(run_dir(run_id))
         retired = read_retired(self.storage, run_id) if listing else None
         if retired is None:  # the greatest record name is the head: look from the end
@@ -245,19 +278,48 @@ class Repository:
         visible = [s for s in map(int, names) if retired.visible(s)]  # strays are not heads
         return self.record(run_id, max(visible)) if visible else None
 
-    def commit(self, manifest: Manifest,
-               chunks: list[tuple[Digest, bytes | memoryview]] | None = None) -> Snapshot:
-        """Write ``chunks`` and the manifest, then create the run record only if absent."""
-        self.config  # a commit needs a store
-        d, size, manifest_obj = self.objects.manifest_object(manifest)
-        objects = self.objects.frame_chunks(chunks or [])
-        # the nonce makes this record's bytes ours alone: after a lost answer the storage
-        # layer reads the record back and takes identical bytes as proof that it landed
-        rec = RunRecord(run=manifest.run, seq=manifest.seq, snapshot=d, size=size,
-                        created=manifest.created, nonce=self.nonce())
+    def _head_from_hint(self, run_id: str) -> RunRecord | Literal[False] | None:
+        """The head found forward from the hint; None when this backend or this hint cannot
+        tell (the caller lists the run). A hint is never trusted: the record it names must
+        exist and be visible, and everything above it is listed."""
+        hint = read_hint(self.storage, run_id)
+        h = hint.seq if hint is not None else 0
+        after = seqs_after(self.storage, run_id, h)
+        if after is None:
+            return None
+        above, has_retired = after
+        retired = read_retired(self.storage, run_id) if has_retired else None
+        for seq in reversed(above):
+            if retired is None or retired.visible(seq):
+                return self.record(run_id, seq)
+        if h == 0:
+            return False  # no records at all
         try:
-            self.storage.commit(objects + [manifest_obj], record_path(manifest.run, manifest.seq),
-                                rec.to_bytes())
+            rec = self.record(run_id, h)
+        except NotFound:
+            return None  # the hint is ahead (its record is gone): list the run
+        if retired is not None and not retired.visible(h):
+            return None
+        return rec
+
+    def commit(self, manifest: Manifest,
+               chunks: list[tuple[Digest, bytes | memoryview]] | None = None,
+               results: Iterable[ChunkRef] = ()) -> Snapshot:
+        """Write ``chunks`` and the manifest, then create the run record only if absent.
+        ``results``: chunks the ledger's results name (v2 records locate them too)."""
+        cfg = self.config  # a commit needs a store
+        if cfg.version >= 2:
+            d, rec_bytes, objects, own = self.objects.prepare_v2(
+                manifest, chunks or [], results, nonce=self.nonce(), settings=cfg.settings)
+        else:
+            d, size, manifest_obj = self.objects.manifest_object(manifest)
+            objects = self.objects.frame_chunks(chunks or []) + [manifest_obj]
+            # the nonce makes this record's bytes ours alone: after a lost answer the storage
+            # layer reads the record back and takes identical bytes as proof that it landed
+            rec_bytes = RunRecord(run=manifest.run, seq=manifest.seq, snapshot=d, size=size,
+                                  created=manifest.created, nonce=self.nonce()).to_bytes()
+        try:
+            self.storage.commit(objects, record_path(manifest.run, manifest.seq), rec_bytes)
             self.objects.known.update(c for c, _ in chunks or [])
         except FileExistsError:
             raise ConflictError(
@@ -271,12 +333,36 @@ class Repository:
                 f"(the store failed while answering, and then while being read back: {e}). Do "
                 "not continue from this run handle: resume the run once the store is reachable; "
                 f"its head is {manifest.seq} if the commit landed.") from e
+        if cfg.version >= 2:
+            self.objects.locations.add(own)
+            self._ids[d] = (manifest.run, manifest.seq)
         self._check_not_retired(manifest.run, manifest.seq)
         # retention hook (spec/retention.md "Sweeps and writers", ckptfs.store.sweeps): if a
         # gc/erase sweep may have run during this commit, wait for it and restore what it took
         self.objects.sweeps.after_record(manifest,
                                          lambda: ledger_results(self.objects, d, manifest))
+        if cfg.version >= 2:
+            self._maybe_hint(manifest, d)
         return Snapshot(d, manifest)
+
+    def _maybe_hint(self, manifest: Manifest, d: Digest) -> None:
+        """Write the run's head hint where it saves requests (backends that list from a key)
+        every HINT_EVERY commits and on a run's first commit in this process; a failure is
+        ignored (the hint is advisory, spec/v2.md)."""
+        if not self._lists_after():
+            return
+        first = manifest.run not in self._hinted
+        if not first and manifest.seq % HINT_EVERY:
+            return
+        self._hinted.add(manifest.run)
+        try:
+            self.storage.hint(head_hint_path(manifest.run),
+                              HeadHint(manifest.run, manifest.seq, d, now_ms()).to_bytes())
+        except (OSError, CkptfsError):
+            pass
+
+    def _lists_after(self) -> bool:
+        return self.storage.lists_after
 
     def _check_not_retired(self, run_id: str, seq: int) -> None:
         """After creating a record: if ``seq`` lies in a retired range (it was forgotten, or the
@@ -292,7 +378,18 @@ class Repository:
     # -- snapshots -----------------------------------------------------------------------------
     def snapshot(self, d: Digest, *, size: int | None = None, check_committed: bool = True) -> Snapshot:
         """The committed snapshot with id ``d`` (its record must point at it)."""
-        self.load_config()
+        cfg = self.config
+        if cfg.version >= 2:
+            found = self._find_v2(d)
+            if found is not None:
+                rec = self.record(*found)
+                if rec.snapshot == d:
+                    if size is not None and size != rec.size:
+                        raise CorruptSnapshot(
+                            f"snapshot {d}: its record says {rec.size} bytes, {size} expected")
+                    if check_committed:
+                        self._check_retained(rec.run, rec.seq)
+                    return self._recorded(rec)
         try:
             m = self.objects.get_manifest(d, size)
         except MissingObject:
@@ -308,6 +405,43 @@ class Repository:
                                f"to {rec.snapshot}; it was never committed")
             self._check_retained(m.run, m.seq)
         return Snapshot(d, m)
+
+    def _find_v2(self, d: Digest) -> tuple[str, int] | None:
+        """Where snapshot ``d``'s record is: known to this process, else by reading the head of
+        every record (O(records) requests; spec/v2.md "Lookup by id")."""
+        hit = self._ids.get(d)
+        if hit is not None:
+            return hit
+        for run_id, seq, first in scan_records(self.storage, self.run_ids()):
+            got = header_snapshot(first)
+            if got is None and is_container(first):
+                try:
+                    got = self.record(run_id, seq).snapshot
+                except (NotFound, FormatError):
+                    continue
+            if got is not None:
+                self._ids[got] = (run_id, seq)
+                if got == d:
+                    return run_id, seq
+        return None
+
+    def snapshot_ids(self, prefix: str) -> list[Digest]:
+        """Ids of v1 manifest objects and v2 records starting with hex ``prefix``."""
+        fan = prefix[:2]
+        found = (object_digest(fan, n) for n in self.storage.list(f"{SNAPSHOTS}/{fan}")
+                 if n.startswith(prefix))  # names that are no object's are ignored (3.1)
+        out = {d for d in found if d is not None}
+        if self.config.version >= 2:
+            for run_id, seq, first in scan_records(self.storage, self.run_ids()):
+                got = header_snapshot(first)
+                if got is None and is_container(first):
+                    try:
+                        got = self.record(run_id, seq).snapshot
+                    except (NotFound, FormatError):
+                        continue
+                if got is not None and got.hex.startswith(prefix):
+                    out.add(got)
+        return sorted(out)
 
     def _check_retained(self, run_id: str, seq: int) -> None:
         """ErasedError or NotFound when the record at ``seq`` is a stray in a retired range
@@ -341,7 +475,11 @@ class Repository:
 
     def _recorded(self, rec: RunRecord) -> Snapshot:
         """The snapshot a record commits; its manifest must name the record's run and seq."""
-        snap = Snapshot(rec.snapshot, self.objects.get_manifest(rec.snapshot, rec.size))
+        if rec.manifest is not None:  # v2: the record carries it (checked against the id)
+            m = Manifest.from_bytes(rec.manifest, what=f"snapshot {rec.snapshot}")
+            snap = Snapshot(rec.snapshot, m)
+        else:
+            snap = Snapshot(rec.snapshot, self.objects.get_manifest(rec.snapshot, rec.size))
         if snap.run != rec.run or snap.seq != rec.seq:
             raise CorruptSnapshot(
                 f"run record {record_path(rec.run, rec.seq)} points at snapshot {rec.snapshot}, "
@@ -369,10 +507,7 @@ class Repository:
             self._check_retained(run_id, snap.seq)
             return snap
         if _is_hex(ref) and len(ref) >= 6 and ref not in self.run_ids():
-            fan = ref[:2]
-            found = (object_digest(fan, n) for n in self.storage.list(f"{SNAPSHOTS}/{fan}")
-                     if n.startswith(ref))  # names that are no object's are ignored (3.1)
-            matches = [d for d in found if d is not None]
+            matches = self.snapshot_ids(ref)
             if len(matches) > 1:
                 raise NotFound(f"snapshot prefix {ref!r} is ambiguous ({len(matches)} matches)")
             if matches:

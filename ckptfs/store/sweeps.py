@@ -161,6 +161,8 @@ class SweepGuard:
     def __init__(self, storage: Storage, *, poll_s: float = 0.02, max_poll_s: float = 0.5,
                  on_wait: Callable[[], None] | None = None) -> None:
         self.storage = storage
+        #: v2 stores: the digests among those given that nothing in the store holds
+        self.missing: Callable[[list[Digest]], list[Digest] | None] | None = None
         #: per thread (threads may share a store and commit at once): what it last saw, and
         #: the objects it wrote since (path -> framed bytes; None: not kept)
         self._local = threading.local()
@@ -237,7 +239,18 @@ class SweepGuard:
         return seen
 
     def _repair(self, manifest: Manifest, results: Callable[[], Iterable[Captured]]) -> None:
-        """Write again what is missing and held; withdraw the record if anything else is."""
+        """Write again what is missing and held; withdraw the record if anything else is.
+        v2 stores (``missing`` set): the bodies this commit wrote are in its own record, so
+        nothing needs writing again; anything it names that is gone withdraws it."""
+        gone = None if self.missing is None else self.missing([])
+        if gone is not None:  # a v2 store
+            try:
+                gone = self.missing(list(named_chunks(manifest, results()))) if self.missing else []
+            except CkptfsError as e:
+                self._withdraw(manifest, 1, str(e))
+            if gone:
+                self._withdraw(manifest, len(gone), f"chunk {gone[0]}")
+            return
         need: dict[str, bytes | None] = {chunk_path(d): None for d in named_chunks(manifest)}
         for p, data in self.pending.items():
             if data is not None or p not in need:
@@ -250,12 +263,15 @@ class SweepGuard:
             except CkptfsError as e:
                 lost = [str(e)]
         if lost:
-            self.storage.delete(record_path(manifest.run, manifest.seq))
-            raise ConflictError(
-                f"run {manifest.run!r}: a maintenance sweep (gc or erase) that ran during this "
-                f"commit deleted {len(lost)} object(s) it names that this writer cannot write "
-                f"again (e.g. {lost[0]}); the commit was withdrawn and did not happen. Resume the "
-                "run's head and checkpoint again (with the data in hand).")
+            self._withdraw(manifest, len(lost), lost[0])
+
+    def _withdraw(self, manifest: Manifest, n: int, example: str) -> None:
+        self.storage.delete(record_path(manifest.run, manifest.seq))
+        raise ConflictError(
+            f"run {manifest.run!r}: a maintenance sweep (gc or erase) that ran during this "
+            f"commit deleted {n} object(s) it names that this writer cannot write "
+            f"again (e.g. {example}); the commit was withdrawn and did not happen. Resume the "
+            "run's head and checkpoint again (with the data in hand).")
 
     def _restore(self, need: dict[str, bytes | None]) -> list[str]:
         """Write again every missing object of ``need`` whose bytes are held; the others."""

@@ -1,0 +1,477 @@
+"""Format v2 containers: run records and packs that carry framed chunk bodies (spec/v2.md).
+
+A container is one file:
+
+    magic (8 bytes, b"\\x89CKPFS\\r\\n") | version (1 byte, 0x02) | hlen (4 bytes, big-endian)
+    | header (hlen bytes, one canonical CBOR map) | BLAKE3-256(header) (32 bytes) | body area
+
+The header's ``bodies`` table lists each chunk body as ``[digest, offset, stored, size]``:
+``offset`` counts from the start of the body area (so the header never depends on its own
+length), ``stored`` is the length of the body (v1 object framing: a codec byte, then raw bytes
+or one zstd frame), ``size`` the chunk's uncompressed length. ``body_length`` is the length of
+the body area, so a torn file is told from a whole one without trusting the file system.
+
+Records (``kind: "record"``) are the commit point of one snapshot and carry its manifest's
+canonical bytes, the bodies this commit added, and *locators*: where the other chunks it names
+were when it was written (hints; every body is verified by its digest when read). Packs
+(``kind: "pack"``) hold bulk bodies and are named by the BLAKE3 of the whole file. This module
+is pure: it encodes and decodes bytes and checks every rule a reader must check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+import blake3
+
+from ckptfs.errors import FormatError
+from ckptfs.format import cbor, framing
+from ckptfs.format.digest import DIGEST_SIZE, Digest
+from ckptfs.format.models import MAX_CHUNK_SIZE, MAX_MANIFEST_SIZE, NONCE_SIZE
+from ckptfs.format.names import check_run_id
+
+MAGIC = b"\x89CKPFS\r\n"
+CONTAINER_VERSION = 2
+PREFIX_LEN = len(MAGIC) + 1 + 4  # magic, version byte, hlen
+#: a header carries at most the manifest (64 MiB) plus its tables
+MAX_HEADER_SIZE = MAX_MANIFEST_SIZE + 16 * 1024 * 1024
+#: a body's stored length: the codec byte plus at most zstd's worst-case expansion of 16 MiB
+MAX_STORED_SIZE = MAX_CHUNK_SIZE + 128 * 1024 + 1
+#: a container's body area (packs are written up to 64 MiB; readers refuse more than this)
+MAX_BODY_AREA = 256 * 1024 * 1024
+MAX_BODIES = 65536
+#: the length of a locator's digest prefix: locators are hints, a collision costs a fallback
+LOCATOR_PREFIX = 8
+#: readers fetch this much of a record first: header and small bodies in one request
+HEAD_READ = 64 * 1024
+HINT_CHECK = 8
+
+
+def is_container(data: bytes | memoryview) -> bool:
+    """True when ``data`` starts like a v2 container (a v1 record starts with a CBOR map)."""
+    return bytes(data[: len(MAGIC)]) == MAGIC
+
+
+@attrs.frozen(slots=True)
+class Body:
+    """One framed chunk body inside a container (``offset`` relative to the body area)."""
+
+    digest: Digest
+    offset: int
+    stored: int
+    size: int
+
+    def to_cbor(self) -> list[Any]:
+        return [self.digest.raw, self.offset, self.stored, self.size]
+
+
+@attrs.frozen(slots=True)
+class RecordRef:
+    """A container that is a run record: ``runs/<run>/<seq>``."""
+
+    run: str
+    seq: int
+
+    def to_cbor(self) -> list[Any]:
+        return [self.run, self.seq]
+
+
+@attrs.frozen(slots=True)
+class PackRef:
+    """A container that is a pack: ``packs/<xx>/<hex>``, named by the digest of its bytes."""
+
+    digest: Digest
+
+    def to_cbor(self) -> bytes:
+        return self.digest.raw
+
+
+ContainerRef = RecordRef | PackRef
+
+
+@attrs.frozen(slots=True)
+class Location:
+    """Where one chunk body is: a container and the body's absolute byte range in it."""
+
+    container: ContainerRef
+    start: int
+    stored: int
+
+
+@attrs.frozen(slots=True)
+class Locator:
+    """A record's hint for a chunk that is not one of its bodies."""
+
+    prefix: bytes
+    container: int  # index into the record's locator containers
+    start: int
+    stored: int
+
+
+@attrs.frozen
+class RecordHeader:
+    """The header of a v2 run record: the commit of snapshot ``snapshot`` at ``run``/``seq``."""
+
+    run: str
+    seq: int
+    snapshot: Digest
+    created: int
+    nonce: bytes
+    manifest: bytes = attrs.field(repr=False)
+    bodies: tuple[Body, ...] = ()
+    containers: tuple[ContainerRef, ...] = ()
+    locators: tuple[Locator, ...] = ()
+    body_length: int = 0
+    extra: Mapping[str, Any] = attrs.field(factory=dict, repr=False)
+
+    @property
+    def size(self) -> int:
+        return len(self.manifest)
+
+    def to_cbor(self) -> dict[str, Any]:
+        return {**self.extra, "kind": "record", "run": self.run, "seq": self.seq,
+                "snapshot": self.snapshot.raw, "size": len(self.manifest),
+                "created": self.created, "nonce": self.nonce, "manifest": self.manifest,
+                "bodies": [b.to_cbor() for b in self.bodies],
+                "locators": {"containers": [c.to_cbor() for c in self.containers],
+                             "chunks": [[x.prefix, x.container, x.start, x.stored]
+                                        for x in self.locators]},
+                "body_length": self.body_length}
+
+
+@attrs.frozen
+class PackHeader:
+    """The header of a pack: bulk bodies written before the record that names them."""
+
+    created: int
+    writer: str
+    bodies: tuple[Body, ...] = ()
+    body_length: int = 0
+    extra: Mapping[str, Any] = attrs.field(factory=dict, repr=False)
+
+    def to_cbor(self) -> dict[str, Any]:
+        return {**self.extra, "kind": "pack", "created": self.created, "writer": self.writer,
+                "bodies": [b.to_cbor() for b in self.bodies], "body_length": self.body_length}
+
+
+Header = RecordHeader | PackHeader
+
+
+@attrs.frozen
+class Container:
+    """A decoded container: its header and where its body area starts in the file."""
+
+    header: Header
+    body_start: int
+
+    def location(self, ref: ContainerRef, body: Body) -> Location:
+        return Location(ref, self.body_start + body.offset, body.stored)
+
+    def body_bytes(self, data: bytes | memoryview, body: Body) -> bytes:
+        start = self.body_start + body.offset
+        return bytes(data[start:start + body.stored])
+
+
+# -- encoding -------------------------------------------------------------------------------------
+def layout(framed: Iterable[tuple[Digest, int, bytes]]) -> tuple[tuple[Body, ...], bytes]:
+    """The body table and body area for ``(digest, size, framed bytes)`` items, in order."""
+    bodies = []
+    parts = []
+    offset = 0
+    for d, size, stored in framed:
+        bodies.append(Body(d, offset, len(stored), size))
+        parts.append(stored)
+        offset += len(stored)
+    return tuple(bodies), b"".join(parts)
+
+
+def frame_bodies(chunks: Iterable[tuple[Digest, bytes | memoryview]]
+                 ) -> list[tuple[Digest, int, bytes]]:
+    """Frame chunk contents as bodies (v1 object framing), dropping repeated digests."""
+    out = []
+    seen: set[Digest] = set()
+    for d, data in chunks:
+        if d not in seen:
+            seen.add(d)
+            out.append((d, len(data), framing.frame(data)))
+    return out
+
+
+def encode(header_cbor: dict[str, Any], area: bytes) -> tuple[bytes, int]:
+    """A container's bytes from its header map and body area; also the body area's offset."""
+    header = cbor.encode(header_cbor)
+    if len(header) > MAX_HEADER_SIZE:
+        raise FormatError(f"container header would be {len(header)} bytes, over {MAX_HEADER_SIZE}")
+    start = PREFIX_LEN + len(header) + DIGEST_SIZE
+    data = b"".join([MAGIC, bytes([CONTAINER_VERSION]), len(header).to_bytes(4, "big"), header,
+                     blake3.blake3(header).digest(), area])
+    return data, start
+
+
+def encode_record(header: RecordHeader, area: bytes) -> tuple[bytes, int]:
+    return encode(header.to_cbor(), area)
+
+
+def encode_pack(header: PackHeader, area: bytes) -> tuple[bytes, Digest, int]:
+    """A pack's bytes, its name (the digest of those bytes) and its body area's offset."""
+    data, start = encode(header.to_cbor(), area)
+    return data, Digest.of(data), start
+
+
+# -- decoding -------------------------------------------------------------------------------------
+def header_length(prefix: bytes | memoryview, *, what: str) -> int:
+    """How many bytes the magic, version, header and header digest take (from the first 13)."""
+    if len(prefix) < PREFIX_LEN or not is_container(prefix):
+        raise FormatError(f"{what}: not a ckptfs v2 container (bad magic or truncated)")
+    if prefix[len(MAGIC)] != CONTAINER_VERSION:
+        raise FormatError(f"{what}: container version {prefix[len(MAGIC)]} is not 2")
+    hlen = int.from_bytes(prefix[len(MAGIC) + 1:PREFIX_LEN], "big")
+    if not 1 <= hlen <= MAX_HEADER_SIZE:
+        raise FormatError(f"{what}: header length {hlen} is out of range")
+    return PREFIX_LEN + hlen + DIGEST_SIZE
+
+
+def decode(data: bytes | memoryview, *, what: str, whole: bool = True) -> Container:
+    """Decode and check a container's header (``whole``: ``data`` is the complete file and its
+    length must match; otherwise ``data`` holds at least the header)."""
+    end = header_length(data, what=what)
+    if len(data) < end:
+        raise FormatError(f"{what}: truncated inside its header ({len(data)} of {end} bytes)")
+    header = bytes(data[PREFIX_LEN:end - DIGEST_SIZE])
+    if blake3.blake3(header).digest() != bytes(data[end - DIGEST_SIZE:end]):
+        raise FormatError(f"{what}: header digest mismatch (the header is damaged)")
+    m = cbor.decode(header, what=f"{what} header")
+    if not isinstance(m, dict):
+        raise FormatError(f"{what}: header must be a CBOR map")
+    kind = m.get("kind")
+    parsed: Header
+    if kind == "record":
+        parsed = _record(m, what)
+    elif kind == "pack":
+        parsed = _pack(m, what)
+    else:
+        raise FormatError(f"{what}: unknown container kind {kind!r:.40}")
+    if whole and len(data) != end + parsed.body_length:
+        raise FormatError(f"{what}: {len(data)} bytes, but its header says "
+                          f"{end + parsed.body_length} (torn or padded)")
+    return Container(parsed, end)
+
+
+def _uint(m: Mapping[str, Any], key: str, what: str, maximum: int = 2 ** 64 - 1) -> int:
+    v = m.get(key)
+    if type(v) is not int or not 0 <= v <= maximum:
+        raise FormatError(f"{what}: {key!r} must be an unsigned integer up to {maximum}")
+    return v
+
+
+def _bodies(v: Any, body_length: int, what: str) -> tuple[Body, ...]:
+    if not isinstance(v, list) or len(v) > MAX_BODIES:
+        raise FormatError(f"{what}: 'bodies' must be a list of at most {MAX_BODIES}")
+    out = []
+    end = 0
+    seen: set[bytes] = set()
+    for i, b in enumerate(v):
+        w = f"{what} body {i}"
+        if not (isinstance(b, list) and len(b) == 4 and type(b[0]) is bytes
+                and len(b[0]) == DIGEST_SIZE and all(type(x) is int for x in b[1:])):
+            raise FormatError(f"{w}: must be [digest, offset, stored, size]")
+        _, off, stored, size = b
+        if off != end:
+            raise FormatError(f"{w}: offset {off}, expected {end} (bodies are back to back)")
+        if not 2 <= stored <= MAX_STORED_SIZE or not 1 <= size <= MAX_CHUNK_SIZE:
+            raise FormatError(f"{w}: stored length {stored} or size {size} out of range")
+        if b[0] in seen:
+            raise FormatError(f"{w}: digest repeated in one container")
+        seen.add(b[0])
+        out.append(Body(Digest(b[0]), off, stored, size))
+        end = off + stored
+    if end != body_length:
+        raise FormatError(f"{what}: bodies cover {end} bytes, 'body_length' says {body_length}")
+    return tuple(out)
+
+
+def container_ref(v: Any, what: str) -> ContainerRef:
+    if type(v) is bytes and len(v) == DIGEST_SIZE:
+        return PackRef(Digest(v))
+    if (isinstance(v, list) and len(v) == 2 and type(v[0]) is str and type(v[1]) is int
+            and v[1] >= 1):
+        try:
+            return RecordRef(check_run_id(v[0]), v[1])
+        except ValueError as e:
+            raise FormatError(f"{what}: {e}") from e
+    raise FormatError(f"{what}: a container is a pack digest or [run, seq]")
+
+
+def _locators(v: Any, what: str) -> tuple[tuple[ContainerRef, ...], tuple[Locator, ...]]:
+    if not isinstance(v, dict) or not isinstance(v.get("containers"), list) \
+            or not isinstance(v.get("chunks"), list):
+        raise FormatError(f"{what}: 'locators' must be {{containers: [...], chunks: [...]}}")
+    containers = tuple(container_ref(c, f"{what} locator container {i}")
+                       for i, c in enumerate(v["containers"]))
+    out = []
+    for i, x in enumerate(v["chunks"]):
+        if not (isinstance(x, list) and len(x) == 4 and type(x[0]) is bytes
+                and len(x[0]) == LOCATOR_PREFIX and all(type(n) is int for n in x[1:])):
+            raise FormatError(f"{what} locator {i}: must be [prefix, container, start, stored]")
+        if not 0 <= x[1] < len(containers) or x[2] < 0 or not 2 <= x[3] <= MAX_STORED_SIZE:
+            raise FormatError(f"{what} locator {i}: container index or range out of bounds")
+        out.append(Locator(x[0], x[1], x[2], x[3]))
+    return containers, tuple(out)
+
+
+_RECORD_KEYS = {"kind", "run", "seq", "snapshot", "size", "created", "nonce", "manifest",
+                "bodies", "locators", "body_length"}
+
+
+def _record(m: dict[str, Any], what: str) -> RecordHeader:
+    try:
+        run = check_run_id(m.get("run"))
+    except ValueError as e:
+        raise FormatError(f"{what}: {e}") from e
+    seq = _uint(m, "seq", what)
+    if seq < 1:
+        raise FormatError(f"{what}: seq starts at 1")
+    snap = m.get("snapshot")
+    nonce = m.get("nonce")
+    manifest = m.get("manifest")
+    if type(snap) is not bytes or len(snap) != DIGEST_SIZE:
+        raise FormatError(f"{what}: 'snapshot' must be a 32-byte digest")
+    if type(nonce) is not bytes or len(nonce) != NONCE_SIZE:
+        raise FormatError(f"{what}: 'nonce' must be {NONCE_SIZE} bytes")
+    if type(manifest) is not bytes:
+        raise FormatError(f"{what}: 'manifest' must be the manifest's bytes")
+    if _uint(m, "size", what, MAX_MANIFEST_SIZE) != len(manifest):
+        raise FormatError(f"{what}: 'size' is not the manifest's length")
+    body_length = _uint(m, "body_length", what, MAX_BODY_AREA)
+    containers, locators = _locators(m.get("locators"), what)
+    return RecordHeader(run=run, seq=seq, snapshot=Digest(snap), created=_uint(m, "created", what),
+                        nonce=nonce, manifest=manifest,
+                        bodies=_bodies(m.get("bodies"), body_length, what),
+                        containers=containers, locators=locators, body_length=body_length,
+                        extra={k: v for k, v in m.items() if k not in _RECORD_KEYS})
+
+
+_PACK_KEYS = {"kind", "created", "writer", "bodies", "body_length"}
+
+
+def _pack(m: dict[str, Any], what: str) -> PackHeader:
+    writer = m.get("writer")
+    if type(writer) is not str:
+        raise FormatError(f"{what}: 'writer' must be text")
+    body_length = _uint(m, "body_length", what, MAX_BODY_AREA)
+    bodies = _bodies(m.get("bodies"), body_length, what)
+    if not bodies:
+        raise FormatError(f"{what}: a pack holds at least one body")
+    return PackHeader(created=_uint(m, "created", what), writer=writer, bodies=bodies,
+                      body_length=body_length,
+                      extra={k: v for k, v in m.items() if k not in _PACK_KEYS})
+
+
+def locations(c: Container, ref: ContainerRef) -> dict[Digest, Location]:
+    """Where each body of container ``c`` (itself at ``ref``) is."""
+    return {b.digest: c.location(ref, b) for b in c.header.bodies}
+
+
+def record_locations(c: Container, ref: RecordRef) -> tuple[dict[Digest, Location],
+                                                          dict[bytes, Location]]:
+    """A record's own bodies by digest, and its locators by digest prefix."""
+    assert isinstance(c.header, RecordHeader)
+    h = c.header
+    hints = {x.prefix: Location(h.containers[x.container], x.start, x.stored)
+             for x in h.locators}
+    return locations(c, ref), hints
+
+
+def make_locators(where: Mapping[Digest, Location]
+                  ) -> tuple[tuple[ContainerRef, ...], tuple[Locator, ...]]:
+    """The locator table for chunks at ``where`` (sorted by digest, containers numbered in
+    order of first use)."""
+    index: dict[ContainerRef, int] = {}
+    out = []
+    for d in sorted(where):
+        loc = where[d]
+        i = index.setdefault(loc.container, len(index))
+        out.append(Locator(d.raw[:LOCATOR_PREFIX], i, loc.start, loc.stored))
+    return tuple(index), tuple(out)
+
+
+# -- head hint ------------------------------------------------------------------------------------
+@attrs.frozen
+class HeadHint:
+    """``runs/<run>/head``: an advisory pointer near the run's head; never trusted alone."""
+
+    run: str
+    seq: int
+    snapshot: Digest
+    written: int
+
+    def to_bytes(self) -> bytes:
+        body = cbor.encode({"run": self.run, "seq": self.seq, "snapshot": self.snapshot.raw,
+                            "written": self.written})
+        return body + blake3.blake3(body).digest()[:HINT_CHECK]
+
+    @classmethod
+    def parse(cls, data: bytes, run: str) -> HeadHint | None:
+        """The hint, or None when it is damaged, torn or names another run (not an error:
+        readers then search from seq 0)."""
+        if not HINT_CHECK < len(data) <= 4096:
+            return None
+        body, check = data[:-HINT_CHECK], data[-HINT_CHECK:]
+        if blake3.blake3(body).digest()[:HINT_CHECK] != check:
+            return None
+        try:
+            m = cbor.decode(body, what="head hint")
+        except FormatError:
+            return None
+        if (not isinstance(m, dict) or m.get("run") != run or type(m.get("seq")) is not int
+                or m["seq"] < 1 or type(m.get("snapshot")) is not bytes
+                or len(m["snapshot"]) != DIGEST_SIZE or type(m.get("written")) is not int):
+            return None
+        return cls(run, m["seq"], Digest(m["snapshot"]), m["written"])
+
+
+# -- forwards -------------------------------------------------------------------------------------
+@attrs.frozen
+class Forward:
+    """``moved/<container path>``: where maintenance moved the live bodies of a container it
+    deleted, so that locators naming the old container still lead to the bodies."""
+
+    bodies: Mapping[Digest, Location]
+
+    def to_bytes(self) -> bytes:
+        return cbor.encode({"bodies": [[d.raw, loc.container.to_cbor(), loc.start, loc.stored]
+                                       for d, loc in sorted(self.bodies.items())]})
+
+    @classmethod
+    def from_bytes(cls, data: bytes, *, what: str) -> Forward:
+        if len(data) > MAX_HEADER_SIZE:
+            raise FormatError(f"{what}: too large ({len(data)} bytes)")
+        m = cbor.decode(data, what=what)
+        rows = m.get("bodies") if isinstance(m, dict) else None
+        if not isinstance(rows, list):
+            raise FormatError(f"{what}: must be a map with 'bodies'")
+        out = {}
+        for i, r in enumerate(rows):
+            if not (isinstance(r, list) and len(r) == 4 and type(r[0]) is bytes
+                    and len(r[0]) == DIGEST_SIZE and type(r[2]) is int and type(r[3]) is int
+                    and r[2] >= 0 and 2 <= r[3] <= MAX_STORED_SIZE):
+                raise FormatError(f"{what} row {i}: must be [digest, container, start, stored]")
+            out[Digest(r[0])] = Location(container_ref(r[1], f"{what} row {i}"), r[2], r[3])
+        return cls(out)
+
+
+def body_ranges(locs: Sequence[Location], gap: int = 256 * 1024
+                ) -> list[tuple[ContainerRef, int, int]]:
+    """Coalesce body ranges of one container whose gaps are under ``gap`` into single reads:
+    ``(container, start, end)`` each, in order."""
+    out: list[tuple[ContainerRef, int, int]] = []
+    for loc in sorted(locs, key=lambda x: (str(x.container), x.start)):
+        end = loc.start + loc.stored
+        if out and out[-1][0] == loc.container and loc.start - out[-1][2] <= gap:
+            c, s, e = out[-1]
+            out[-1] = (c, s, max(e, end))
+        else:
+            out.append((loc.container, loc.start, end))
+    return out

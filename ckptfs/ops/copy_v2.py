@@ -1,0 +1,138 @@
+"""Copy into a format v2 destination, from a store of either layout (spec/v2.md "Copy").
+
+Each source snapshot, in seq order, becomes one v2 record in the destination carrying the
+manifest's exact bytes (the snapshot id never changes) and the bodies of every chunk the
+destination is not known to hold; bulk beyond the record limit goes to packs written before
+the record. A chunk counts as held when this copy wrote it, or when a record of the same run
+in the destination (read at the start: its head) locates it. Records are created only if
+absent, so an interrupted copy is resumed by running it again; what a crash leaves (packs
+without a record) is garbage that gc removes after the grace period.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ckptfs.errors import ConflictError, CorruptSnapshot, MissingObject
+from ckptfs.format import framing
+from ckptfs.format.containers import frame_bodies
+from ckptfs.format.digest import Digest
+from ckptfs.format.models import Manifest, RunRecord
+from ckptfs.format.names import record_path, snapshot_path
+from ckptfs.ops.chunks import snapshot_chunks
+from ckptfs.ops.copy_history import diverged
+from ckptfs.ops.copy_retention import RunLife
+from ckptfs.store.containers import PACK_TARGET, RECORD_BULK_MAX, pack_bodies
+from ckptfs.store.ledgers import LedgerScanner
+from ckptfs.store.objects import ledger_results
+from ckptfs.store.records import build_record
+from ckptfs.store.repository import Repository, Snapshot
+
+#: the report type of ckptfs.ops.copy (not imported: that module imports this one)
+Report = object
+
+
+def source_manifest(src: Repository, rec: RunRecord, where: str) -> bytes:
+    """The manifest's bytes a source record commits, checked against the snapshot id."""
+    if rec.manifest is not None:
+        return rec.manifest  # parse_record checked it against the id
+    try:
+        stored = src.storage.read(snapshot_path(rec.snapshot))
+    except FileNotFoundError:
+        raise CorruptSnapshot(f"{src.url}: {where}: manifest {snapshot_path(rec.snapshot)} is "
+                              "missing from the source; run 'ckptfs verify' on it") from None
+    data = framing.unframe(stored, rec.size, what=f"{where} manifest")
+    if Digest.of(data) != rec.snapshot:
+        raise CorruptSnapshot(f"{src.url}: {where}: manifest does not match the snapshot id")
+    return data
+
+
+class RunCopyV2:
+    """One run's snapshots into a v2 destination, one record per snapshot."""
+
+    def __init__(self, src: Repository, dst: Repository, run_id: str, report: object,
+                 life: RunLife, tick: Callable[[int], None], ledgers: LedgerScanner) -> None:
+        self.src, self.dst, self.run_id, self.report = src, dst, run_id, report
+        self.life, self.tick, self.ledgers = life, tick, ledgers
+        self.have = set(dst.seqs(run_id))
+        self.handled = 0
+        if self.have:  # what the destination's head locates needs no copy
+            try:
+                dst.record(run_id, max(self.have))
+            except Exception:  # noqa: BLE001 - then every chunk is sent again
+                pass
+
+    def copy(self, seqs: list[int]) -> None:
+        for seq in seqs:
+            self._one(seq)
+            self.handled += 1
+            self.tick(1)
+
+    def _one(self, seq: int) -> None:
+        src, dst, run_id, report = self.src, self.dst, self.run_id, self.report
+        _, rec = self.life.history.record(seq)
+        where = f"run {run_id!r} seq {seq} (snapshot {rec.snapshot.short})"
+        if seq in self.have:
+            if self.life.history.dst_id(seq) != rec.snapshot:
+                raise diverged(src, dst, run_id, seq)
+            self.life.admit(seq, lambda: src.snapshot_at(run_id, seq).manifest.expires,
+                            present=True)
+            report.snapshots_present += 1  # type: ignore[attr-defined]
+            return
+        data = source_manifest(src, rec, where)
+        manifest = Manifest.from_bytes(data, what=where)
+        if manifest.run != run_id or manifest.seq != seq:
+            raise CorruptSnapshot(
+                f"{src.url}: {where}: the record points at a manifest of run "
+                f"{manifest.run!r} seq {manifest.seq}, not its own; the record was edited or "
+                "copied from elsewhere, and is not copied. Run 'ckptfs verify' on the source.")
+        if not self.life.admit(seq, lambda: manifest.expires, present=False):
+            report.snapshots_skipped += 1  # type: ignore[attr-defined]
+            return
+        snap = Snapshot(rec.snapshot, manifest)
+        refs = {c.digest: c for _, c in snapshot_chunks(src, snap, ledgers=self.ledgers)}
+        loc = dst.objects.locations
+        need = [c for d, c in refs.items() if loc.get(d) is None]
+        report.chunks_present += len(refs) - len(need)  # type: ignore[attr-defined]
+        try:
+            contents = src.objects.get_chunks(need, where=f"{src.url}: {where}")
+        except MissingObject as e:
+            raise CorruptSnapshot(f"{e} Nothing of this snapshot was committed to the "
+                                  "destination.") from e
+        framed = frame_bodies((c.digest, b) for c, b in zip(need, contents))
+        settings = dst.config.settings
+        packs: list[tuple[str, bytes]] = []
+        if sum(len(b) for _, _, b in framed) > int(settings.get("record_bulk_max",
+                                                                RECORD_BULK_MAX)):
+            packs, placed = pack_bodies(framed, target=int(settings.get("pack_target",
+                                                                         PACK_TARGET)),
+                                        writer=dst.objects.writer)
+            loc.add(placed)
+            framed = []
+        own = {d for d, _, _ in framed}
+        where_of = {d: x for d in refs if d not in own and (x := loc.get(d)) is not None}
+        new = RunRecord(run=run_id, seq=seq, snapshot=rec.snapshot, size=len(data),
+                        created=rec.created, nonce=dst.nonce())
+        rec_bytes, placed_own = build_record(new, data, framed, where_of)
+        dst.objects.sweeps.before_write([])
+        self.life.ready(seq)
+        try:
+            dst.storage.commit(packs, record_path(run_id, seq), rec_bytes)
+        except FileExistsError:
+            if dst.record(run_id, seq).snapshot != rec.snapshot:
+                raise diverged(src, dst, run_id, seq) from None
+            report.snapshots_present += 1  # type: ignore[attr-defined]
+            return
+        loc.add(placed_own)
+        report.chunks_copied += len(need)  # type: ignore[attr-defined]
+        report.bytes_copied += len(rec_bytes) + sum(len(b) for _, b in packs)  # type: ignore[attr-defined]
+        objects = dst.objects
+        try:
+            objects.sweeps.after_record(
+                manifest, lambda: ledger_results(objects, rec.snapshot, manifest))
+        except ConflictError as e:
+            raise ConflictError(
+                f"copy of run {run_id!r} into {dst.url} stopped at seq {seq}: {e} "
+                f"The {report.snapshots_copied} snapshot(s) copied before it stand; run the "  # type: ignore[attr-defined]
+                "same copy again to continue.") from e
+        report.snapshots_copied += 1  # type: ignore[attr-defined]

@@ -1,0 +1,254 @@
+"""Format v2 over a Storage: where chunk bodies are, reading them, writing records and packs.
+
+A v2 snapshot's chunks are bodies inside containers (run records and packs, spec/v2.md). Their
+locations are *hints*: learned from the records a process reads or writes (their body tables
+and locators) and verified by digest on every read. When a hint fails (the container is gone,
+its bytes do not match) the reader follows, in order (spec/v2.md "Reading a chunk"): the
+forward maintenance left for the container (``moved/<container path>``), then the v1 loose
+object (``chunks/<xx>/<hex>``), and only then reports the chunk missing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+
+from ckptfs.errors import CorruptObject, CorruptSnapshot, FormatError, MissingObject
+from ckptfs.format import containers as ct
+from ckptfs.format import framing
+from ckptfs.format.containers import (
+    Container,
+    ContainerRef,
+    Location,
+    PackHeader,
+    PackRef,
+    RecordRef,
+)
+from ckptfs.format.digest import Digest
+from ckptfs.format.models import ChunkRef
+from ckptfs.format.names import chunk_path, forward_path, pack_path, record_path
+from ckptfs.storage.base import Storage
+
+#: how many forwards a reader follows for one chunk before it gives up (maintenance keeps
+#: chains at one hop; a longer one means a damaged or hostile store)
+MAX_HOPS = 4
+#: default bulk thresholds (store settings ``record_bulk_max`` and ``pack_target``)
+RECORD_BULK_MAX = 8 * 1024 * 1024
+PACK_TARGET = 16 * 1024 * 1024
+#: the most bytes one coalesced ranged read may span
+MAX_RANGE = 32 * 1024 * 1024
+
+
+def container_path(ref: ContainerRef) -> str:
+    if isinstance(ref, RecordRef):
+        return record_path(ref.run, ref.seq)
+    return pack_path(ref.digest)
+
+
+class Locations:
+    """Where this process last saw each chunk body: by full digest (bodies it read in a
+    container's table or wrote), and by 8-byte prefix (record locators). Hints only."""
+
+    def __init__(self) -> None:
+        self.exact: dict[Digest, Location] = {}
+        self.hints: dict[bytes, Location] = {}
+
+    def learn(self, c: Container, ref: ContainerRef) -> None:
+        """Remember the bodies (and, for a record, the locators) of container ``c``."""
+        self.exact.update(ct.locations(c, ref))
+        h = c.header
+        if isinstance(h, ct.RecordHeader):
+            for x in h.locators:
+                self.hints[x.prefix] = Location(h.containers[x.container], x.start, x.stored)
+
+    def add(self, where: Mapping[Digest, Location]) -> None:
+        self.exact.update(where)
+
+    def get(self, d: Digest) -> Location | None:
+        return self.exact.get(d) or self.hints.get(d.raw[:ct.LOCATOR_PREFIX])
+
+    def forget(self, containers: Iterable[ContainerRef]) -> None:
+        """Drop every location inside ``containers`` (they were deleted or rewritten)."""
+        gone = set(containers)
+        self.exact = {d: loc for d, loc in self.exact.items() if loc.container not in gone}
+        self.hints = {p: loc for p, loc in self.hints.items() if loc.container not in gone}
+
+    def clear(self) -> None:
+        self.exact.clear()
+        self.hints.clear()
+
+
+def read_container(storage: Storage, path: str, *, what: str) -> tuple[Container, bytes]:
+    """The whole container at ``path`` (FileNotFoundError when absent), decoded and checked."""
+    data = storage.read(path)
+    try:
+        return ct.decode(data, what=what), data
+    except FormatError as e:
+        raise CorruptObject(str(e)) from e
+
+
+def read_header(storage: Storage, path: str, *, what: str) -> Container:
+    """A container's header only: one ranged read of its first 64 KiB, a second one when the
+    header is longer (FileNotFoundError when absent)."""
+    first = storage.read_range(path, 0, ct.HEAD_READ)
+    try:
+        end = ct.header_length(first, what=what)
+        if end > len(first):
+            first += storage.read_range(path, len(first), end)
+        return ct.decode(first, what=what, whole=False)
+    except FormatError as e:
+        raise CorruptObject(str(e)) from e
+
+
+def unframe_body(stored: bytes | None, ref: ChunkRef, *, where: str) -> bytes | None:
+    """A body's content if ``stored`` holds ``ref``'s chunk, else None (absent, short, damaged
+    or another chunk: the caller falls back to the next place the chunk may be)."""
+    if not stored:
+        return None
+    try:
+        data = framing.unframe(stored, ref.size, what=where)
+    except CorruptObject:
+        return None
+    return data if Digest.of(data) == ref.digest else None
+
+
+class ChunkReader:
+    """Reads chunks of v2 (and v1) stores by location, with the fallbacks of spec/v2.md."""
+
+    def __init__(self, storage: Storage, locations: Locations) -> None:
+        self.storage = storage
+        self.locations = locations
+
+    def read(self, refs: Sequence[ChunkRef], *, where: str) -> list[bytes]:
+        """Every chunk of ``refs``, verified; MissingObject / CorruptSnapshot otherwise."""
+        out: dict[int, bytes] = {}
+        located = [(i, r, self.locations.get(r.digest)) for i, r in enumerate(refs)]
+        batch = [(i, r, loc) for i, r, loc in located if loc is not None]
+        for (i, r, _), got in zip(batch, self._fetch([loc for _, _, loc in batch])):
+            data = unframe_body(got, r, where=f"{where}: chunk {r.digest}")
+            if data is not None:
+                out[i] = data
+        for i, r in enumerate(refs):
+            if i not in out:
+                out[i] = self._fallback(r, self.locations.get(r.digest), where=where)
+        return [out[i] for i in range(len(refs))]
+
+    def _fetch(self, locs: Sequence[Location]) -> list[bytes | None]:
+        """The stored bytes at each location, in as few ranged reads as coalescing allows."""
+        if not locs:
+            return []
+        spans = [s for s in ct.body_ranges(locs) if s[2] - s[1] <= MAX_RANGE]
+        got = self.storage.read_ranges([(container_path(c), a, b) for c, a, b in spans])
+        held = {(c, a): (b, data) for (c, a, b), data in zip(spans, got)}
+        out: list[bytes | None] = []
+        for loc in locs:
+            piece: bytes | None = None
+            for (c, a), (b, data) in held.items():
+                if c == loc.container and a <= loc.start and loc.start + loc.stored <= b:
+                    if data is not None:
+                        piece = data[loc.start - a:loc.start - a + loc.stored]
+                    break
+            out.append(piece)
+        return out
+
+    def _fallback(self, ref: ChunkRef, loc: Location | None, *, where: str) -> bytes:
+        """Forwards of the hinted container, then the loose v1 object, then missing."""
+        what = f"{where}: chunk {ref.digest}"
+        damaged = False
+        hops = 0
+        while loc is not None and hops < MAX_HOPS:
+            hops += 1
+            try:
+                fwd = ct.Forward.from_bytes(
+                    self.storage.read(forward_path(container_path(loc.container))), what=what)
+            except FileNotFoundError:
+                break
+            except FormatError:
+                damaged = True
+                break
+            loc = fwd.bodies.get(ref.digest)
+            if loc is None:
+                break
+            got = self._fetch([loc])[0]
+            data = unframe_body(got, ref, where=what)
+            if data is not None:
+                self.locations.exact[ref.digest] = loc
+                return data
+            damaged = damaged or got is not None
+        try:
+            stored: bytes | None = self.storage.read(chunk_path(ref.digest))
+        except FileNotFoundError:
+            stored = None
+        if stored is not None:
+            data = unframe_body(stored, ref, where=what)
+            if data is not None:
+                return data
+            damaged = True
+        if damaged:
+            raise CorruptSnapshot(f"{what} does not match its digest where the store holds it "
+                                  "(bytes flipped on disk?). Run 'ckptfs verify'.")
+        raise MissingObject(
+            f"{what} is missing from the store (no container, forward or loose object holds "
+            "it); the snapshot cannot be restored. Run 'ckptfs verify' to list every affected "
+            "snapshot.")
+
+
+def pack_bodies(bodies: Sequence[tuple[Digest, int, bytes]], *, target: int, writer: str,
+                created: int | None = None) -> tuple[list[tuple[str, bytes]],
+                                                     dict[Digest, Location]]:
+    """Packs of at most about ``target`` bytes for framed ``bodies``: their (path, bytes) and
+    where each body is in them."""
+    created = int(time.time() * 1000) if created is None else created
+    groups: list[list[tuple[Digest, int, bytes]]] = [[]]
+    size = 0
+    for b in bodies:
+        if groups[-1] and size + len(b[2]) > target:
+            groups.append([])
+            size = 0
+        groups[-1].append(b)
+        size += len(b[2])
+    objects: list[tuple[str, bytes]] = []
+    where: dict[Digest, Location] = {}
+    for g in groups:
+        if not g:
+            continue
+        table, area = ct.layout(g)
+        data, name, start = ct.encode_pack(
+            PackHeader(created=created, writer=writer, bodies=table, body_length=len(area)),
+            area)
+        objects.append((pack_path(name), data))
+        ref = PackRef(name)
+        where.update({b.digest: Location(ref, start + b.offset, b.stored) for b in table})
+    return objects, where
+
+
+def container_exists(storage: Storage, ref: ContainerRef) -> bool:
+    return storage.exists(container_path(ref))
+
+
+def locatable(storage: Storage, locations: Locations, digests: Iterable[Digest],
+              seen: dict[ContainerRef, bool] | None = None) -> list[Digest]:
+    """The digests among ``digests`` that no existing container, forward or loose object
+    holds (one existence check per distinct container, remembered in ``seen``; used after a
+    sweep overlapped a commit, and by verify without read_data)."""
+    lost = []
+    seen = {} if seen is None else seen
+    for d in digests:
+        loc = locations.get(d)
+        if loc is not None:
+            ok = seen.get(loc.container)
+            if ok is None:
+                ok = seen[loc.container] = container_exists(storage, loc.container)
+            if ok:
+                continue
+            try:
+                fwd = ct.Forward.from_bytes(
+                    storage.read(forward_path(container_path(loc.container))), what="forward")
+            except (FileNotFoundError, FormatError):
+                fwd = None
+            moved = fwd.bodies.get(d) if fwd is not None else None
+            if moved is not None and container_exists(storage, moved.container):
+                continue
+        if not storage.exists(chunk_path(d)):
+            lost.append(d)
+    return lost

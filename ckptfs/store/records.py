@@ -1,0 +1,119 @@
+"""Run records of both layouts: parsing (v1 CBOR map or v2 container), building v2 records,
+finding a run's head from its hint, and finding a snapshot by id without a manifest object.
+
+v1 record: a small CBOR map naming a manifest object. v2 record (spec/v2.md): a container
+whose header carries the manifest's canonical bytes, the chunk bodies the commit added and
+locators for the others. Which one a file is, its first bytes say (a CBOR map head, or the v2
+magic); a v1 store never holds v2 records (writers follow the store's config version).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+
+from ckptfs.errors import CorruptSnapshot, FormatError, NonCanonical
+from ckptfs.format import containers as ct
+from ckptfs.format.containers import Container, Location, RecordHeader, RecordRef
+from ckptfs.format.digest import Digest
+from ckptfs.format.models import RunRecord
+from ckptfs.format.names import (
+    SEQ_WIDTH,
+    head_hint_path,
+    parse_seq_name,
+    record_path,
+    run_dir,
+    seq_name,
+)
+from ckptfs.storage.base import Storage
+
+
+def parse_record(data: bytes, *, what: str) -> tuple[RunRecord, Container | None]:
+    """A record file's commit (and, for v2, its decoded container)."""
+    if not ct.is_container(data):
+        try:
+            return RunRecord.from_bytes(data, what=what), None
+        except NonCanonical as e:
+            raise NonCanonical(f"{e} (the record was edited or written by a broken writer)") from e
+        except FormatError as e:
+            raise CorruptSnapshot(f"{e} (the file may be truncated or edited)") from e
+    try:
+        c = ct.decode(data, what=what)
+    except NonCanonical as e:
+        raise NonCanonical(f"{e} (the record was edited or written by a broken writer)") from e
+    except FormatError as e:
+        raise CorruptSnapshot(f"{e} (the file may be truncated or edited)") from e
+    h = c.header
+    if not isinstance(h, RecordHeader):
+        raise CorruptSnapshot(f"{what}: is a pack, not a run record")
+    if Digest.of(h.manifest) != h.snapshot:
+        raise CorruptSnapshot(f"{what}: the manifest it carries does not match its snapshot id")
+    return RunRecord(run=h.run, seq=h.seq, snapshot=h.snapshot, size=h.size,
+                     created=h.created, nonce=h.nonce, manifest=h.manifest), c
+
+
+def build_record(rec: RunRecord, manifest: bytes, framed: Sequence[tuple[Digest, int, bytes]],
+                 where: Mapping[Digest, Location]) -> tuple[bytes, dict[Digest, Location]]:
+    """A v2 record's bytes for commit ``rec`` carrying ``manifest`` and the ``framed`` bodies,
+    with locators for the chunks at ``where``; also where its own bodies will be."""
+    assert rec.nonce is not None
+    table, area = ct.layout(framed)
+    containers, locators = ct.make_locators(where)
+    header = RecordHeader(run=rec.run, seq=rec.seq, snapshot=rec.snapshot, created=rec.created,
+                          nonce=rec.nonce, manifest=manifest, bodies=table,
+                          containers=containers, locators=locators, body_length=len(area))
+    data, start = ct.encode_record(header, area)
+    ref = RecordRef(rec.run, rec.seq)
+    return data, {b.digest: Location(ref, start + b.offset, b.stored) for b in table}
+
+
+# -- the head ----------------------------------------------------------------------------------
+def read_hint(storage: Storage, run_id: str) -> ct.HeadHint | None:
+    """The run's head hint, or None when absent, damaged or unreadable (never an error)."""
+    try:
+        return ct.HeadHint.parse(storage.read(head_hint_path(run_id)), run_id)
+    except (FileNotFoundError, OSError, FormatError):
+        return None
+
+
+def seqs_after(storage: Storage, run_id: str, after: int) -> tuple[list[int], bool] | None:
+    """Record seqs above ``after`` and whether the run has retired markers, from one listing
+    that starts after record ``after`` (None when the backend cannot list from a key)."""
+    names = storage.list_after(run_dir(run_id), seq_name(after))
+    if names is None:
+        return None
+    seqs = [s for s in (parse_seq_name(n) for n in names if "/" not in n) if s is not None]
+    return sorted(s for s in seqs if s > after), any(n.startswith("retired/") for n in names)
+
+
+def record_names(names: Iterable[str]) -> list[int]:
+    return sorted(s for s in (parse_seq_name(n) for n in names) if s is not None and s >= 1)
+
+
+def scan_records(storage: Storage, run_ids: Iterable[str]) -> Iterator[tuple[str, int, bytes]]:
+    """Every record's first bytes (enough for a v2 header in most cases), newest first per run:
+    ``(run, seq, bytes)``. O(records) requests: the cost of a lookup by id without an index."""
+    for run_id in run_ids:
+        seqs = record_names(storage.list(run_dir(run_id)))
+        for seq in reversed(seqs):
+            try:
+                yield run_id, seq, storage.read_range(record_path(run_id, seq), 0, ct.HEAD_READ)
+            except FileNotFoundError:
+                continue
+
+
+def header_snapshot(first: bytes) -> Digest | None:
+    """The snapshot id a record's first bytes commit, when they hold the whole v2 header."""
+    if not ct.is_container(first):
+        return None
+    try:
+        end = ct.header_length(first, what="record")
+        if end > len(first):
+            return None
+        h = ct.decode(first, what="record", whole=False).header
+    except FormatError:
+        return None
+    return h.snapshot if isinstance(h, RecordHeader) else None
+
+
+__all__ = ["parse_record", "build_record", "read_hint", "seqs_after", "scan_records",
+           "header_snapshot", "SEQ_WIDTH"]
