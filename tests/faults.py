@@ -100,3 +100,25 @@ class FaultyStorage(Storage):
 
     def mtime(self, path: str) -> float | None:
         return self._op("mtime", path, lambda: self.inner.mtime(path))
+
+    # -- format v2 primitives (spec/v2.md): each request is one numbered operation ------------
+    @property
+    def lists_after(self) -> bool:  # type: ignore[override]
+        return self.inner.lists_after
+
+    def read_range(self, path: str, start: int, end: int) -> bytes:
+        return self._op("read", path, lambda: self.inner.read_range(path, start, end))
+
+    def read_ranges(self, items: list[tuple[str, int, int]]) -> list[bytes | None]:
+        return [self._op("read", p, lambda p=p, a=a, b=b: self.inner.read_ranges([(p, a, b)])[0])  # type: ignore[misc]
+                for p, a, b in items]
+
+    def list_after(self, prefix: str, after: str) -> list[str] | None:
+        return self._op("list", prefix, lambda: self.inner.list_after(prefix, after))
+
+    def hint(self, path: str, data: bytes) -> None:
+        self._op("hint", path, lambda: self.inner.hint(path, data), data)
+
+    def delete_many(self, paths: Iterable[str]) -> None:
+        for p in paths:
+            self._op("delete", p, lambda p=p: self.inner.delete_many([p]))  # type: ignore[misc]

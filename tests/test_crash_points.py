@@ -169,7 +169,7 @@ def scratch(tmp_path: Path) -> Iterator[Path]:
 
 
 @pytest.mark.parametrize("kind", ["local", "memory"])
-def test_every_crash_point(kind: str, scratch: Path) -> None:
+def test_every_crash_point(any_layout: int, kind: str, scratch: Path) -> None:
     tmp_path = scratch
     counting = FaultyStorage(reopen(kind, fresh(kind, tmp_path)))
     script(ckptfs.Store(counting, chunker=SMALL), Journal())
@@ -188,9 +188,10 @@ def test_every_crash_point(kind: str, scratch: Path) -> None:
         if kind == "memory":  # memory:// lists by scanning every object it holds
             with contextlib.suppress(FileNotFoundError):
                 fsspec.filesystem("memory").rm(url, recursive=True)
-    TALLY[f"crash:{kind}"] += len(plan)
+    TALLY[f"crash:{kind}:v{any_layout}"] += len(plan)
     assert TALLY["in-doubt effects reconciled"] > 0  # crashes did land inside effects
-    print(f"\ncrash points on {kind}: {len(plan)} ({counting.ops} operations)")
+    print(f"\ncrash points on {kind}, format v{any_layout}: {len(plan)} ({counting.ops} "
+          "operations)")
 
 
 KILLEE = str(Path(__file__).with_name("killee.py"))

@@ -34,7 +34,7 @@ def race_url(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, int]:
     return new_s3_url(), ATTEMPTS["s3"]
 
 
-def test_eight_writers_race(race_url: tuple[str, int], tmp_path: Path) -> None:
+def test_eight_writers_race(any_layout: int, race_url: tuple[str, int], tmp_path: Path) -> None:
     url, attempts = race_url
     ckptfs.open_store(url).init()
     go = tmp_path / "go"
@@ -79,7 +79,8 @@ def test_eight_writers_race(race_url: tuple[str, int], tmp_path: Path) -> None:
 
 
 # -- through the fault proxy (issue 13): lost answers and 500s while racing --------------------
-def test_eight_writers_race_through_faults(fault_proxy: Any, tmp_path: Path) -> None:
+def test_eight_writers_race_through_faults(any_layout: int, fault_proxy: Any, tmp_path: Path
+                                          ) -> None:
     """8 processes on one run (and each on its own) through a loopback proxy that drops ~5 %
     of the answers (after the server acted) and fails ~1 % of the requests with 500: 0 lost,
     0 duplicated, every seq claimed by exactly one writer, every reported commit present

@@ -13,6 +13,9 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                                    "but print the config in force when a store already exists.")
     p.add_argument("store", metavar="STORE")
     p.add_argument("--json", action="store_true", help="print the config as JSON")
+    p.add_argument("--format-version", type=int, choices=(1, 2), default=None,
+                   help="the store layout: 2 (default: one file per commit, spec/v2.md) or 1 "
+                        "(for readers older than ckptfs 0.2)")
     p.set_defaults(func=run)
 
 
@@ -21,15 +24,15 @@ def run(args: argparse.Namespace) -> int:
 
     store = ckptfs.open_store(args.store)
     existed = store.repo.load_config() is not None
-    store.init()
+    store.init(version=args.format_version)
     cfg = store.repo.config
     c = cfg.chunker
     if args.json:
-        print_json({"store": store.url, "created": not existed, "format": 1,
+        print_json({"store": store.url, "created": not existed, "format": cfg.version,
                     "chunker": c.to_cbor()})
     else:
         verb = "exists" if existed else "created"
-        print(f"store {verb}: {store.url}")
+        print(f"store {verb}: {store.url} (format version {cfg.version})")
         print(f"chunker: {c.algorithm} min {human.size(c.min_size)} avg {human.size(c.avg_size)} "
               f"max {human.size(c.max_size)}")
     return EXIT_OK

@@ -26,6 +26,7 @@ from ckptfs.errors import ConflictError, CorruptSnapshot
 from ckptfs.format.digest import Digest
 from ckptfs.format.models import RunRecord
 from ckptfs.format.names import record_path
+from ckptfs.format.containers import RecordRef
 from ckptfs.store.records import parse_record
 from ckptfs.store.repository import Repository
 
@@ -33,7 +34,9 @@ from ckptfs.store.repository import Repository
 def source_record(src: Repository, run_id: str, seq: int) -> tuple[bytes, RunRecord]:
     """A run record's bytes (copied verbatim) and their validated meaning."""
     data = src.storage.read(record_path(run_id, seq))
-    rec, _ = parse_record(data, what=f"{src.url}: run record {record_path(run_id, seq)}")
+    rec, container = parse_record(data, what=f"{src.url}: run record {record_path(run_id, seq)}")
+    if container is not None:  # v2: where its chunks are, for the copy that reads them
+        src.objects.locations.learn(container, RecordRef(run_id, seq))
     if rec.run != run_id or rec.seq != seq:
         raise CorruptSnapshot(f"{src.url}: run record {record_path(run_id, seq)} names run "
                               f"{rec.run!r} seq {rec.seq}, not its own path")

@@ -295,7 +295,11 @@ def v2_victims(repo: Repository, mark: _Mark, cutoff_s: float, report: GcReport)
                  if s not in visible]
     refs += list(packs(st).items())
     out = []
-    for h in held(st, refs, report.problems):
+    plain: list[str] = []  # v1 strays of an upgraded store: no bodies, deleted as in v1
+    found = held(st, refs, report.problems, plain)
+    if plain and not report.dry_run:
+        st.delete_many(plain)
+    for h in found:
         if h.mtime is None or h.mtime >= cutoff_s:
             report.young_kept += 1
             continue

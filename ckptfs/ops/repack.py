@@ -71,14 +71,22 @@ def packs(storage: Storage) -> dict[PackRef, ObjectStat]:
 
 
 def held(storage: Storage, refs: Iterable[tuple[ContainerRef, ObjectStat | None]],
-         problems: list[str]) -> list[Held]:
-    """The headers of ``refs`` (one ranged read each); unreadable ones are reported, not held."""
+         problems: list[str], v1_records: list[str] | None = None) -> list[Held]:
+    """The headers of ``refs`` (one ranged read each); unreadable ones are reported, not held.
+    Version 1 records among them (an upgraded store) hold no bodies: their paths go to
+    ``v1_records`` when given."""
     out = []
     for ref, stat in refs:
         path = container_path(ref)
         try:
             c = read_header(storage, path, what=path)
         except FileNotFoundError:
+            continue
+        except CkptfsError as e:
+            if v1_records is not None and isinstance(ref, RecordRef) and _is_v1(storage, path):
+                v1_records.append(path)
+            else:
+                problems.append(f"{path}: {e}")
             continue
         except (CkptfsError, OSError) as e:
             problems.append(f"{path}: {e}")
@@ -89,6 +97,11 @@ def held(storage: Storage, refs: Iterable[tuple[ContainerRef, ObjectStat | None]
             mtime, size = stat.mtime, stat.size
         out.append(Held(ref, c, mtime, size))
     return out
+
+
+def _is_v1(storage: Storage, path: str) -> bool:
+    first = storage.read_range(path, 0, 1)
+    return len(first) == 1 and 0xa0 <= first[0] <= 0xbf  # a CBOR map: a v1 record
 
 
 def record_ref(path: str) -> RecordRef | None:
