@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 import ckptfs
 from ckptfs.errors import EffectInDoubt
 from ckptfs.format.names import chunk_path
@@ -54,6 +56,7 @@ def test_effects_and_log_flag_in_doubt(tmp_path: Path) -> None:
     assert "! effect k2  pay  intended" in cli("log", url, "x").stdout
 
 
+@pytest.mark.layout(1)  # unlinks a loose chunk; v2: tests/test_v2_layout.py
 def test_copy_carries_ledger_results_and_verify_checks_them(tmp_path: Path) -> None:
     src, dst = str(tmp_path / "src"), str(tmp_path / "dst")
     big = _run_with_effects(src)

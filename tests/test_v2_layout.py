@@ -172,3 +172,30 @@ def test_lookup_by_id_and_prefix_in_a_fresh_process(tmp_path: Path) -> None:
         assert ckptfs.open_store(url).get(i.split(":")[1][:10]).id == i
     with pytest.raises(ckptfs.errors.NotFound):
         ckptfs.open_store(url).get("blake3:" + "0" * 64)
+
+
+def test_ledger_results_are_located_from_the_head_alone(tmp_path: Path) -> None:
+    """A large effect result lives in a body of the record that committed it; later records
+    name it only through the ledger, and must still locate it (a fresh process reads only the
+    head record). Before the fix: 'missing' from the head."""
+    url = str(tmp_path / "s")
+    run = ckptfs.open_store(url).start_run("x")
+    run.checkpoint({"a": 1})
+    big = os.urandom(150_000).hex()
+    run.effect("fetch", lambda: big, key="k1")
+    run.checkpoint({"a": 2})
+    run.checkpoint({"a": 3})
+    resumed = ckptfs.open_store(url).resume("x")
+
+    def must_not_run() -> str:
+        raise AssertionError("a completed effect ran again")
+
+    assert resumed.effect("fetch", must_not_run, key="k1") == big
+    assert verify(ckptfs.open_store(url).repo, read_data=True).ok
+    forget_snapshots(ckptfs.open_store(url).repo, {"x": {1, 2, 3}})
+    assert not gc(ckptfs.open_store(url).repo, grace_ms=0).problems
+    again = ckptfs.open_store(url).resume("x")
+    assert again.effect("fetch", must_not_run, key="k1") == big
+    copied = str(tmp_path / "copy")
+    copy_runs(ckptfs.open_store(url).repo, ckptfs.open_store(copied).repo)
+    assert ckptfs.open_store(copied).resume("x").effect("fetch", must_not_run, key="k1") == big

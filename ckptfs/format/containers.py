@@ -42,6 +42,13 @@ MAX_STORED_SIZE = MAX_CHUNK_SIZE + 128 * 1024 + 1
 #: a container's body area (packs are written up to 64 MiB; readers refuse more than this)
 MAX_BODY_AREA = 256 * 1024 * 1024
 MAX_BODIES = 65536
+#: the most body bytes a writer puts in a record (setting ``record_bulk_max`` is capped here)
+MAX_RECORD_BODIES = 48 * 1024 * 1024
+#: the largest files a reader accepts: a record (its header holds the whole manifest) and a
+#: pack (64 MiB of bodies and a table of at most MAX_BODIES rows)
+MAX_RECORD_FILE = PREFIX_LEN + MAX_HEADER_SIZE + DIGEST_SIZE + MAX_RECORD_BODIES
+MAX_PACK_FILE = PREFIX_LEN + 8 * 1024 * 1024 + DIGEST_SIZE + 64 * 1024 * 1024
+MAX_FORWARD_SIZE = 8 * 1024 * 1024
 #: the length of a locator's digest prefix: locators are hints, a collision costs a fallback
 LOCATOR_PREFIX = 8
 #: readers fetch this much of a record first: header and small bodies in one request
@@ -446,7 +453,7 @@ class Forward:
 
     @classmethod
     def from_bytes(cls, data: bytes, *, what: str) -> Forward:
-        if len(data) > MAX_HEADER_SIZE:
+        if len(data) > MAX_FORWARD_SIZE:
             raise FormatError(f"{what}: too large ({len(data)} bytes)")
         m = cbor.decode(data, what=what)
         rows = m.get("bodies") if isinstance(m, dict) else None

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from ckptfs.format.lifecycle import MAX_CONTROL_SIZE
 from ckptfs.format.models import MAX_CHUNK_SIZE, MAX_CONFIG_SIZE, MAX_MANIFEST_SIZE, MAX_RECORD_SIZE
-from ckptfs.format.names import CHUNKS, CONFIG_PATH, RUNS, SNAPSHOTS, parse_seq_name
+from ckptfs.format.containers import MAX_FORWARD_SIZE, MAX_PACK_FILE, MAX_RECORD_FILE
+from ckptfs.format.names import CHUNKS, CONFIG_PATH, MOVED, PACKS, RUNS, SNAPSHOTS, parse_seq_name
 
 #: the content of a value entry (``cbor``/``cbor-seq``) or of a ledger, assembled in memory to be
 #: decoded. Larger data is a Blob, which readers stream chunk by chunk.
@@ -33,7 +34,13 @@ def stored_size_limit(path: str) -> int:
     if parts[0] == SNAPSHOTS:
         return MAX_MANIFEST_FILE
     if parts[0] == RUNS and len(parts) == 3 and parse_seq_name(parts[2]) is not None:
-        return MAX_RECORD_SIZE
+        # a v2 record carries its manifest and bodies (a v1 record's 64 KiB limit is checked
+        # when it is parsed as one)
+        return MAX_RECORD_FILE
+    if parts[0] == PACKS:
+        return MAX_PACK_FILE
+    if parts[0] == MOVED:
+        return MAX_FORWARD_SIZE
     return MAX_CONTROL_SIZE
 
 
@@ -46,4 +53,6 @@ def kind_of(path: str) -> str:
         return {CHUNKS: "chunk", SNAPSHOTS: "manifest"}[parts[0]]
     if parts[0] == RUNS and len(parts) == 3 and parse_seq_name(parts[2]) is not None:
         return "run record"
+    if parts[0] in (PACKS, MOVED):
+        return {PACKS: "pack", MOVED: "forward"}[parts[0]]
     return "control object"

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from ckptfs.errors import ConflictError, CorruptSnapshot, MissingObject
 from ckptfs.format import framing
-from ckptfs.format.containers import frame_bodies
+from ckptfs.format.containers import MAX_RECORD_BODIES, frame_bodies
 from ckptfs.format.digest import Digest
 from ckptfs.format.models import Manifest, RunRecord
 from ckptfs.format.names import record_path, snapshot_path
@@ -102,8 +102,8 @@ class RunCopyV2:
         framed = frame_bodies((c.digest, b) for c, b in zip(need, contents))
         settings = dst.config.settings
         packs: list[tuple[str, bytes]] = []
-        if sum(len(b) for _, _, b in framed) > int(settings.get("record_bulk_max",
-                                                                RECORD_BULK_MAX)):
+        if sum(len(b) for _, _, b in framed) > min(MAX_RECORD_BODIES, int(settings.get(
+                "record_bulk_max", RECORD_BULK_MAX))):
             packs, placed = pack_bodies(framed, target=int(settings.get("pack_target",
                                                                          PACK_TARGET)),
                                         writer=dst.objects.writer)

@@ -209,7 +209,10 @@ class Run:
             [c for r in self._ledger.records if r.result_content is not None
              for c in r.result_content.chunks] if self.snapshot is None else ())
         try:
-            snap = self.store.repo.commit(manifest, chunks)
+            # v2 records locate every chunk the snapshot needs, the ledger's results included
+            snap = self.store.repo.commit(manifest, chunks, results=[
+                c for r in self._ledger.records if r.result_content is not None
+                for c in r.result_content.chunks])
         except ConflictError as e:
             self._fenced = str(e)
             raise

@@ -124,13 +124,17 @@ class ChunkReader:
         out: dict[int, bytes] = {}
         located = [(i, r, self.locations.get(r.digest)) for i, r in enumerate(refs)]
         batch = [(i, r, loc) for i, r, loc in located if loc is not None]
+        damaged: set[int] = set()
         for (i, r, _), got in zip(batch, self._fetch([loc for _, _, loc in batch])):
             data = unframe_body(got, r, where=f"{where}: chunk {r.digest}")
             if data is not None:
                 out[i] = data
+            elif got is not None:
+                damaged.add(i)  # the container is there but holds other bytes at that place
         for i, r in enumerate(refs):
             if i not in out:
-                out[i] = self._fallback(r, self.locations.get(r.digest), where=where)
+                out[i] = self._fallback(r, self.locations.get(r.digest), where=where,
+                                        damaged=i in damaged)
         return [out[i] for i in range(len(refs))]
 
     def _fetch(self, locs: Sequence[Location]) -> list[bytes | None]:
@@ -151,10 +155,11 @@ class ChunkReader:
             out.append(piece)
         return out
 
-    def _fallback(self, ref: ChunkRef, loc: Location | None, *, where: str) -> bytes:
-        """Forwards of the hinted container, then the loose v1 object, then missing."""
+    def _fallback(self, ref: ChunkRef, loc: Location | None, *, where: str,
+                  damaged: bool = False) -> bytes:
+        """Forwards of the hinted container, then the loose v1 object, then missing (corrupt
+        when a place that should hold the chunk held other bytes: ``damaged``)."""
         what = f"{where}: chunk {ref.digest}"
-        damaged = False
         hops = 0
         while loc is not None and hops < MAX_HOPS:
             hops += 1

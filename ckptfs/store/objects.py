@@ -12,7 +12,7 @@ from ckptfs.format.digest import Digest
 from ckptfs.format.models import MAX_CHUNK_SIZE, MAX_MANIFEST_SIZE, Captured, ChunkRef, Manifest
 from ckptfs.format.names import chunk_path, snapshot_path
 from ckptfs.storage.base import Storage
-from ckptfs.format.containers import Location, frame_bodies
+from ckptfs.format.containers import MAX_RECORD_BODIES, Location, frame_bodies
 from ckptfs.format.models import RunRecord
 from ckptfs.store.containers import (
     PACK_TARGET,
@@ -115,7 +115,7 @@ class ObjectStore:
         d = Digest.of(data)
         self.sweeps.before_write([])  # the first write of this writer looks at the lease first
         framed = frame_bodies((c, b) for c, b in chunks if c not in self.known)
-        bulk = int(settings.get("record_bulk_max", RECORD_BULK_MAX))
+        bulk = min(int(settings.get("record_bulk_max", RECORD_BULK_MAX)), MAX_RECORD_BODIES)
         packs: list[tuple[str, bytes]] = []
         own = {c for c, _, _ in framed}
         if sum(len(b) for _, _, b in framed) > bulk:
