@@ -83,9 +83,12 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"ckptfs: error (usage): {human.clean(str(e))}", file=sys.stderr)
         return EXIT_USAGE
+    from ckptfs.ops.runs import require_runs
+
     store = ckptfs.open_store(args.store, ref_policy=policy)
+    runs = require_runs(store.repo, args.runs)
     report = check(store, schemas=schemas, migrations=migrations, validate=validate,
-                   runs=args.runs, strict_refs=args.strict_refs)
+                   runs=runs, strict_refs=args.strict_refs)
     if args.json:
         print_json(report.to_json())
     else:

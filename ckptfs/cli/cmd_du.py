@@ -30,7 +30,10 @@ def run(args: argparse.Namespace) -> int:
     import ckptfs
     from ckptfs.ops.usage import usage
 
-    u = usage(ckptfs.open_store(args.store).repo, args.runs)
+    from ckptfs.ops.runs import require_runs
+
+    repo = ckptfs.open_store(args.store).repo
+    u = usage(repo, require_runs(repo, args.runs))
     if args.json:
         print_json(u)
         return EXIT_OK

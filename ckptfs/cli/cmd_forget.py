@@ -49,6 +49,10 @@ def run(args: argparse.Namespace) -> int:
                     keep_labels=tuple(labels), keep_unfinished_heads=args.keep_unfinished_heads)
     if policy.empty:
         return usage_error("forget", "give at least one --keep rule")
+    from ckptfs.ops.runs import require_runs
+
+    repo = ckptfs.open_store(args.store).repo
+    runs = require_runs(repo, args.runs)  # a typo is an error before anything is touched
     if args.break_lease:  # --break-lease: take over a lease whose holder is gone
         import sys
 
@@ -58,8 +62,7 @@ def run(args: argparse.Namespace) -> int:
         warning = break_warning(storage, break_held_lease(storage))
         if warning:
             print(warning, file=sys.stderr)
-    report = forget(ckptfs.open_store(args.store).repo, policy, runs=args.runs,
-                    dry_run=args.dry_run)
+    report = forget(repo, policy, runs=runs, dry_run=args.dry_run)
     if args.json:
         print_json(report.to_json())
     else:

@@ -24,8 +24,11 @@ def run(args: argparse.Namespace) -> int:
     import ckptfs
     from ckptfs.ops.verify import verify
 
+    from ckptfs.ops.runs import require_runs
+
     store = ckptfs.open_store(args.store)
-    report = verify(store.repo, runs=args.runs, read_data=args.read_data)
+    runs = require_runs(store.repo, args.runs)
+    report = verify(store.repo, runs=runs, read_data=args.read_data)
     if args.json:
         print_json(report.to_json())
     else:
