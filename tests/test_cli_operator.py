@@ -5,6 +5,10 @@ Every case runs ``ckptfs`` as a subprocess against a real store on local disk.""
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -48,3 +52,95 @@ def test_known_run_still_works(tmp_path: Path) -> None:
     assert out["snapshots"] == 3
     out = json.loads(cli("du", url, "--run", "other", "--json").stdout)
     assert [r["run"] for r in out["runs"]] == ["other"]
+
+
+# --- 2./3. a store this process cannot write: a ckptfs error, exit 3; dry runs still work --
+
+CHECKPOINT = """
+import sys, ckptfs
+store = ckptfs.open_store(sys.argv[1])
+run = store.resume("loop")
+try:
+    run.checkpoint({"x": 99}, "step")
+except ckptfs.errors.CkptfsError as e:
+    print(f"CKPTFS {type(e).__name__} {e.category}: {e}")
+    sys.exit(7)
+"""
+
+
+def _as_readonly_mount(store: str) -> list[str]:
+    """A command prefix that runs its command with ``store`` bind-mounted read-only in a private
+    mount namespace (EROFS); skips unless this is root with ``unshare`` (a non-root user cannot
+    mount; the chmod test below covers it)."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("a read-only bind mount needs root and unshare(1); the EACCES test covers "
+                    "non-root users")
+    probe = subprocess.run(["unshare", "-m", "true"], capture_output=True)
+    if probe.returncode:
+        pytest.skip(f"unshare -m is not permitted here: {probe.stderr!r}")
+    return ["unshare", "-m", "sh", "-c",
+            f'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"',
+            store]
+
+
+def _as_denied(store: str) -> list[str]:
+    """The store's files and folders made read-only (chmod a-w) and a prefix that runs the
+    command without the capabilities that would let root ignore that (EACCES)."""
+    for d, dirs, files in os.walk(store):
+        for n in [*dirs, *files]:
+            p = os.path.join(d, n)
+            os.chmod(p, os.stat(p).st_mode & ~0o222)
+    os.chmod(store, os.stat(store).st_mode & ~0o222)
+    if os.geteuid() != 0:
+        return []
+    if not shutil.which("setpriv"):
+        pytest.skip("root ignores file modes and setpriv(1) is not here to drop its capabilities")
+    return ["setpriv", "--inh-caps=-all", "--bounding-set=-all"]
+
+
+def _restore_modes(store: str) -> None:
+    os.chmod(store, 0o755)
+    for d, dirs, files in os.walk(store):
+        for n in [*dirs, *files]:
+            p = os.path.join(d, n)
+            os.chmod(p, os.stat(p).st_mode | 0o200)
+
+
+def _run(prefix: list[str], *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*prefix, *argv], capture_output=True, text=True, timeout=120)
+
+
+def _unwritable_store_cases(prefix: list[str], url: str, errno_text: str) -> None:
+    py = sys.executable
+    before = sorted(str(p.relative_to(url)) for p in Path(url).rglob("*"))
+    p = _run(prefix, py, "-m", "ckptfs.cli", "fork", url, "loop@2", "newrun")
+    assert p.returncode == 3, (p.returncode, p.stdout, p.stderr)
+    assert "Traceback" not in p.stderr and "error (storage)" in p.stderr, p.stderr
+    assert errno_text in p.stderr and "write" in p.stderr, p.stderr
+    p = _run(prefix, py, "-c", CHECKPOINT, url)
+    assert p.returncode == 7, (p.returncode, p.stdout, p.stderr)
+    assert "CKPTFS StorageError storage:" in p.stdout and errno_text in p.stdout, p.stdout
+    # the dry runs need no write access and write nothing
+    for argv in (["forget", url, "--keep-last", "1", "--dry-run"],
+                 ["gc", url, "--dry-run", "--grace", "0s"],
+                 ["verify", url], ["du", url], ["ls", url]):
+        p = _run(prefix, py, "-m", "ckptfs.cli", *argv)
+        assert p.returncode == 0, (argv, p.returncode, p.stdout, p.stderr)
+    p = _run(prefix, py, "-m", "ckptfs.cli", "forget", url, "--keep-last", "1", "--dry-run",
+             "--json")
+    assert len(json.loads(p.stdout)["forget"]) == 2
+    assert sorted(str(p.relative_to(url)) for p in Path(url).rglob("*")) == before
+
+
+def test_read_only_mount_is_a_store_error(tmp_path: Path) -> None:
+    url = _store(tmp_path)
+    _unwritable_store_cases(_as_readonly_mount(url), url, "Read-only file system")
+
+
+def test_no_write_permission_is_a_store_error(tmp_path: Path) -> None:
+    url = _store(tmp_path)
+    prefix = _as_denied(url)
+    try:
+        _unwritable_store_cases(prefix, url, "Permission denied")
+    finally:
+        _restore_modes(url)
