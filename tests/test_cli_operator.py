@@ -144,3 +144,33 @@ def test_no_write_permission_is_a_store_error(tmp_path: Path) -> None:
         _unwritable_store_cases(prefix, url, "Permission denied")
     finally:
         _restore_modes(url)
+
+
+# --- 4. du counts every object a snapshot holds: entries', ledger's, ledger results' chunks -
+
+def _effect_store(tmp_path: Path) -> str:
+    url = str(tmp_path / "store")
+    run = ckptfs.open_store(url).start_run("loop")
+    for i in range(4):
+        run.checkpoint({"x": i, "text": "a" * (i * 1000)}, "step")
+        # a large result is stored in chunks of its own, which the ledger names
+        run.effect("pay", lambda i=i: {"ok": "r" * (20000 * (i + 1)), "n": i}, key=f"k{i}")
+    return url
+
+
+def _files(root: Path) -> tuple[int, int]:
+    sizes = [p.stat().st_size for p in root.rglob("*") if p.is_file()]
+    return len(sizes), sum(sizes)
+
+
+def test_du_counts_ledger_chunks(tmp_path: Path) -> None:
+    url = _effect_store(tmp_path)
+    out = json.loads(cli("du", url, "--json").stdout)
+    nchunks, chunk_bytes = _files(Path(url) / "chunks")
+    _, manifest_bytes = _files(Path(url) / "snapshots")
+    assert nchunks > 4  # the store holds ledger and result chunks besides the entries'
+    assert out["chunks"] == nchunks
+    assert out["stored_bytes"] == chunk_bytes + manifest_bytes
+    assert out["runs"][0]["stored_bytes"] == chunk_bytes + manifest_bytes
+    text = cli("du", url).stdout
+    assert f"{nchunks} chunks" in text, text
