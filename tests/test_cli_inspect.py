@@ -65,7 +65,7 @@ def test_log_shows_attempts_resume_and_forks(demo: tuple[str, dict[str, Any]]) -
     assert set(log) == LOG_KEYS and log["attempts"] == 2 and log["forked_from"] is None
     snaps = log["snapshots"]
     assert [s["seq"] for s in snaps] == [1, 2, 3, 4, 5, 6]
-    assert all(set(s) == SNAPSHOT_KEYS | {"forks", "effects"} for s in snaps)
+    assert all(set(s) == SNAPSHOT_KEYS | {"forks", "effects", "forgotten_before"} for s in snaps)
     at2, at4 = store.get("agent@2"), store.get("agent@4")
     assert snaps[1]["forks"] == [{"run": "debug", "seq": 1, "snapshot": store.head("debug").id}]
     assert snaps[4]["resumed_from"] == at4.id and snaps[4]["attempt"] == 2

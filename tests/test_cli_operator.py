@@ -174,3 +174,32 @@ def test_du_counts_ledger_chunks(tmp_path: Path) -> None:
     assert out["runs"][0]["stored_bytes"] == chunk_bytes + manifest_bytes
     text = cli("du", url).stdout
     assert f"{nchunks} chunks" in text, text
+
+
+# --- 5. log after forget: no made-up fork, earlier records not pinned on the oldest kept ---
+
+def test_log_after_forget(tmp_path: Path) -> None:
+    url = str(tmp_path / "store")
+    run = ckptfs.open_store(url).start_run("loop")
+    run.checkpoint({"x": 1}, "step")                        # @1
+    run.effect("pay", lambda: {"ok": 1}, key="k1")         # @2 intended, @3 completed
+    run.checkpoint({"x": 2}, "step")                        # @4
+    run.effect("pay", lambda: {"ok": 2}, key="k2")         # @5, @6
+    run.checkpoint({"x": 3}, "step")                        # @7
+    cli("forget", url, "--keep-last", "2")
+    text = cli("log", url, "loop").stdout
+    assert "forked from" not in text and "not in this store" not in text, text
+    assert "@1..@5 forgotten (5 snapshots)" in text, text
+    out = json.loads(cli("log", url, "loop", "--json").stdout)
+    assert out["forked_from"] is None
+    first, last = out["snapshots"]
+    assert (first["seq"], first["forgotten_before"], last["forgotten_before"]) == (6, 5, 0)
+    # k1's records were appended by forgotten snapshots: they are not shown as @6's own
+    lines = text.splitlines()
+    at6 = next(i for i, line in enumerate(lines) if "@6 " in line)
+    assert "include those of the forgotten snapshots" in "\n".join(lines[at6:at6 + 2]), text
+    # a run forked from a snapshot in this store still names it; one whose origin is
+    # elsewhere still says so
+    cli("fork", url, "loop@7", "child")
+    out = json.loads(cli("log", url, "child", "--json").stdout)
+    assert out["forked_from"]["run"] == "loop" and out["snapshots"][0]["forgotten_before"] == 0

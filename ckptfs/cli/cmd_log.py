@@ -49,6 +49,11 @@ def render(log: dict[str, Any]) -> list[str]:
         if s["resumed_from"]:
             lines.append(f"│ ↻ attempt {s['attempt']}: resumed from "
                          f"@{seq_of.get(s['resumed_from'], '?')} {human.short(s['resumed_from'])}")
+        gap = s.get("forgotten_before", 0)
+        if gap:
+            first = s["seq"] - gap
+            span = f"@{first}" if gap == 1 else f"@{first}..@{s['seq'] - 1}"
+            lines.append(f"┆ {span} forgotten ({gap} snapshot{'s' if gap != 1 else ''})")
         elbow = "└─" if i == len(snaps) - 1 else "├─"
         lines.append(f"{elbow} @{s['seq']:<4} {s['boundary']:<14} {human.short(s['snapshot'])}  "
                      f"{human.when(s['created'])}  {s['entry_count']} entries  "
@@ -56,6 +61,10 @@ def render(log: dict[str, Any]) -> list[str]:
         bar = "   " if i == len(snaps) - 1 else "│  "
         if s["effects"] is None:
             lines.append(f"{bar}  effects withheld: snapshot expired (--allow-expired shows them)")
+        if gap and s["effects"]:
+            since = "since the run began" if i == 0 else f"since @{snaps[i - 1]['seq']}"
+            lines.append(f"{bar}  effects recorded {since} (they include those of the "
+                         f"forgotten snapshots):")
         for e in s["effects"] or []:
             mark = "!" if e.get("in_doubt") else " "
             lines.append(f"{bar}{mark} effect {human.clean(e.get('key'))}  "

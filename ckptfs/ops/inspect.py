@@ -75,7 +75,9 @@ def list_runs(repo: Repository, *, now_ms: int | None = None) -> list[dict[str, 
 def run_log(repo: Repository, run_id: str, *, allow_expired: bool = False) -> dict[str, Any]:
     """A run's history: every snapshot with its parent, resume and attempt, plus where the run
     was forked from and which other runs fork from it. The ledger records of expired snapshots
-    are state data: withheld (``effects`` null) unless ``allow_expired``."""
+    are state data: withheld (``effects`` null) unless ``allow_expired``. ``forgotten_before``
+    counts the snapshots forgotten (or erased) just before each one: its ``effects`` are the
+    records appended since the previous retained snapshot, theirs included."""
     repo.config
     seqs = repo.seqs(run_id)
     if not seqs:
@@ -97,9 +99,17 @@ def run_log(repo: Repository, run_id: str, *, allow_expired: bool = False) -> di
         loaded.append(s)
     for row, effects in zip(snaps, _record_rows(repo, loaded, allow_expired)):
         row["effects"] = effects
+    prev_seq = 0
+    for row in snaps:  # forgotten (or erased) snapshots just before this one
+        row["forgotten_before"] = row["seq"] - prev_seq - 1
+        prev_seq = row["seq"]
     forked_from = None
     if snaps and snaps[0]["parent"] and snaps[0]["parent"] not in by_id:
         forked_from = _origin(repo, snaps[0]["parent"])
+        if forked_from["run"] is None and snaps[0]["forgotten_before"]:
+            # the parent is one of this run's own forgotten snapshots, not another run's: a
+            # fork's first snapshot is its @1, and the history before the oldest kept is gone
+            forked_from = None
     for other in repo.run_ids():
         if other == run_id:
             continue
