@@ -203,3 +203,51 @@ def test_log_after_forget(tmp_path: Path) -> None:
     cli("fork", url, "loop@7", "child")
     out = json.loads(cli("log", url, "child", "--json").stdout)
     assert out["forked_from"]["run"] == "loop" and out["snapshots"][0]["forgotten_before"] == 0
+
+
+# --- 6. Ref(expires_at=) takes what checkpoint(expires_at=) takes; milliseconds refused ----
+
+REF_EXPIRY = """
+import datetime, json, sys, time, ckptfs
+store = ckptfs.open_store(sys.argv[1])
+run = store.start_run("refs")
+t0 = time.time()
+aware = datetime.datetime(2030, 1, 1, tzinfo=datetime.timezone.utc)
+refs = {"delta": ckptfs.Ref("file:///x", expires_at=datetime.timedelta(hours=1)),
+        "aware": ckptfs.Ref("file:///x", expires_at=aware),
+        "secs": ckptfs.Ref("file:///x", expires_at=1_900_000_000)}
+snap = run.checkpoint(refs)
+out = {n: e.expires for n, e in snap.manifest.entries.items()}
+out["t0_ms"] = int(t0 * 1000)
+errors = {}
+for name, bad in [("millis", int(t0 * 1000)), ("naive", datetime.datetime(2030, 1, 1)),
+                  ("text", "tomorrow"), ("nan", float("nan"))]:
+    for where in ("ref", "checkpoint"):
+        try:
+            if where == "ref":
+                ckptfs.Ref("file:///x", expires_at=bad)
+            else:
+                run.checkpoint({"x": 1}, expires_at=bad)
+        except ckptfs.errors.CkptfsError as e:
+            errors[f"{where}/{name}"] = f"{type(e).__name__}: {e}"
+        except Exception as e:
+            errors[f"{where}/{name}"] = f"RAW {type(e).__name__}: {e}"
+        else:
+            errors[f"{where}/{name}"] = "accepted"
+print(json.dumps({"expires": out, "errors": errors}))
+"""
+
+
+def test_ref_expires_at_takes_what_checkpoint_takes(tmp_path: Path) -> None:
+    p = subprocess.run([sys.executable, "-c", REF_EXPIRY, str(tmp_path / "store")],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    got = json.loads(p.stdout)
+    exp = got["expires"]
+    assert exp["t0_ms"] + 3_600_000 <= exp["delta"] <= exp["t0_ms"] + 3_600_000 + 60_000
+    assert exp["aware"] == 1_893_456_000_000 and exp["secs"] == 1_900_000_000_000
+    for key, msg in got["errors"].items():
+        assert not msg.startswith(("RAW", "accepted")), (key, msg)
+    assert "milliseconds" in got["errors"]["ref/millis"], got["errors"]
+    assert "milliseconds" in got["errors"]["checkpoint/millis"], got["errors"]
+    assert "time zone" in got["errors"]["ref/naive"], got["errors"]
