@@ -251,3 +251,75 @@ def test_ref_expires_at_takes_what_checkpoint_takes(tmp_path: Path) -> None:
     assert "milliseconds" in got["errors"]["ref/millis"], got["errors"]
     assert "milliseconds" in got["errors"]["checkpoint/millis"], got["errors"]
     assert "time zone" in got["errors"]["ref/naive"], got["errors"]
+
+
+# --- progress: bars on a terminal (tqdm), nothing in a pipe, JSON lines when asked ---------
+
+def _under_pty(*argv: str) -> tuple[int, str, str]:
+    """Run the CLI with stderr on a pseudo-terminal of 120 columns; (rc, stdout, terminal)."""
+    import fcntl
+    import pty
+    import select
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    p = subprocess.Popen([sys.executable, "-m", "ckptfs.cli", *argv], stdout=subprocess.PIPE,
+                         stderr=slave, stdin=subprocess.DEVNULL)
+    os.close(slave)
+    seen = b""
+    try:
+        while True:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                try:
+                    data = os.read(master, 65536)
+                except OSError:  # EIO: the child closed the terminal
+                    break
+                if not data:
+                    break
+                seen += data
+            elif p.poll() is not None:
+                break
+        out = p.stdout.read().decode() if p.stdout else ""
+        p.wait(timeout=120)
+    finally:
+        os.close(master)
+        if p.stdout:
+            p.stdout.close()
+    return p.returncode, out, seen.decode(errors="replace")
+
+
+@pytest.mark.parametrize("command", ["verify", "gc", "copy", "export", "check"])
+def test_progress_on_a_terminal_only(tmp_path: Path, command: str) -> None:
+    url = _effect_store(tmp_path)
+    dest = {"copy": [str(tmp_path / "dst")], "export": [str(tmp_path / "out.tar")]}
+    flags = {"verify": ["--read-data"], "gc": ["--dry-run"]}
+    argv = [command, url, *dest.get(command, []), *flags.get(command, [])]
+    rc, out, term = _under_pty(*argv)
+    assert rc == 0, (out, term)
+    assert f"{command} read:" in term and "B/s" in term and "objects" in term, term
+    if command in ("verify", "copy", "export"):  # they report snapshots: count, rate, ETA
+        assert f"{command} snapshots: 100%" in term and " snap/s" in term, term
+    assert "Traceback" not in term
+    # the same command in a pipe prints no progress at all
+    dest = {"copy": [str(tmp_path / "dst2")], "export": [str(tmp_path / "out2.tar")]}
+    p = cli(command, url, *dest.get(command, []), *flags.get(command, []))
+    assert p.stderr == "", p.stderr
+
+
+def test_progress_json_lines(tmp_path: Path) -> None:
+    url = _effect_store(tmp_path)
+    p = cli("verify", url, "--read-data", "--progress", "json")
+    lines = [json.loads(line) for line in p.stderr.splitlines()]
+    assert lines and lines[-1]["done"] is True and lines[-1]["progress"] == "verify"
+    assert all(not x["done"] for x in lines[:-1])
+    last = lines[-1]
+    assert last["snapshots"] == last["snapshots_total"] == 12
+    assert last["bytes_read"] > 0 and last["objects_read"] > 0
+    assert set(last) == {"progress", "done", "snapshots", "snapshots_total", "bytes_read",
+                         "objects_read", "objects_deleted", "elapsed_s", "bytes_per_s",
+                         "eta_s", "note"}
+    p = cli("gc", url, "--grace", "0s", "--progress", "json")
+    assert json.loads(p.stderr.splitlines()[-1])["done"] is True

@@ -10,6 +10,7 @@ from typing import Any
 
 from ckptfs.cli import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, human, print_json
 from ckptfs.cli.human import add_allow_refs
+from ckptfs.cli.progress import Progress, add_progress
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -34,6 +35,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                         "(including those --allow-refs does not cover)")
     add_allow_refs(p)
     p.add_argument("--json", action="store_true", help="machine-readable report")
+    add_progress(p)
     p.set_defaults(func=run)
 
 
@@ -87,8 +89,10 @@ def run(args: argparse.Namespace) -> int:
 
     store = ckptfs.open_store(args.store, ref_policy=policy)
     runs = require_runs(store.repo, args.runs)
-    report = check(store, schemas=schemas, migrations=migrations, validate=validate,
-                   runs=runs, strict_refs=args.strict_refs)
+    with Progress("check", mode=args.progress, snapshots=False) as bar:
+        bar.watch(store.storage)
+        report = check(store, schemas=schemas, migrations=migrations, validate=validate,
+                       runs=runs, strict_refs=args.strict_refs)
     if args.json:
         print_json(report.to_json())
     else:

@@ -6,6 +6,7 @@ import argparse
 
 from ckptfs.cli import EXIT_OK, EXIT_PROBLEMS, print_json
 from ckptfs.cli._usage import usage_error
+from ckptfs.cli.progress import Progress, add_progress
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -22,6 +23,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                    help="take the maintenance lease even if another forget/gc/erase seems to "
                         "hold it (only when you know that process is gone; prints a warning)")
     p.add_argument("--json", action="store_true")
+    add_progress(p)
     p.set_defaults(func=run)
 
 
@@ -43,7 +45,10 @@ def run(args: argparse.Namespace) -> int:
         warning = break_warning(storage, break_held_lease(storage))
         if warning:
             print(warning, file=sys.stderr)
-    r = gc(ckptfs.open_store(args.store).repo, grace_ms=grace, dry_run=args.dry_run)
+    repo = ckptfs.open_store(args.store).repo
+    with Progress("gc", mode=args.progress, snapshots=False) as bar:
+        bar.watch(repo.storage)
+        r = gc(repo, grace_ms=grace, dry_run=args.dry_run)
     if args.json:
         print_json(r.to_json())
     else:

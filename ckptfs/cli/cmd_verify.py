@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from ckptfs.cli import EXIT_OK, EXIT_PROBLEMS, human, print_json
+from ckptfs.cli.progress import Progress, add_progress
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -17,6 +18,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--run", action="append", dest="runs", metavar="RUN", help="only this run (repeatable)")
     p.add_argument("--read-data", action="store_true", help="read every chunk and recompute digests")
     p.add_argument("--json", action="store_true", help="machine-readable report")
+    add_progress(p)
     p.set_defaults(func=run)
 
 
@@ -28,7 +30,12 @@ def run(args: argparse.Namespace) -> int:
 
     store = ckptfs.open_store(args.store)
     runs = require_runs(store.repo, args.runs)
-    report = verify(store.repo, runs=runs, read_data=args.read_data)
+    with Progress("verify", mode=args.progress) as bar:
+        if bar.mode != "none":
+            bar.total = sum(len(store.repo.seqs(r)) for r in
+                            (runs if runs is not None else store.repo.run_ids()))
+        bar.watch(store.storage)
+        report = verify(store.repo, runs=runs, read_data=args.read_data, progress=bar.snapshot)
     if args.json:
         print_json(report.to_json())
     else:
