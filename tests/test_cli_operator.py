@@ -323,3 +323,75 @@ def test_progress_json_lines(tmp_path: Path) -> None:
                          "eta_s", "note"}
     p = cli("gc", url, "--grace", "0s", "--progress", "json")
     assert json.loads(p.stderr.splitlines()[-1])["done"] is True
+
+
+# --- operator actions: settle an in-doubt effect, approve / reject a pending approval -----
+
+def _in_doubt_and_pending(url: str) -> None:
+    from ckptfs.errors import ApprovalPending, EffectInDoubt
+
+    run = ckptfs.open_store(url).start_run("ops")
+    run.checkpoint({"a": 1})
+
+    class Crash(BaseException):
+        pass
+
+    def crash() -> None:
+        raise Crash
+
+    try:
+        run.effect("pay", crash, key="pay-1", timeout=0.001)  # in doubt once its lease is out
+    except (Crash, EffectInDoubt):
+        pass
+    run = ckptfs.open_store(url).resume("ops", lenient_refs=True)
+    for key in ("ok-1", "no-1"):
+        try:
+            run.wait_for_approval({"refund": 10}, key=key)
+        except ApprovalPending:
+            pass
+
+
+def test_settle_approve_reject(tmp_path: Path) -> None:
+    url = str(tmp_path / "s")
+    _in_doubt_and_pending(url)
+    before = json.loads(cli("effects", url, "ops", "--json").stdout)
+    assert before["in_doubt"] == 1 and before["pending"] == 2
+    # refused: not in doubt / not pending / unknown key; nothing is written
+    p = cli("settle", url, "ops", "ok-1", "--result", "{}", check=3)
+    assert "only an in-doubt effect can be settled" in p.stderr, p.stderr
+    p = cli("approve", url, "ops", "pay-1", check=3)
+    assert "is an effect, not an approval" in p.stderr, p.stderr
+    cli("reject", url, "ops", "nope", check=3)
+    cli("settle", url, "ops", "pay-1", "--result", "{not json", check=2)
+    cli("settle", url, "ops", "pay-1", check=2)  # one of --result / --failed is required
+    assert json.loads(cli("effects", url, "ops", "--json").stdout)["head_seq"] == \
+        before["head_seq"]
+    # done, as the API records it
+    out = json.loads(cli("settle", url, "ops", "pay-1", "--result", '{"id": "tx-9"}',
+                         "--json").stdout)
+    assert out["effect"]["status"] == "completed" and out["effect"]["via"] == "manual"
+    assert out["effect"]["result"] == {"id": "tx-9"} and out["snapshot"]["boundary"] == \
+        "after_effect"
+    assert "approved ok-1 of ops" in cli("approve", url, "ops", "ok-1", "--decision",
+                                         '{"amount": 10}').stdout
+    cli("reject", url, "ops", "no-1", "--reason", "too much")
+    cli("approve", url, "ops", "ok-1", check=3)  # decided once
+    after = json.loads(cli("effects", url, "ops", "--json").stdout)
+    assert after["in_doubt"] == 0 and after["pending"] == 0
+    by_key = {e["key"]: e for e in after["effects"]}
+    assert by_key["ok-1"]["result"] == {"approved": True, "decision": {"amount": 10}}
+    assert by_key["no-1"]["result"] == {"approved": False, "decision": "too much"}
+    # a resumed run reads the decisions and the settled result
+    run = ckptfs.open_store(url).resume("ops")
+    assert run.wait_for_approval({"refund": 10}, key="ok-1").approved is True
+    assert run.wait_for_approval({"refund": 10}, key="no-1").approved is False
+    assert run.effect("pay", lambda: 1 / 0, key="pay-1") == {"id": "tx-9"}
+
+
+def test_settle_failed(tmp_path: Path) -> None:
+    url = str(tmp_path / "s")
+    _in_doubt_and_pending(url)
+    cli("settle", url, "ops", "pay-1", "--failed", "provider says no such payment")
+    eff = {e["key"]: e for e in json.loads(cli("effects", url, "ops", "--json").stdout)
+           ["effects"]}["pay-1"]
+    assert eff["status"] == "failed" and "no such payment" in json.dumps(eff["error"])
