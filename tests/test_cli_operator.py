@@ -395,3 +395,83 @@ def test_settle_failed(tmp_path: Path) -> None:
     eff = {e["key"]: e for e in json.loads(cli("effects", url, "ops", "--json").stdout)
            ["effects"]}["pay-1"]
     assert eff["status"] == "failed" and "no such payment" in json.dumps(eff["error"])
+
+
+# --- conventions from restic and fsspec: CKPTFS_STORE, -o, storage_options=, --create-bucket -
+
+def test_store_from_the_environment(tmp_path: Path) -> None:
+    url = _store(tmp_path, runs=("loop", "other"))
+    env = {**os.environ, "CKPTFS_STORE": url}
+    out = json.loads(cli("ls", "--json", env=env).stdout)
+    assert [r["run"] for r in out["runs"]] == ["loop", "other"]
+    assert "loop  (schema" in cli("log", "loop", env=env).stdout
+    assert json.loads(cli("verify", "--run", "other", "--json", env=env).stdout)["snapshots"] == 3
+    # a STORE on the command line wins; without either, the usual usage error
+    other = _store(tmp_path / "b", runs=("solo",))
+    assert "solo" in cli("ls", other, env=env).stdout
+    env.pop("CKPTFS_STORE")
+    p = cli("log", "loop", env=env, check=2)
+    assert "required: RUN" in p.stderr or "required" in p.stderr
+
+
+def _s3_env_without_credentials(s3: dict[str, object], tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update({"AWS_ENDPOINT_URL_S3": str(s3["endpoint_url"]), "AWS_EC2_METADATA_DISABLED": "true",
+                "AWS_DEFAULT_REGION": "us-east-1", "AWS_CONFIG_FILE": str(tmp_path / "none"),
+                "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"), "HOME": str(tmp_path)})
+    return env
+
+
+def test_backend_options_on_the_command_line(s3_options: dict[str, object], tmp_path: Path
+                                             ) -> None:
+    from tests.conftest import S3_BUCKET
+
+    url = f"s3://{S3_BUCKET}/opt-{tmp_path.name}"
+    ckptfs.open_store(url, storage_options=s3_options).start_run("r").checkpoint({"x": 1})
+    env = _s3_env_without_credentials(s3_options, tmp_path)
+    p = cli("ls", url, env=env, check=3)  # no credentials anywhere: refused
+    creds = ["-o", "key=testing", "-o", "secret=testing",
+             "-o", "client_kwargs.region_name=us-east-1"]
+    assert "r " in cli("ls", url, *creds, env=env).stdout          # after the command
+    assert "r " in cli(*creds, "ls", url, env=env).stdout          # or before it, like restic
+    assert json.loads(cli("verify", url, *creds, "--json", env=env).stdout)["ok"]
+    p = cli("ls", url, "-o", "novalue", env=env, check=2)
+    assert "KEY=VALUE" in p.stderr
+    # a local store beside it is opened without them
+    local = _store(tmp_path)
+    cli("copy", url, local, *creds, env=env)
+    assert "r " in cli("ls", local).stdout
+
+
+def test_open_store_storage_options_and_filesystem(s3_options: dict[str, object],
+                                                   tmp_path: Path) -> None:
+    import fsspec
+
+    from ckptfs.errors import InvalidArgument
+    from tests.conftest import S3_BUCKET
+
+    url = f"s3://{S3_BUCKET}/api-{tmp_path.name}"
+    ckptfs.open_store(url, storage_options=s3_options).start_run("r").checkpoint({"x": 1})
+    assert ckptfs.open_store(url, **s3_options).runs() == ["r"]         # keyword arguments
+    fs = fsspec.filesystem("s3", **s3_options)
+    assert ckptfs.open_store(url, filesystem=fs).runs() == ["r"]        # an fsspec object
+    assert ckptfs.open_store(url[len("s3://"):], filesystem=fs).runs() == ["r"]
+    with pytest.raises(InvalidArgument):
+        ckptfs.open_store(url, storage_options={"anon": False}, anon=True)
+    local = fsspec.filesystem("file")
+    ckptfs.open_store(str(tmp_path / "l"), filesystem=local).start_run("x").checkpoint({"y": 1})
+    assert ckptfs.open_store(str(tmp_path / "l")).runs() == ["x"]
+
+
+def test_init_create_bucket(s3_options: dict[str, object], tmp_path: Path) -> None:
+    import uuid
+
+    url = f"s3://made-{uuid.uuid4().hex[:12]}/p"
+    p = cli("init", url, check=3)
+    assert "does not exist" in p.stderr
+    out = cli("init", url, "--create-bucket")
+    assert "bucket created: s3://made-" in out.stdout and "store created" in out.stdout
+    again = json.loads(cli("init", url, "--create-bucket", "--json").stdout)
+    assert again["created"] is False and again["bucket_created"] is False
+    p = cli("init", str(tmp_path / "x"), "--create-bucket", check=2)
+    assert "object-store" in p.stderr

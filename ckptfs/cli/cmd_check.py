@@ -11,6 +11,7 @@ from typing import Any
 from ckptfs.cli import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, human, print_json
 from ckptfs.cli.human import add_allow_refs
 from ckptfs.cli.progress import Progress, add_progress
+from ckptfs.cli import stores as _stores
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -87,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     from ckptfs.ops.runs import require_runs
 
-    store = ckptfs.open_store(args.store, ref_policy=policy)
+    store = _stores.open_store(args.store, ref_policy=policy)
     runs = require_runs(store.repo, args.runs)
     with Progress("check", mode=args.progress, snapshots=False) as bar:
         bar.watch(store.storage)

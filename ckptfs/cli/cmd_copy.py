@@ -6,6 +6,7 @@ import argparse
 
 from ckptfs.cli import EXIT_OK, EXIT_PROBLEMS, human, print_json
 from ckptfs.cli.progress import Progress, add_progress
+from ckptfs.cli import stores as _stores
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -36,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     from ckptfs.ops.copy import copy_runs
 
     src = human.open_existing(args.src)
-    dst = ckptfs.open_store(args.dst)
+    dst = _stores.open_store(args.dst)
     with Progress("copy", mode=args.progress) as bar:
         bar.watch(src.storage)
         report = copy_runs(src.repo, dst.repo, runs=args.runs, progress=bar)

@@ -6,6 +6,7 @@ import argparse
 import time
 
 from ckptfs.cli import EXIT_OK, print_json
+from ckptfs.cli import stores as _stores
 
 
 def _t(ms: object) -> str:
@@ -32,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ckptfs.ops.runs import require_runs
 
-    repo = ckptfs.open_store(args.store).repo
+    repo = _stores.open_store(args.store).repo
     u = usage(repo, require_runs(repo, args.runs))
     if args.json:
         print_json(u)

@@ -7,6 +7,7 @@ import argparse
 from ckptfs.cli import EXIT_OK, print_json
 from ckptfs.cli._usage import usage_error
 from ckptfs.format.names import parse_uint
+from ckptfs.cli import stores as _stores
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -31,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     import ckptfs
     from ckptfs.ops.erase import erase
 
-    repo = ckptfs.open_store(args.store).repo
+    repo = _stores.open_store(args.store).repo
     seq = None
     if args.snapshot is not None:
         ref = args.snapshot
@@ -48,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
 
         from ckptfs.ops.lease import break_held_lease, break_warning
 
-        storage = ckptfs.open_store(args.store).storage
+        storage = _stores.open_store(args.store).storage
         warning = break_warning(storage, break_held_lease(storage))
         if warning:
             print(warning, file=sys.stderr)

@@ -6,6 +6,7 @@ import argparse
 
 from ckptfs.cli import EXIT_OK, EXIT_PROBLEMS, print_json
 from ckptfs.cli._usage import usage_error
+from ckptfs.cli import stores as _stores
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -51,14 +52,14 @@ def run(args: argparse.Namespace) -> int:
         return usage_error("forget", "give at least one --keep rule")
     from ckptfs.ops.runs import require_runs
 
-    repo = ckptfs.open_store(args.store).repo
+    repo = _stores.open_store(args.store).repo
     runs = require_runs(repo, args.runs)  # a typo is an error before anything is touched
     if args.break_lease:  # --break-lease: take over a lease whose holder is gone
         import sys
 
         from ckptfs.ops.lease import break_held_lease, break_warning
 
-        storage = ckptfs.open_store(args.store).storage
+        storage = _stores.open_store(args.store).storage
         warning = break_warning(storage, break_held_lease(storage))
         if warning:
             print(warning, file=sys.stderr)

@@ -7,6 +7,7 @@ import argparse
 from ckptfs.cli import EXIT_OK, EXIT_PROBLEMS, print_json
 from ckptfs.cli._usage import usage_error
 from ckptfs.cli.progress import Progress, add_progress
+from ckptfs.cli import stores as _stores
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -41,11 +42,11 @@ def run(args: argparse.Namespace) -> int:
 
         from ckptfs.ops.lease import break_held_lease, break_warning
 
-        storage = ckptfs.open_store(args.store).storage
+        storage = _stores.open_store(args.store).storage
         warning = break_warning(storage, break_held_lease(storage))
         if warning:
             print(warning, file=sys.stderr)
-    repo = ckptfs.open_store(args.store).repo
+    repo = _stores.open_store(args.store).repo
     with Progress("gc", mode=args.progress, snapshots=False) as bar:
         bar.watch(repo.storage)
         r = gc(repo, grace_ms=grace, dry_run=args.dry_run)

@@ -7,6 +7,7 @@ import sys
 
 from ckptfs.cli import EXIT_OK, EXIT_PROBLEMS, human, print_json
 from ckptfs.cli.progress import Progress, add_progress
+from ckptfs.cli import stores as _stores
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -28,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ckptfs.ops.runs import require_runs
 
-    store = ckptfs.open_store(args.store)
+    store = _stores.open_store(args.store)
     runs = require_runs(store.repo, args.runs)
     with Progress("verify", mode=args.progress) as bar:
         if bar.mode != "none":

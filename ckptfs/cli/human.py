@@ -115,6 +115,8 @@ def open_existing(url: str) -> Store:
     """The store at ``url``; NotAStore (exit 3, with a hint) when there is none."""
     import ckptfs
 
-    store = ckptfs.open_store(url)
+    from ckptfs.cli import stores as _stores
+
+    store = _stores.open_store(url)
     store.repo.config
     return store
