@@ -475,3 +475,43 @@ def test_init_create_bucket(s3_options: dict[str, object], tmp_path: Path) -> No
     assert again["created"] is False and again["bucket_created"] is False
     p = cli("init", str(tmp_path / "x"), "--create-bucket", check=2)
     assert "object-store" in p.stderr
+
+
+# --- forget --keep-hourly/daily/weekly/monthly/yearly (restic) -----------------------------
+
+def _dated_store(tmp_path: Path) -> str:
+    import datetime
+
+    url = str(tmp_path / "store")
+    t0 = int(datetime.datetime(2026, 3, 2, tzinfo=datetime.timezone.utc).timestamp() * 1000)
+    hour, day = 3_600_000, 86_400_000
+    now = [t0]
+    run = ckptfs.open_store(url, clock=lambda: now[0]).start_run("r")
+    for offset in (0, hour, 2 * hour, day, day + hour, 2 * day, 10 * day):  # seqs 1..7
+        now[0] = t0 + offset
+        run.checkpoint({"t": offset})
+    return url
+
+
+@pytest.mark.parametrize("flags, kept", [
+    (["--keep-daily", "2"], [6, 7]),
+    (["--keep-daily", "3"], [5, 6, 7]),
+    (["--keep-hourly", "4"], [4, 5, 6, 7]),
+    (["--keep-weekly", "2"], [6, 7]),        # 2026-03-02 is a Monday: @1..@6 one ISO week
+    (["--keep-monthly", "1"], [7]),
+    (["--keep-yearly", "5"], [7]),
+    (["--keep-daily", "1", "--keep-last", "2"], [6, 7]),
+])
+def test_forget_keep_periods(tmp_path: Path, flags: list[str], kept: list[int]) -> None:
+    url = _dated_store(tmp_path)
+    out = json.loads(cli("forget", url, *flags, "--dry-run", "--json").stdout)
+    assert [k["seq"] for k in out["keep"]] == kept, out
+    assert [f["seq"] for f in out["forget"]] == [s for s in range(1, 8) if s not in kept]
+    cli("forget", url, "--keep-daily", "0", check=2)
+
+
+def test_forget_keep_daily_applies(tmp_path: Path) -> None:
+    url = _dated_store(tmp_path)
+    cli("forget", url, "--keep-daily", "2")
+    assert [s["seq"] for s in json.loads(cli("log", url, "r", "--json").stdout)["snapshots"]] \
+        == [6, 7]

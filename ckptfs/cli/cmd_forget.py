@@ -9,6 +9,10 @@ from ckptfs.cli._usage import usage_error
 from ckptfs.cli import stores as _stores
 
 
+_UNIT = {"hourly": "hour", "daily": "day", "weekly": "ISO week", "monthly": "month",
+         "yearly": "year"}
+
+
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = sub.add_parser("forget", help="forget snapshots a retention policy does not keep",
                        description="Forget (delete the run records of) every snapshot that no "
@@ -19,6 +23,10 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--keep-within", metavar="DURATION", help="snapshots newer than e.g. 7d, 36h")
     p.add_argument("--keep-label", action="append", default=[], metavar="K=V",
                    help="snapshots with this label (repeatable)")
+    for kind in ("hourly", "daily", "weekly", "monthly", "yearly"):
+        p.add_argument(f"--keep-{kind}", type=int, metavar="N", dest=f"keep_{kind}",
+                       help=f"the newest snapshot of each of the last N {_UNIT[kind]}s (UTC) "
+                            "that have one, per run (as restic)")
     p.add_argument("--keep-unfinished-heads", action="store_true",
                    help="the head of every run whose head boundary is not 'final'")
     p.add_argument("--run", action="append", dest="runs", metavar="RUN", help="only this run")
@@ -46,8 +54,16 @@ def run(args: argparse.Namespace) -> int:
         within = parse_duration(args.keep_within) if args.keep_within else None
     except ValueError as e:
         return usage_error("forget", str(e))
+    periods = []
+    for kind in _UNIT:
+        n = getattr(args, f"keep_{kind}")
+        if n is not None:
+            if n < 1:
+                return usage_error("forget", f"--keep-{kind} must be at least 1")
+            periods.append((kind, n))
     policy = Policy(keep_last=args.keep_last, keep_within_ms=within,
-                    keep_labels=tuple(labels), keep_unfinished_heads=args.keep_unfinished_heads)
+                    keep_labels=tuple(labels), keep_unfinished_heads=args.keep_unfinished_heads,
+                    keep_periods=tuple(periods))
     if policy.empty:
         return usage_error("forget", "give at least one --keep rule")
     from ckptfs.ops.runs import require_runs
