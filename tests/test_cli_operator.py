@@ -515,3 +515,110 @@ def test_forget_keep_daily_applies(tmp_path: Path) -> None:
     cli("forget", url, "--keep-daily", "2")
     assert [s["seq"] for s in json.loads(cli("log", url, "r", "--json").stdout)["snapshots"]] \
         == [6, 7]
+
+
+# --- output people can read: units, grammar, summaries, grouping, ls states, log -n -------
+
+def test_du_and_gc_speak_human_units(tmp_path: Path) -> None:
+    url = _effect_store(tmp_path)
+    du = cli("du", url).stdout
+    assert " KiB" in du and "T" in du.splitlines()[1] and "Z" in du.splitlines()[1], du
+    total = du.splitlines()[-1]
+    assert "B stored" in total and "bytes" not in total and "snapshot(s)" not in total, total
+    gc = cli("gc", url, "--dry-run").stdout
+    assert "3600000" not in gc and " ms" not in gc and "(s)" not in gc, gc
+    assert "0 expired snapshots, 0 stray records; would delete 0 manifests" in gc, gc
+
+
+def test_forget_summary_prune_and_when_space_is_free(tmp_path: Path) -> None:
+    url = _store(tmp_path, runs=("a", "b"), steps=6)
+    out = cli("forget", url, "--keep-last", "2", "--dry-run").stdout
+    lines = out.splitlines()
+    assert lines[:2] == ["would forget 4 snapshots of a (@1..@4)",
+                         "would forget 4 snapshots of b (@1..@4)"], out
+    assert lines[-1].startswith("would forget 8 snapshots of 2 runs, kept 4; gc would then free")
+    assert "(s)" not in out and "bytes" not in out
+    verbose = cli("forget", url, "--keep-last", "2", "--dry-run", "-v").stdout
+    assert sum(line.startswith("would forget  a@") for line in verbose.splitlines()) == 4
+    # forget --prune runs gc: the snapshots are minutes old, so their data waits out the grace
+    # period, and the summary says until when instead of a bare "0 bytes"
+    out = cli("forget", url, "--keep-last", "2", "--prune").stdout
+    assert "forgot 8 snapshots of 2 runs" in out, out
+    prune = [line for line in out.splitlines() if line.startswith("prune: ")]
+    assert prune and "grace period" in out and "a gc run after 20" in out, out
+    got = json.loads(cli("forget", url, "--keep-last", "1", "--prune", "--json").stdout)
+    assert got["prune"]["young_kept"] > 0 and len(got["forget"]) == 2
+    assert json.loads(cli("gc", url, "--grace", "0s", "--json").stdout)["bytes_freed"] > 0
+
+
+def test_verify_groups_a_problem_by_object(tmp_path: Path) -> None:
+    url = str(tmp_path / "store")
+    run = ckptfs.open_store(url).start_run("r")
+    big = "shared text " * 3000  # one chunk every snapshot keeps
+    for i in range(12):
+        run.checkpoint({"doc": big, "i": i})
+    from ckptfs.format.names import chunk_path
+
+    snap = ckptfs.open_store(url).head("r")
+    doc = snap.manifest.entries["doc"]
+    (Path(url) / chunk_path(doc.chunks[0].digest)).unlink()  # type: ignore[union-attr]
+    out = cli("verify", url, check=1).stdout
+    lines = [line for line in out.splitlines() if "missing" in line]
+    assert len(lines) == 1, out
+    assert "12 snapshots: r@1, r@2, r@3, r@4, r@5, and 7 more (-v lists them)" in lines[0], out
+    assert "12 problem(s)" in out  # the count stays that of the JSON list
+    verbose = cli("verify", url, "-v", check=1).stdout
+    assert "r@12" in verbose and "more" not in verbose
+    assert len(json.loads(cli("verify", url, "--json", check=1).stdout)["problems"]) == 12
+
+
+def test_verify_read_data_subset(tmp_path: Path) -> None:
+    url = _store(tmp_path, steps=20)
+    full = json.loads(cli("verify", url, "--read-data", "--json").stdout)
+    none = json.loads(cli("verify", url, "--json").stdout)
+    part = json.loads(cli("verify", url, "--read-data-subset", "100%", "--json").stdout)
+    assert none["bytes_read"] == 0 and part["bytes_read"] == full["bytes_read"] > 0
+    some = json.loads(cli("verify", url, "--read-data-subset", "50%", "--json").stdout)
+    assert 0 <= some["bytes_read"] <= full["bytes_read"]
+    for bad in ("0%", "150%", "x"):
+        cli("verify", url, "--read-data-subset", bad, check=2)
+
+
+def test_ls_says_which_runs_are_erased_or_forgotten(tmp_path: Path) -> None:
+    url = _store(tmp_path, runs=("a", "b", "c"))
+    cli("erase", url, "b", "--reason", "request 7")
+    cli("forget", url, "--keep-last", "1", "--run", "a")
+    rows = {r["run"]: r for r in json.loads(cli("ls", url, "--json").stdout)["runs"]}
+    assert rows["a"]["status"] == "live" and rows["a"]["status_detail"] is None
+    assert rows["b"]["status"] == "erased" and "request 7" in rows["b"]["status_detail"]
+    text = {line.split()[0]: line for line in cli("ls", url).stdout.splitlines()[1:]}
+    assert "erased at 20" in text["b"], text
+
+
+def test_ls_forgotten_run(tmp_path: Path) -> None:
+    url = str(tmp_path / "store")
+    run = ckptfs.open_store(url).start_run("done")
+    run.checkpoint({"x": 1}, "final")
+    run.checkpoint({"x": 2}, "final")
+    cli("forget", url, "--keep-unfinished-heads")  # the head is final: the whole run goes
+    row = json.loads(cli("ls", url, "--json").stdout)["runs"][0]
+    assert row["status"] == "forgotten", row
+    assert cli("ls", url).stdout.splitlines()[1].rstrip().endswith("forgotten")
+
+
+def test_log_latest(tmp_path: Path) -> None:
+    url = _store(tmp_path, steps=6)
+    text = cli("log", url, "loop", "-n", "2").stdout
+    assert "6 snapshots, newest 2 shown" in text and "@5" in text and "@4 " not in text, text
+    out = json.loads(cli("log", url, "loop", "--latest", "2", "--json").stdout)
+    assert [s["seq"] for s in out["snapshots"]] == [5, 6] and out["total_snapshots"] == 6
+    cli("log", url, "loop", "-n", "0", check=2)
+
+
+def test_help_says_which_is_restics_check() -> None:
+    top = cli("--help").stdout
+    assert "restic's 'check'" in top and "CKPTFS_STORE" in top
+    assert "ckptfs verify" in cli("check", "--help").stdout.replace("\n", " ")
+    assert "--read-data-subset" in cli("verify", "--help").stdout
+    for cmd in ("forget", "init", "settle", "approve", "reject", "gc", "copy"):
+        assert cli(cmd, "--help").returncode == 0

@@ -16,11 +16,13 @@ from ckptfs.cli import stores as _stores
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = sub.add_parser(
-        "check", help="prove every retained snapshot restores with today's code and migrations",
+        "check", help="prove every retained snapshot restores with today's code and migrations "
+                      "(integrity, restic's 'check', is 'ckptfs verify')",
         description="Load every snapshot of every run (or --run), not only heads, migrate its "
                     "state in memory to the current --schema with the --migrations registry, "
                     "and run --validate on the result. Nothing is written. Exit 1 if any "
-                    "snapshot fails. Meant for CI at release time.")
+                    "snapshot fails. Meant for CI at release time. (Integrity of the "
+                    "stored objects, what restic calls 'check', is 'ckptfs verify'.)")
     p.add_argument("store", metavar="STORE")
     p.add_argument("--migrations", metavar="MODULE:ATTRIBUTE",
                    help="a ckptfs.Migrations registry, e.g. myapp.state:migrations")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ckptfs.cli import EXIT_OK, print_json
+from ckptfs.cli import EXIT_OK, human, print_json
 from ckptfs.cli._usage import usage_error
 from ckptfs.format.names import parse_uint
 from ckptfs.cli import stores as _stores
@@ -59,6 +59,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         what = args.run_id if seq is None else f"{args.run_id}@{seq}"
         print(f"erased {what}: {len(stone.snapshots)} snapshot(s), {stone.manifests_deleted} "
-              f"manifest(s), {stone.chunks_deleted} chunk(s) ({stone.bytes_deleted} bytes); "
+              f"manifest(s), {stone.chunks_deleted} chunk(s) ({human.size(stone.bytes_deleted)}); "
               f"{stone.chunks_kept_shared} chunk(s) kept because other snapshots use them")
     return EXIT_OK

@@ -53,11 +53,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(r.to_json())
     else:
-        verb = "would delete" if args.dry_run else "deleted"
-        for p in r.problems:
-            print(f"problem  {p}")
-        print(f"{len(r.expired)} expired snapshot(s), {r.stray_records} stray record(s); "
-              f"{verb} {r.manifests_deleted} manifest(s), {r.chunks_deleted} chunk(s), "
-              f"{r.tmp_deleted} temp file(s), {r.bytes_freed} bytes; {r.young_kept} "
-              f"unreferenced object(s) kept inside the {r.grace_ms} ms grace period")
+        from ckptfs.cli.gc_text import gc_lines
+
+        for line in gc_lines(r):
+            print(line)
     return EXIT_PROBLEMS if r.problems else EXIT_OK

@@ -67,8 +67,23 @@ def list_runs(repo: Repository, *, now_ms: int | None = None) -> list[dict[str, 
                 row.update(head=s.id, boundary=m.boundary, created=m.created,
                            age_seconds=max(0, (now - m.created) // 1000), attempt=m.attempt,
                            schema=str(m.schema), state_bytes=state_bytes(m))
+        row["status"], row["status_detail"] = _run_status(repo, run_id, bool(seqs))
         out.append(row)
     return out
+
+
+def _run_status(repo: Repository, run_id: str, has_snapshots: bool) -> tuple[str, str | None]:
+    """``live``; ``erased`` (a whole-run tombstone: when and why); or ``forgotten`` (no
+    snapshot left: every one was forgotten or erased one by one)."""
+    try:
+        erased = repo.erased(run_id)
+    except CkptfsError as e:  # an unreadable tombstone: say so, do not hide the run
+        return ("erased" if not has_snapshots else "live"), f"tombstone: {e}"
+    if erased is not None:
+        return "erased", str(erased)
+    if not has_snapshots:
+        return "forgotten", "every snapshot was forgotten (ckptfs gc frees their data)"
+    return "live", None
 
 
 # -- log --------------------------------------------------------------------------------------
