@@ -372,8 +372,8 @@ def test_settle_approve_reject(tmp_path: Path) -> None:
     assert out["effect"]["status"] == "completed" and out["effect"]["via"] == "manual"
     assert out["effect"]["result"] == {"id": "tx-9"} and out["snapshot"]["boundary"] == \
         "after_effect"
-    assert "approved ok-1 of ops" in cli("approve", url, "ops", "ok-1", "--decision",
-                                         '{"amount": 10}').stdout
+    assert "approved ok-1 of ops" in cli("effects", "approve", url, "ops", "ok-1",
+                                         "--decision", '{"amount": 10}').stdout
     cli("reject", url, "ops", "no-1", "--reason", "too much")
     cli("approve", url, "ops", "ok-1", check=3)  # decided once
     after = json.loads(cli("effects", url, "ops", "--json").stdout)

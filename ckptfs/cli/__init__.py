@@ -81,6 +81,10 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespa
     env = os.environ.get(STORE_ENV)
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     at = next((i for i, a in enumerate(argv) if a in sub.choices), None)
+    if (at is not None and argv[at] == "effects" and at + 1 < len(argv)
+            and argv[at + 1] in ("settle", "approve", "reject")
+            and not os.path.exists(argv[at + 1])):
+        del argv[at]  # 'ckptfs effects settle ...' is 'ckptfs settle ...' (not a store so named)
     if not env or at is None:
         return parser.parse_args(argv)
     CliParser.trial = True
