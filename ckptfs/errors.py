@@ -252,3 +252,12 @@ class OutcomeUnknown(StorageError):
     be read back: the commit may or may not have happened."""
 
     category = "storage"
+
+
+# -- issue 18: arguments a caller gets wrong (not a store's fault) ------------------------------
+class InvalidArgument(CkptfsError, ValueError, TypeError):
+    """An argument of the wrong type or an implausible value (e.g. an expiry in epoch
+    milliseconds where seconds are expected). Also a ValueError and a TypeError, which is
+    what such arguments raised before; the base category (spec/format.md 13)."""
+
+    category = "error"

@@ -21,7 +21,7 @@ from tests.test_cli_effects import EFFECTS_KEYS
 SNAPSHOT_KEYS = {"snapshot", "run", "seq", "boundary", "created", "attempt", "schema", "parent",
                  "resumed_from", "labels", "expires", "entry_count", "state_bytes"}
 LS_RUN_KEYS = {"run", "snapshots", "head_seq", "head", "boundary", "created", "age_seconds",
-               "attempt", "schema", "state_bytes", "error"}
+               "attempt", "schema", "state_bytes", "error", "status", "status_detail"}
 LOG_KEYS = {"run", "schema", "forked_from", "attempts", "snapshots", "problems"}
 SHOW_KEYS = SNAPSHOT_KEYS | {"writer", "entries", "ledger", "required", "extra"}
 DIFF_KEYS = {"a", "b", "added", "removed", "changed", "unchanged", "chunks_a", "chunks_b",
@@ -30,7 +30,7 @@ COPY_KEYS = {"ok", "runs", "snapshots_copied", "snapshots_present", "snapshots_s
              "chunks_copied", "chunks_present", "bytes_copied", "config_created", "conflicts",
              "controls_written", "erased"}
 EXPORT_KEYS = {"path", "kind", "files", "archive_bytes", "runs", "snapshots", "chunks"}
-INIT_KEYS = {"store", "created", "format", "chunker"}
+INIT_KEYS = {"store", "created", "format", "chunker", "bucket_created"}
 VERIFY_KEYS = {"ok", "runs", "snapshots", "chunks_checked", "bytes_read", "problems"}
 
 
@@ -65,7 +65,7 @@ def test_log_shows_attempts_resume_and_forks(demo: tuple[str, dict[str, Any]]) -
     assert set(log) == LOG_KEYS and log["attempts"] == 2 and log["forked_from"] is None
     snaps = log["snapshots"]
     assert [s["seq"] for s in snaps] == [1, 2, 3, 4, 5, 6]
-    assert all(set(s) == SNAPSHOT_KEYS | {"forks", "effects"} for s in snaps)
+    assert all(set(s) == SNAPSHOT_KEYS | {"forks", "effects", "forgotten_before"} for s in snaps)
     at2, at4 = store.get("agent@2"), store.get("agent@4")
     assert snaps[1]["forks"] == [{"run": "debug", "seq": 1, "snapshot": store.head("debug").id}]
     assert snaps[4]["resumed_from"] == at4.id and snaps[4]["attempt"] == 2

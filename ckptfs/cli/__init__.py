@@ -25,24 +25,81 @@ from ckptfs.errors import CkptfsError, InvalidURL
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, EXIT_STORE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
+OPTION_HELP = ("a backend option, fsspec's storage_options (repeatable): -o endpoint_url=URL, "
+               "-o anon=true, -o client_kwargs.region_name=eu-west-1; values are JSON or text; "
+               "for every store of the command not on local disk")
+
+
+class _TrialFailed(Exception):
+    """A parse that failed while ``CliParser.trial`` was set (nothing was printed)."""
+
+
+class CliParser(argparse.ArgumentParser):
+    """argparse, but a trial parse raises instead of printing and exiting (CKPTFS_STORE)."""
+
+    trial = False
+
+    def error(self, message: str) -> Any:
+        if CliParser.trial:
+            raise _TrialFailed(message)
+        super().error(message)
+
 
 def build_parser() -> argparse.ArgumentParser:
     from ckptfs._version import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = CliParser(
         prog="ckptfs",
         description="Inspect, verify, copy and maintain ckptfs snapshot stores. "
                     "STORE is a local path or any fsspec URL (s3://bucket/prefix, memory://x, ...).",
         epilog="Exit codes: 0 ok, 1 problems found, 2 usage, 3 store error. "
-               "Every read command takes --json for scripts.")
+               "Every read command takes --json for scripts. A STORE left out is taken from "
+               "the CKPTFS_STORE environment variable.")
     parser.add_argument("--version", action="version", version=f"ckptfs {__version__}")
+    parser.add_argument("-o", "--option", action="append", default=[], dest="top_options",
+                        metavar="KEY=VALUE", help=OPTION_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     import ckptfs.cli as pkg
 
     for mod in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
         if mod.name.startswith("cmd_"):
             importlib.import_module(f"ckptfs.cli.{mod.name}").register(sub)
+    for cmd in sub.choices.values():  # -o after the command too (cat's own -o is its FILE)
+        flags = ["--option"] if "-o" in cmd._option_string_actions else ["-o", "--option"]
+        cmd.add_argument(*flags, action="append", default=[], dest="options",
+                         metavar="KEY=VALUE", help=OPTION_HELP)
     return parser
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """Parse ``argv``; when that fails and CKPTFS_STORE is set, parse again with its value as
+    the STORE right after the command (``CKPTFS_STORE=s3://b/p ckptfs log RUN``)."""
+    import os
+
+    from ckptfs.cli.stores import STORE_ENV
+
+    env = os.environ.get(STORE_ENV)
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    at = next((i for i, a in enumerate(argv) if a in sub.choices), None)
+    if (at is not None and argv[at] == "effects" and at + 1 < len(argv)
+            and argv[at + 1] in ("settle", "approve", "reject")
+            and not os.path.exists(argv[at + 1])):
+        del argv[at]  # 'ckptfs effects settle ...' is 'ckptfs settle ...' (not a store so named)
+    if not env or at is None:
+        return parser.parse_args(argv)
+    CliParser.trial = True
+    try:
+        try:
+            return parser.parse_args(argv)
+        except _TrialFailed:
+            pass
+        try:
+            return parser.parse_args([*argv[:at + 1], env, *argv[at + 1:]])
+        except _TrialFailed:
+            pass
+    finally:
+        CliParser.trial = False
+    return parser.parse_args(argv)  # prints the error of the command as typed
 
 
 def print_json(obj: Any) -> None:
@@ -65,10 +122,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> int:
     from ckptfs.cli.human import clean
 
+    from ckptfs.cli import stores
+
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = _parse(parser, list(sys.argv[1:] if argv is None else argv))
     if not getattr(args, "func", None):
         parser.print_help()
+        return EXIT_USAGE
+    try:
+        stores.configure(stores.parse_options([*args.top_options, *args.options]))
+    except ValueError as e:
+        print(f"ckptfs: error (usage): {clean(e)}", file=sys.stderr)
         return EXIT_USAGE
     try:
         rc: int = args.func(args)

@@ -10,15 +10,19 @@ from typing import Any
 
 from ckptfs.cli import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, human, print_json
 from ckptfs.cli.human import add_allow_refs
+from ckptfs.cli.progress import Progress, add_progress
+from ckptfs.cli import stores as _stores
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = sub.add_parser(
-        "check", help="prove every retained snapshot restores with today's code and migrations",
+        "check", help="prove every retained snapshot restores with today's code and migrations "
+                      "(integrity, restic's 'check', is 'ckptfs verify')",
         description="Load every snapshot of every run (or --run), not only heads, migrate its "
                     "state in memory to the current --schema with the --migrations registry, "
                     "and run --validate on the result. Nothing is written. Exit 1 if any "
-                    "snapshot fails. Meant for CI at release time.")
+                    "snapshot fails. Meant for CI at release time. (Integrity of the "
+                    "stored objects, what restic calls 'check', is 'ckptfs verify'.)")
     p.add_argument("store", metavar="STORE")
     p.add_argument("--migrations", metavar="MODULE:ATTRIBUTE",
                    help="a ckptfs.Migrations registry, e.g. myapp.state:migrations")
@@ -34,6 +38,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                         "(including those --allow-refs does not cover)")
     add_allow_refs(p)
     p.add_argument("--json", action="store_true", help="machine-readable report")
+    add_progress(p)
     p.set_defaults(func=run)
 
 
@@ -83,9 +88,14 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"ckptfs: error (usage): {human.clean(str(e))}", file=sys.stderr)
         return EXIT_USAGE
-    store = ckptfs.open_store(args.store, ref_policy=policy)
-    report = check(store, schemas=schemas, migrations=migrations, validate=validate,
-                   runs=args.runs, strict_refs=args.strict_refs)
+    from ckptfs.ops.runs import require_runs
+
+    store = _stores.open_store(args.store, ref_policy=policy)
+    runs = require_runs(store.repo, args.runs)
+    with Progress("check", mode=args.progress, snapshots=False) as bar:
+        bar.watch(store.storage)
+        report = check(store, schemas=schemas, migrations=migrations, validate=validate,
+                       runs=runs, strict_refs=args.strict_refs)
     if args.json:
         print_json(report.to_json())
     else:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 
 from ckptfs.cli import EXIT_OK, EXIT_PROBLEMS, human, print_json
-from ckptfs.cli.progress import ProgressBar
+from ckptfs.cli.progress import Progress, add_progress
+from ckptfs.cli import stores as _stores
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -27,6 +28,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--run", action="append", dest="runs", metavar="RUN",
                    help="copy only this run (repeatable)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_progress(p)
     p.set_defaults(func=run)
 
 
@@ -35,8 +37,9 @@ def run(args: argparse.Namespace) -> int:
     from ckptfs.ops.copy import copy_runs
 
     src = human.open_existing(args.src)
-    dst = ckptfs.open_store(args.dst)
-    with ProgressBar("copy") as bar:
+    dst = _stores.open_store(args.dst)
+    with Progress("copy", mode=args.progress) as bar:
+        bar.watch(src.storage)
         report = copy_runs(src.repo, dst.repo, runs=args.runs, progress=bar)
     if args.json:
         print_json(report.to_json())

@@ -13,8 +13,9 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                                    "idempotency key: its status, who issued and settled it and "
                                    "when. An effect that was issued but whose outcome was never "
                                    "recorded is IN DOUBT: it may have happened. Resuming will not "
-                                   "repeat it silently; settle it with reconcile= or "
-                                   "run.settle_effect(). While its lease (timeout=) has not run "
+                                   "repeat it silently; settle it with reconcile=, "
+                                   "run.settle_effect() or 'ckptfs settle'; decide a pending "
+                                   "approval with 'ckptfs approve' / 'ckptfs reject'. While its lease (timeout=) has not run "
                                    "out it is shown as RUNNING: the call may still be under way "
                                    "and no other process may reconcile or re-issue it yet.")
     p.add_argument("store", metavar="STORE")

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from ckptfs.cli import EXIT_OK, print_json
+from ckptfs.cli import EXIT_OK, human, print_json
 from ckptfs.cli._usage import usage_error
 from ckptfs.format.names import parse_uint
+from ckptfs.cli import stores as _stores
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -31,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     import ckptfs
     from ckptfs.ops.erase import erase
 
-    repo = ckptfs.open_store(args.store).repo
+    repo = _stores.open_store(args.store).repo
     seq = None
     if args.snapshot is not None:
         ref = args.snapshot
@@ -48,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
 
         from ckptfs.ops.lease import break_held_lease, break_warning
 
-        storage = ckptfs.open_store(args.store).storage
+        storage = _stores.open_store(args.store).storage
         warning = break_warning(storage, break_held_lease(storage))
         if warning:
             print(warning, file=sys.stderr)
@@ -58,6 +59,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         what = args.run_id if seq is None else f"{args.run_id}@{seq}"
         print(f"erased {what}: {len(stone.snapshots)} snapshot(s), {stone.manifests_deleted} "
-              f"manifest(s), {stone.chunks_deleted} chunk(s) ({stone.bytes_deleted} bytes); "
+              f"manifest(s), {stone.chunks_deleted} chunk(s) ({human.size(stone.bytes_deleted)}); "
               f"{stone.chunks_kept_shared} chunk(s) kept because other snapshots use them")
     return EXIT_OK

@@ -7,6 +7,7 @@ import datetime
 
 from ckptfs.cli import EXIT_OK, print_json
 from ckptfs.cli._usage import usage_error
+from ckptfs.cli import stores as _stores
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -43,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
             expires = now + parse_duration(args.within)
     except ValueError as e:
         return usage_error("expire", str(e))
-    got = set_expiry(ckptfs.open_store(args.store).repo, args.target, expires, now)
+    got = set_expiry(_stores.open_store(args.store).repo, args.target, expires, now)
     if args.json:
         print_json({"run": got.run, "seq": got.seq, "expires": got.expires})
     else:

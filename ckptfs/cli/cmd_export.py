@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ckptfs.cli import EXIT_OK, human, print_json
-from ckptfs.cli.progress import ProgressBar
+from ckptfs.cli.progress import Progress, add_progress
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -20,6 +20,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--run", action="append", dest="runs", metavar="RUN",
                    help="export only this run (repeatable)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_progress(p)
     p.set_defaults(func=run)
 
 
@@ -27,7 +28,8 @@ def run(args: argparse.Namespace) -> int:
     from ckptfs.ops.export import export_archive
 
     store = human.open_existing(args.store)
-    with ProgressBar("export") as bar:
+    with Progress("export", mode=args.progress) as bar:
+        bar.watch(store.storage)
         report = export_archive(store.repo, args.file, runs=args.runs, progress=bar)
     if args.json:
         print_json(report.to_json())

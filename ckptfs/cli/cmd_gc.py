@@ -6,6 +6,8 @@ import argparse
 
 from ckptfs.cli import EXIT_OK, EXIT_PROBLEMS, print_json
 from ckptfs.cli._usage import usage_error
+from ckptfs.cli.progress import Progress, add_progress
+from ckptfs.cli import stores as _stores
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -22,6 +24,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                    help="take the maintenance lease even if another forget/gc/erase seems to "
                         "hold it (only when you know that process is gone; prints a warning)")
     p.add_argument("--json", action="store_true")
+    add_progress(p)
     p.set_defaults(func=run)
 
 
@@ -39,19 +42,19 @@ def run(args: argparse.Namespace) -> int:
 
         from ckptfs.ops.lease import break_held_lease, break_warning
 
-        storage = ckptfs.open_store(args.store).storage
+        storage = _stores.open_store(args.store).storage
         warning = break_warning(storage, break_held_lease(storage))
         if warning:
             print(warning, file=sys.stderr)
-    r = gc(ckptfs.open_store(args.store).repo, grace_ms=grace, dry_run=args.dry_run)
+    repo = _stores.open_store(args.store).repo
+    with Progress("gc", mode=args.progress, snapshots=False) as bar:
+        bar.watch(repo.storage)
+        r = gc(repo, grace_ms=grace, dry_run=args.dry_run)
     if args.json:
         print_json(r.to_json())
     else:
-        verb = "would delete" if args.dry_run else "deleted"
-        for p in r.problems:
-            print(f"problem  {p}")
-        print(f"{len(r.expired)} expired snapshot(s), {r.stray_records} stray record(s); "
-              f"{verb} {r.manifests_deleted} manifest(s), {r.chunks_deleted} chunk(s), "
-              f"{r.tmp_deleted} temp file(s), {r.bytes_freed} bytes; {r.young_kept} "
-              f"unreferenced object(s) kept inside the {r.grace_ms} ms grace period")
+        from ckptfs.cli.gc_text import gc_lines
+
+        for line in gc_lines(r):
+            print(line)
     return EXIT_PROBLEMS if r.problems else EXIT_OK

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ckptfs.cli import EXIT_OK, human, print_json
+from ckptfs.cli import stores as _stores
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -12,6 +13,9 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                        description="Create a store (its ckptfs.cbor config) at STORE. Does nothing "
                                    "but print the config in force when a store already exists.")
     p.add_argument("store", metavar="STORE")
+    p.add_argument("--create-bucket", action="store_true",
+                   help="create the bucket (or container) of an object-store URL first if it "
+                        "does not exist (s3://, gs://, az://; needs the right to create one)")
     p.add_argument("--json", action="store_true", help="print the config as JSON")
     p.add_argument("--format-version", type=int, choices=(1, 2), default=None,
                    help="the store layout: 2 (default: one file per commit, spec/v2.md) or 1 "
@@ -19,19 +23,43 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.set_defaults(func=run)
 
 
+def create_bucket(store: object) -> str | None:
+    """Create the bucket the store's URL names unless it exists; its URL when it was made."""
+    from ckptfs.errors import InvalidURL, StorageError
+    from ckptfs.storage.objects import FsspecStorage
+
+    st = getattr(store, "storage", None)
+    if not isinstance(st, FsspecStorage) or st.protocol in ("memory", "zip", "tar", "http",
+                                                              "https"):
+        raise InvalidURL("--create-bucket is for object-store URLs (s3://BUCKET/..., gs://, "
+                         "az://); this store has no bucket")
+    bucket = st.root.split("/", 1)[0]
+    try:
+        if st.fs.exists(bucket):
+            return None
+        st.fs.mkdir(bucket)
+    except Exception as e:  # the backend's own errors: permissions, naming rules, network
+        raise StorageError(f"{st.protocol}://{bucket}: cannot create the bucket ({e}); create "
+                           "it with the provider's tools or check the account's rights") from e
+    return f"{st.protocol}://{bucket}"
+
+
 def run(args: argparse.Namespace) -> int:
     import ckptfs
 
-    store = ckptfs.open_store(args.store)
+    store = _stores.open_store(args.store)
+    made = create_bucket(store) if args.create_bucket else None
     existed = store.repo.load_config() is not None
     store.init(version=args.format_version)
     cfg = store.repo.config
     c = cfg.chunker
     if args.json:
         print_json({"store": store.url, "created": not existed, "format": cfg.version,
-                    "chunker": c.to_cbor()})
+                    "chunker": c.to_cbor(), "bucket_created": made is not None})
     else:
         verb = "exists" if existed else "created"
+        if made:
+            print(f"bucket created: {made}")
         print(f"store {verb}: {store.url} (format version {cfg.version})")
         print(f"chunker: {c.algorithm} min {human.size(c.min_size)} avg {human.size(c.avg_size)} "
               f"max {human.size(c.max_size)}")

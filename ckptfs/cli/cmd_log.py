@@ -15,6 +15,8 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                                    "which runs fork from it, and the effects each snapshot records.")
     p.add_argument("store", metavar="STORE")
     p.add_argument("run_id", metavar="RUN")
+    p.add_argument("-n", "--latest", type=int, metavar="N",
+                   help="only the newest N snapshots (the header still counts them all)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--allow-expired", action="store_true",
                    help="show the effects of expired snapshots too (withheld by default: "
@@ -26,7 +28,14 @@ def run(args: argparse.Namespace) -> int:
     from ckptfs.ops.inspect import run_log
 
     store = human.open_existing(args.store)
+    if args.latest is not None and args.latest < 1:
+        from ckptfs.cli._usage import usage_error
+
+        return usage_error("log", "--latest must be at least 1")
     log = run_log(store.repo, args.run_id, allow_expired=args.allow_expired)
+    if args.latest is not None:
+        log["total_snapshots"] = len(log["snapshots"])
+        log["snapshots"] = log["snapshots"][-args.latest:]
     if args.json:
         print_json(log)
         return EXIT_OK
@@ -38,8 +47,10 @@ def run(args: argparse.Namespace) -> int:
 def render(log: dict[str, Any]) -> list[str]:
     """The tree, one string per line."""
     snaps = log["snapshots"]
-    lines = [f"{log['run']}  (schema {log['schema']}, {len(snaps)} snapshot{'s' if len(snaps) != 1 else ''}, "
-             f"{log['attempts']} attempt{'s' if log['attempts'] != 1 else ''})"]
+    total = log.get("total_snapshots", len(snaps))
+    shown = f", newest {len(snaps)} shown" if total != len(snaps) else ""
+    lines = [f"{log['run']}  (schema {log['schema']}, {human.count(total, 'snapshot')}{shown}, "
+             f"{human.count(log['attempts'], 'attempt')})"]
     origin = log["forked_from"]
     if origin:
         where = f"{origin['run']}@{origin['seq']} " if origin["run"] else "(not in this store) "
@@ -49,6 +60,11 @@ def render(log: dict[str, Any]) -> list[str]:
         if s["resumed_from"]:
             lines.append(f"│ ↻ attempt {s['attempt']}: resumed from "
                          f"@{seq_of.get(s['resumed_from'], '?')} {human.short(s['resumed_from'])}")
+        gap = s.get("forgotten_before", 0)
+        if gap:
+            first = s["seq"] - gap
+            span = f"@{first}" if gap == 1 else f"@{first}..@{s['seq'] - 1}"
+            lines.append(f"┆ {span} forgotten ({gap} snapshot{'s' if gap != 1 else ''})")
         elbow = "└─" if i == len(snaps) - 1 else "├─"
         lines.append(f"{elbow} @{s['seq']:<4} {s['boundary']:<14} {human.short(s['snapshot'])}  "
                      f"{human.when(s['created'])}  {s['entry_count']} entries  "
@@ -56,6 +72,10 @@ def render(log: dict[str, Any]) -> list[str]:
         bar = "   " if i == len(snaps) - 1 else "│  "
         if s["effects"] is None:
             lines.append(f"{bar}  effects withheld: snapshot expired (--allow-expired shows them)")
+        if gap and s["effects"]:
+            since = "since the run began" if i == 0 else f"since @{snaps[i - 1]['seq']}"
+            lines.append(f"{bar}  effects recorded {since} (they include those of the "
+                         f"forgotten snapshots):")
         for e in s["effects"] or []:
             mark = "!" if e.get("in_doubt") else " "
             lines.append(f"{bar}{mark} effect {human.clean(e.get('key'))}  "

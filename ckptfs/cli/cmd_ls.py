@@ -31,6 +31,16 @@ def run(args: argparse.Namespace) -> int:
     print(human.table(
         [[r["run"], str(r["head_seq"] or "-"), str(r["snapshots"]), human.short(r["head"]),
           r["boundary"] or "-", str(r["attempt"] or "-"), human.age(r["age_seconds"]),
-          human.size(r["state_bytes"]), r["error"] or ""] for r in rows],
+          human.size(r["state_bytes"]),
+          r["error"] or ("" if r["status"] == "live" else _status(r))] for r in rows],
         ["RUN", "HEAD", "SNAPS", "SNAPSHOT", "BOUNDARY", "ATTEMPT", "AGE", "STATE", ""]))
     return EXIT_OK
+
+
+def _status(row: dict[str, object]) -> str:
+    """The last column for a run that is not live: ``erased at <time>`` or ``forgotten``."""
+    if row["status"] == "erased":
+        detail = str(row["status_detail"] or "")
+        at = detail.find(" at ")
+        return "erased" + (detail[at:].split(" (reason")[0] if at >= 0 else "")
+    return str(row["status"])

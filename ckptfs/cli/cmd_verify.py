@@ -4,34 +4,85 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from ckptfs.cli import EXIT_OK, EXIT_PROBLEMS, human, print_json
+from ckptfs.cli.progress import Progress, add_progress
+from ckptfs.cli import stores as _stores
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    p = sub.add_parser("verify", help="check every retained snapshot (manifests, chunks, digests)",
+    p = sub.add_parser("verify", help="integrity: every snapshot's objects are there and sound "
+                                      "(restic's 'check')",
                        description="Check that every snapshot of every run (or --run) still "
                                    "loads: manifests parse and validate and every chunk exists; "
-                                   "with --read-data every chunk is read and its digest recomputed.")
+                                   "with --read-data every chunk is read and its digest "
+                                   "recomputed (--read-data-subset N%% reads a sample). This is "
+                                   "what restic calls 'check'; ckptfs check is about whether "
+                                   "today's code can restore them.")
     p.add_argument("store", metavar="STORE")
     p.add_argument("--run", action="append", dest="runs", metavar="RUN", help="only this run (repeatable)")
     p.add_argument("--read-data", action="store_true", help="read every chunk and recompute digests")
+    p.add_argument("--read-data-subset", metavar="N%", type=_percent,
+                   help="read and recompute the digest of about N%% of the chunks, picked at "
+                        "random each run (the rest get the existence check), as restic")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="name every snapshot a problem touches (by default a damaged object "
+                        "used by many snapshots is one line naming the first few)")
     p.add_argument("--json", action="store_true", help="machine-readable report")
+    add_progress(p)
     p.set_defaults(func=run)
+
+
+def _percent(text: str) -> float:
+    t = text.strip().removesuffix("%")
+    try:
+        share = float(t) / 100
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage like 10%") from None
+    if not 0 < share <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a share above 0% and at most 100%")
+    return share
+
+
+#: snapshots named per problem line without --verbose
+SHOWN = 5
+
+
+def _print_problems(problems: list[Any], verbose: bool) -> None:
+    """One line per problem *object*: the same message (a missing chunk, a corrupt ledger)
+    met in many snapshots is printed once with the snapshots it touches."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for p in problems:
+        where = f"{p.run}@{p.seq}" if p.run else "store"
+        groups.setdefault((p.category, p.message), []).append(where)
+    for (category, message), wheres in groups.items():
+        names = wheres if verbose or len(wheres) <= SHOWN else [
+            *wheres[:SHOWN], f"and {len(wheres) - SHOWN} more (-v lists them)"]
+        label = wheres[0] if len(wheres) == 1 else (
+            f"{len(wheres)} snapshots: {', '.join(names)}")
+        print(f"{category:>12}  {human.clean(label)}  {human.clean(message)}")
 
 
 def run(args: argparse.Namespace) -> int:
     import ckptfs
     from ckptfs.ops.verify import verify
 
-    store = ckptfs.open_store(args.store)
-    report = verify(store.repo, runs=args.runs, read_data=args.read_data)
+    from ckptfs.ops.runs import require_runs
+
+    store = _stores.open_store(args.store)
+    runs = require_runs(store.repo, args.runs)
+    with Progress("verify", mode=args.progress) as bar:
+        if bar.mode != "none":
+            bar.total = sum(len(store.repo.seqs(r)) for r in
+                            (runs if runs is not None else store.repo.run_ids()))
+        bar.watch(store.storage)
+        read: bool | float = args.read_data or (args.read_data_subset or False)
+        report = verify(store.repo, runs=runs, read_data=read, progress=bar.snapshot)
     if args.json:
         print_json(report.to_json())
     else:
-        for p in report.problems:
-            where = f"{p.run}@{p.seq}" if p.run else "store"
-            print(f"{p.category:>12}  {where}  {human.clean(p.message)}")
+        _print_problems(report.problems, args.verbose)
         print(f"{report.runs} runs, {report.snapshots} snapshots, {report.chunks_checked} chunks "
               f"checked, {len(report.problems)} problem(s)", file=sys.stdout)
     return EXIT_OK if report.ok else EXIT_PROBLEMS

@@ -115,6 +115,34 @@ def open_existing(url: str) -> Store:
     """The store at ``url``; NotAStore (exit 3, with a hint) when there is none."""
     import ckptfs
 
-    store = ckptfs.open_store(url)
+    from ckptfs.cli import stores as _stores
+
+    store = _stores.open_store(url)
     store.repo.config
     return store
+
+
+def count(n: int, word: str, plural: str | None = None) -> str:
+    """``1 snapshot``, ``3 snapshots``: a number with its noun in the right number."""
+    return f"{n} {word if n == 1 else plural or word + 's'}"
+
+
+def duration(ms: int | None) -> str:
+    """``1h``, ``90s``, ``1d12h``, ``250ms``: a span as the duration options take it."""
+    if ms is None:
+        return "-"
+    if ms < 1000:
+        return f"{ms}ms"
+    left, out = ms // 1000, ""
+    for unit, span in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if left >= span:
+            out += f"{left // span}{unit}"
+            left %= span
+    return out
+
+
+def iso(ms: int | None) -> str:
+    """A UTC time stamp in ISO 8601 (``2026-11-29T19:43:46Z``); ``never`` for None."""
+    if ms is None:
+        return "never"
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))

@@ -13,6 +13,7 @@ from typing import IO, Any
 import attrs
 
 from ckptfs.format.digest import Digest
+from ckptfs.format.when import epoch_seconds
 
 
 def _to_digest(v: Digest | str | None) -> Digest | None:
@@ -97,15 +98,17 @@ class StoredBlob:
 class Ref:
     """A reference to external data, not captured: checked on restore, fails closed.
 
-    ``digest`` (``blake3:<hex>``) and ``size`` are verified when given; ``expires_at`` is a
-    Unix time in seconds (float) after which the reference is treated as gone.
+    ``digest`` (``blake3:<hex>``) and ``size`` are verified when given; ``expires_at`` is when
+    the reference is treated as gone: what ``checkpoint(expires_at=)`` takes (seconds since the
+    epoch, an aware datetime, or a timedelta counted from when the Ref is made), kept as
+    seconds (float); epoch milliseconds and other implausible values are refused.
     ``capture=True`` stores the bytes now (as a Blob) for data that will not outlive the run.
     """
 
     uri: str
     digest: Digest | None = attrs.field(default=None, converter=_to_digest)
     size: int | None = None
-    expires_at: float | None = None
+    expires_at: float | None = attrs.field(default=None, converter=epoch_seconds)
     labels: dict[str, str] = attrs.field(factory=dict)
     capture: bool = False
     storage_options: dict[str, Any] = attrs.field(factory=dict, eq=False, repr=False)

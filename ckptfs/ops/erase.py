@@ -56,7 +56,8 @@ def erase(repo: Repository, run_id: str, *, reason: str, seq: int | None = None,
         stone = read_tombstone(st, run_id, seq)
         had = repo.record_seqs(run_id)
         if stone is None and not (had if seq is None else seq in had):
-            raise NotFound(f"run {run_id!r} has no snapshot {seq if seq else ''} to erase")
+            raise NotFound(f"run {run_id!r} has no snapshot to erase" if seq is None else
+                           f"run {run_id!r} has no snapshot {seq} to erase")
         # 1. fence; everything below is decided from what the store holds once it is there
         _fence(repo, run_id, seq, t0)
         records = repo.record_seqs(run_id)

@@ -67,15 +67,32 @@ def list_runs(repo: Repository, *, now_ms: int | None = None) -> list[dict[str, 
                 row.update(head=s.id, boundary=m.boundary, created=m.created,
                            age_seconds=max(0, (now - m.created) // 1000), attempt=m.attempt,
                            schema=str(m.schema), state_bytes=state_bytes(m))
+        row["status"], row["status_detail"] = _run_status(repo, run_id, bool(seqs))
         out.append(row)
     return out
+
+
+def _run_status(repo: Repository, run_id: str, has_snapshots: bool) -> tuple[str, str | None]:
+    """``live``; ``erased`` (a whole-run tombstone: when and why); or ``forgotten`` (no
+    snapshot left: every one was forgotten or erased one by one)."""
+    try:
+        erased = repo.erased(run_id)
+    except CkptfsError as e:  # an unreadable tombstone: say so, do not hide the run
+        return ("erased" if not has_snapshots else "live"), f"tombstone: {e}"
+    if erased is not None:
+        return "erased", str(erased)
+    if not has_snapshots:
+        return "forgotten", "every snapshot was forgotten (ckptfs gc frees their data)"
+    return "live", None
 
 
 # -- log --------------------------------------------------------------------------------------
 def run_log(repo: Repository, run_id: str, *, allow_expired: bool = False) -> dict[str, Any]:
     """A run's history: every snapshot with its parent, resume and attempt, plus where the run
     was forked from and which other runs fork from it. The ledger records of expired snapshots
-    are state data: withheld (``effects`` null) unless ``allow_expired``."""
+    are state data: withheld (``effects`` null) unless ``allow_expired``. ``forgotten_before``
+    counts the snapshots forgotten (or erased) just before each one: its ``effects`` are the
+    records appended since the previous retained snapshot, theirs included."""
     repo.config
     seqs = repo.seqs(run_id)
     if not seqs:
@@ -97,9 +114,17 @@ def run_log(repo: Repository, run_id: str, *, allow_expired: bool = False) -> di
         loaded.append(s)
     for row, effects in zip(snaps, _record_rows(repo, loaded, allow_expired)):
         row["effects"] = effects
+    prev_seq = 0
+    for row in snaps:  # forgotten (or erased) snapshots just before this one
+        row["forgotten_before"] = row["seq"] - prev_seq - 1
+        prev_seq = row["seq"]
     forked_from = None
     if snaps and snaps[0]["parent"] and snaps[0]["parent"] not in by_id:
         forked_from = _origin(repo, snaps[0]["parent"])
+        if forked_from["run"] is None and snaps[0]["forgotten_before"]:
+            # the parent is one of this run's own forgotten snapshots, not another run's: a
+            # fork's first snapshot is its @1, and the history before the oldest kept is gone
+            forked_from = None
     for other in repo.run_ids():
         if other == run_id:
             continue

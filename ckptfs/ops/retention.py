@@ -45,11 +45,14 @@ class Policy:
     keep_within_ms: int | None = None
     keep_labels: tuple[tuple[str, str], ...] = ()
     keep_unfinished_heads: bool = False
+    #: restic's --keep-hourly/daily/weekly/monthly/yearly: for each of the last N periods (UTC
+    #: hours, days, ISO weeks, months, years) that have snapshots, the newest one of that period
+    keep_periods: tuple[tuple[str, int], ...] = ()
 
     @property
     def empty(self) -> bool:
         return (self.keep_last is None and self.keep_within_ms is None and not self.keep_labels
-                and not self.keep_unfinished_heads)
+                and not self.keep_unfinished_heads and not self.keep_periods)
 
 
 @attrs.frozen
@@ -61,6 +64,43 @@ class Decision:
     id: Digest
     keep: bool
     reasons: tuple[str, ...]
+
+
+def _period(kind: str, created_ms: int) -> tuple[int, ...]:
+    """The UTC period of a creation time: ``hourly``, ``daily``, ``weekly`` (ISO week),
+    ``monthly`` or ``yearly``."""
+    import datetime
+
+    t = datetime.datetime.fromtimestamp(created_ms / 1000, tz=datetime.timezone.utc)
+    if kind == "hourly":
+        return (t.year, t.month, t.day, t.hour)
+    if kind == "daily":
+        return (t.year, t.month, t.day)
+    if kind == "weekly":
+        iso = t.isocalendar()
+        return (iso[0], iso[1])
+    if kind == "monthly":
+        return (t.year, t.month)
+    if kind == "yearly":
+        return (t.year,)
+    raise ValueError(f"unknown period {kind!r}: hourly, daily, weekly, monthly or yearly")
+
+
+PERIODS = ("hourly", "daily", "weekly", "monthly", "yearly")
+
+
+def _keep_periods(hist: Sequence[SnapInfo], kind: str, n: int,
+                  reasons: dict[int, list[str]]) -> None:
+    """Keep the newest snapshot of each of the last ``n`` periods that have one (restic)."""
+    seen: list[tuple[int, ...]] = []
+    for s in sorted(hist, key=lambda s: (s.created, s.seq), reverse=True):
+        p = _period(kind, s.created)
+        if p in seen:
+            continue
+        if len(seen) >= n:
+            break
+        seen.append(p)
+        reasons[s.seq].append(f"{kind} {len(seen)}/{n}")
 
 
 def decide(snaps: Sequence[SnapInfo], policy: Policy, now: int) -> list[Decision]:
@@ -82,6 +122,8 @@ def decide(snaps: Sequence[SnapInfo], policy: Policy, now: int) -> list[Decision
             for k, v in policy.keep_labels:
                 if s.labels.get(k) == v:
                     reasons[s.seq].append(f"label {k}={v}")
+        for kind, n in policy.keep_periods:
+            _keep_periods(hist, kind, n, reasons)
         if policy.keep_unfinished_heads and head.boundary != "final":
             reasons[head.seq].append("unfinished head")
         if any(reasons.values()) and not reasons[head.seq]:

@@ -17,6 +17,8 @@ from ckptfs.format.digest import Digest
 from ckptfs.format.models import Captured
 from ckptfs.format.names import chunk_path, snapshot_path
 from ckptfs.store.lifecycle import effective_expiry
+from ckptfs.ops.chunks import snapshot_chunks
+from ckptfs.store.ledgers import LedgerScanner
 from ckptfs.store.repository import Repository, Snapshot
 
 #: The entry label that marks personal data (any value but "false" counts).
@@ -66,11 +68,24 @@ class StoreIndex:
         return total, len(chunks)
 
 
+def _held_chunks(repo: Repository, snap: Snapshot, ledgers: LedgerScanner,
+                 problems: list[str]) -> frozenset[Digest]:
+    """Every chunk the snapshot holds: its entries', its effect ledger's and the ledger's
+    large results' (``snapshot_chunks``, as gc marks them). A ledger that cannot be read is a
+    problem; its result chunks are then left out."""
+    try:
+        return frozenset(c.digest for _, c in snapshot_chunks(repo, snap, ledgers=ledgers))
+    except CkptfsError as e:
+        problems.append(f"{snap.run}@{snap.seq}: effect ledger: {e}")
+        return frozenset(c.digest for _, c in snapshot_chunks(repo, snap, results=False))
+
+
 def build_index(repo: Repository, runs: Iterable[str] | None = None,
                 now: int | None = None) -> StoreIndex:
     """Read every retained snapshot of ``runs`` (default all); unreadable ones are problems."""
     idx = StoreIndex()
     st = repo.storage
+    ledgers = LedgerScanner(repo.objects)
     for run_id in (list(runs) if runs is not None else repo.run_ids()):
         seqs = repo.seqs(run_id)
         if seqs:
@@ -83,8 +98,7 @@ def build_index(repo: Repository, runs: Iterable[str] | None = None,
             except CkptfsError as e:
                 idx.problems.append(f"{run_id}@{seq}: {e}")
                 continue
-            chunks = frozenset(c.digest for e in m.entries.values() if isinstance(e, Captured)
-                               for c in e.chunks)
+            chunks = _held_chunks(repo, snap, ledgers, idx.problems)
             logical = sum(e.size for e in m.entries.values() if isinstance(e, Captured))
             pii = tuple(sorted(n for n, e in m.entries.items() if is_pii(dict(e.labels))))
             idx.snaps.append(SnapInfo(run_id, seq, snap.digest, m.created, m.boundary,

@@ -7,6 +7,7 @@ every digest (restic's ``check --read-data``). Problems are reported, never repa
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Iterable
 
 import attrs
@@ -57,9 +58,12 @@ class VerifyReport:
                 "problems": [p.to_json() for p in self.problems]}
 
 
-def verify(repo: Repository, *, runs: Iterable[str] | None = None, read_data: bool = False,
+def verify(repo: Repository, *, runs: Iterable[str] | None = None,
+           read_data: bool | float = False,
            progress: Callable[[str], None] | None = None) -> VerifyReport:
-    """Check every snapshot of ``runs`` (default: all). Each chunk is checked once."""
+    """Check every snapshot of ``runs`` (default: all). Each chunk is checked once.
+    ``read_data`` a float in (0, 1]: read that share of the chunks, picked at random (restic's
+    ``--read-data-subset``); the others get the existence and size check."""
     report = VerifyReport()
     try:
         repo.config
@@ -97,7 +101,8 @@ def verify(repo: Repository, *, runs: Iterable[str] | None = None, read_data: bo
 
 
 def _check_chunks(repo: Repository, named: list[tuple[str, ChunkRef]],
-                  checked: dict[Digest, str | None], read_data: bool, report: VerifyReport,
+                  checked: dict[Digest, str | None], read_data: bool | float,
+                  report: VerifyReport,
                   snap: Snapshot, ledgers: LedgerScanner) -> None:
     """Check each chunk once per verify; report every snapshot that needs a bad one. Ledger
     chunks read here are handed to ``ledgers`` so that it does not read them again."""
@@ -132,12 +137,14 @@ def _check_body(repo: Repository, ref: ChunkRef, read_data: bool, report: Verify
     return None
 
 
-def _check_chunk(repo: Repository, ref: ChunkRef, read_data: bool, report: VerifyReport,
+def _check_chunk(repo: Repository, ref: ChunkRef, read_data: bool | float, report: VerifyReport,
                  keep: Callable[[Digest, bytes], None] | None = None) -> str | None:
     path = chunk_path(ref.digest)
     report.chunks_checked += 1
+    if read_data is not True and read_data and random.random() >= read_data:
+        read_data = False  # --read-data-subset: this chunk is only checked for presence
     if repo.objects.layout >= 2:
-        return _check_body(repo, ref, read_data, report, keep)
+        return _check_body(repo, ref, bool(read_data), report, keep)
     if not read_data:
         try:
             size = repo.storage.size(path)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -12,11 +11,12 @@ from ckptfs.format.ledger import Effect, Ledger, LedgerRef
 from ckptfs.format.models import Entry, Manifest, Reference, Schema
 from ckptfs.format.names import check_boundary, check_label_key
 from ckptfs.format.values import Blob, Ref
+from ckptfs.format.when import epoch_ms
 from ckptfs.runtime import effects as fx
 from ckptfs.runtime.refs import capture
 from ckptfs.store.entries import EntryWriter, stored_blob
 from ckptfs.store.lifecycle import default_expiry, set_run_expiry
-from ckptfs.store.repository import Snapshot, now_ms
+from ckptfs.store.repository import Snapshot
 
 if TYPE_CHECKING:
     from ckptfs.runtime.store import Store
@@ -26,19 +26,9 @@ STANDARD_BOUNDARIES = ("start", "step", "before_effect", "after_effect", "approv
 
 
 def expiry_ms(expires_at: Any) -> int | None:
-    """Accept a Unix time in seconds, an aware datetime, or a timedelta from now."""
-    if expires_at is None:
-        return None
-    if isinstance(expires_at, datetime.timedelta):
-        return now_ms() + int(expires_at.total_seconds() * 1000)
-    if isinstance(expires_at, datetime.datetime):
-        if expires_at.tzinfo is None:
-            raise ValueError("expires_at datetime must be timezone-aware")
-        return int(expires_at.timestamp() * 1000)
-    if isinstance(expires_at, (int, float)) and not isinstance(expires_at, bool):
-        return int(expires_at * 1000)
-    raise TypeError(f"expires_at takes seconds since the epoch, a datetime or a timedelta, "
-                    f"not {type(expires_at).__name__}")
+    """Accept a Unix time in seconds, an aware datetime, or a timedelta from now (the rule of
+    ``ckptfs.format.when``, shared with ``Ref``); InvalidArgument otherwise."""
+    return epoch_ms(expires_at)
 
 
 def check_labels(labels: Mapping[str, str] | None) -> dict[str, str]:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import attrs
 
 from ckptfs.errors import (
     ConflictError,
+    InvalidArgument,
     MigrationError,
     MissingReference,
     NotFound,
@@ -293,13 +294,25 @@ def _provenance(snap: Snapshot, chain: list[Step]) -> dict[str, Any]:
 
 def open_store(url: str, *, chunker: ChunkerParams | None = None,
                clock: Callable[[], int] | None = None, writer: str | None = None,
-               ref_policy: RefPolicy | None = None, **storage_options: Any) -> Store:
+               ref_policy: RefPolicy | None = None,
+               storage_options: Mapping[str, Any] | None = None, filesystem: Any = None,
+               **options: Any) -> Store:
     """Open the store at ``url`` (any fsspec URL or a local path). Nothing is written until the
     first checkpoint or ``init()``. ``clock`` (ms since the epoch) and ``writer`` (the name
     recorded in manifests) exist for reproducible stores. ``ref_policy`` (a RefPolicy) says
-    which references restores may open or request to verify them: none by default."""
-    return Store(open_storage(url, **storage_options), chunker=chunker, clock=clock, writer=writer,
-                 ref_policy=ref_policy)
+    which references restores may open or request to verify them: none by default.
+
+    Backend options (``endpoint_url=``, ``anon=``, ...) come as a ``storage_options`` dict, the
+    pandas/dask style, or as keyword arguments (not the same key both ways); ``filesystem`` is
+    an fsspec filesystem the caller configured already, ``url`` then the path in it."""
+    merged = dict(storage_options or {})
+    both = sorted(set(merged) & set(options))
+    if both:
+        raise InvalidArgument(f"{both} given both in storage_options= and as keyword "
+                              "arguments; give each option once")
+    merged.update(options)
+    return Store(open_storage(url, filesystem=filesystem, **merged), chunker=chunker, clock=clock,
+                 writer=writer, ref_policy=ref_policy)
 
 
 __all__ = ["Store", "open_store", "NotFound"]

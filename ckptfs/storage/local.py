@@ -452,7 +452,10 @@ class LocalStorage(Storage):
         record) together, then the directories of the objects, then the record's directory.
         (Above STAGE_SLICE objects, the temps are fsynced one slice at a time.)"""
         todo, replace = self._todo(objects)
-        record = self._temp_open(data)
+        try:
+            record = self._temp_open(data)
+        except OSError as e:  # e.g. a read-only store: a StorageError, not a raw OSError
+            raise _wrap(e, path) from e
         try:
             self._sync_dirs(self._write_slices(todo, replace, [record[1]]))
         except BaseException:
@@ -585,5 +588,16 @@ def _not_a_folder(path: str) -> StorageError:
                         "copy of the store)")
 
 
+#: errno values that mean "this process may not write here", with what to do about it
+_CANNOT_WRITE = {errno.EROFS: "the store's file system is mounted read-only",
+                 errno.EACCES: "this user may not write to the store",
+                 errno.EPERM: "this user may not write to the store"}
+
+
 def _wrap(e: OSError, path: str) -> StorageError:
-    return StorageError(f"{path}: {e.strerror or e} (errno {e.errno}); the store is unchanged")
+    hint = _CANNOT_WRITE.get(e.errno or 0)
+    todo = (f"; {hint}: read commands (ls, show, verify, du, the dry runs) still work, and to "
+            "write, remount it read-write, fix its permissions or copy it ('ckptfs copy') to "
+            "a writable place" if hint else "")
+    return StorageError(f"{path}: {e.strerror or e} (errno {e.errno}); the store is unchanged"
+                        f"{todo}")

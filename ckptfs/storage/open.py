@@ -23,12 +23,16 @@ ARCHIVE_SUFFIXES = {".zip": "zip", ".tar": "tar"}
 _MISSPELT = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:/(?!/)")
 
 
-def open_storage(url: str, **storage_options: Any) -> Storage:
+def open_storage(url: str, *, filesystem: Any = None, **storage_options: Any) -> Storage:
     """Local paths and ``file://`` get the POSIX backend; everything else goes through fsspec.
 
     ``single_writer=True`` (object stores) allows writing to a backend that does not honour
-    create-only writes, on the caller's promise that no other process writes to the store."""
+    create-only writes, on the caller's promise that no other process writes to the store.
+    ``filesystem``: an fsspec filesystem the caller already configured; ``url`` is then the
+    store's path in it (a URL of its protocol or a bare path), and no other option is taken."""
     url = os.fspath(url)
+    if filesystem is not None:
+        return _on_filesystem(filesystem, url, storage_options)
     if _MISSPELT.match(url) and not os.path.exists(url):
         raise InvalidURL(f"{url!r} looks like a URL with a missing '/' (did you mean "
                          f"{url.replace(':/', '://', 1)!r}?); a local path needs no scheme")
@@ -58,6 +62,21 @@ def open_storage(url: str, **storage_options: Any) -> Storage:
         # half-written file and its writes are not fsynced; link(2) gives neither problem
         return LocalStorage(root, durable=storage_options.get("durable", True))
     return FsspecStorage(fs, root, url, single_writer=single_writer)
+
+
+def _on_filesystem(fs: Any, url: str, options: dict[str, Any]) -> Storage:
+    """The store at ``url`` on an existing fsspec filesystem object (issue 18)."""
+    if not isinstance(fs, fsspec.AbstractFileSystem):
+        raise InvalidURL(f"filesystem= takes an fsspec filesystem (fsspec.filesystem('s3', "
+                         f"...)), not {type(fs).__name__}")
+    single_writer = bool(options.pop("single_writer", False))
+    if options:
+        raise InvalidURL(f"filesystem= carries its own options; configure it instead of passing "
+                         f"{sorted(options)}")
+    root = fs._strip_protocol(url)
+    if isinstance(fs, LocalFileSystem):
+        return LocalStorage(root)
+    return FsspecStorage(fs, root, fs.unstrip_protocol(root), single_writer=single_writer)
 
 
 def _archive_url(path: str) -> str | None:

@@ -230,7 +230,8 @@ class Repository:
         if stone is None:
             return None
         what = f"run {run_id!r}" if seq is None else f"snapshot {seq} of run {run_id!r}"
-        return ErasedError(f"{what} was erased at {stone.requested} ms (reason: "
+        at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(stone.requested / 1000))
+        return ErasedError(f"{what} was erased at {at} (reason: "
                            f"{stone.reason!r}); only its tombstone remains")
 
     def check_not_erased(self, run_id: str) -> None:
