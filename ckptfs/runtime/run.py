@@ -11,7 +11,8 @@ from ckptfs.format.digest import Digest
 from ckptfs.format.ledger import Effect, Ledger, LedgerRef
 from ckptfs.format.models import Entry, Manifest, Reference, Schema
 from ckptfs.format.names import check_boundary, check_label_key
-from ckptfs.format.values import Blob, Ref
+from ckptfs.format.typed import FEATURE as TYPED_FEATURE
+from ckptfs.format.values import Blob, Ref, StoredBlob
 from ckptfs.runtime import effects as fx
 from ckptfs.runtime.refs import capture
 from ckptfs.store.entries import EntryWriter, stored_blob
@@ -180,13 +181,17 @@ class Run:
         chunks = list(chunks or [])
         prepared: dict[str, Any] | None = None
         entries: Mapping[str, Entry]
+        required: tuple[str, ...] = ()
         if state is not None or self.snapshot is None:
             prepared = {k: capture(v) if isinstance(v, Ref) and v.capture else v
                         for k, v in (self.state if state is None else state).items()}
-            entries = self._writer.encode_state(prepared, entry_labels)
+            encoded, typed = self._typed(prepared)
+            entries = self._writer.encode_state(encoded, entry_labels)
             chunks.extend(self._writer.pending)
+            required = (TYPED_FEATURE,) if typed else ()
         else:
             entries = self.snapshot.manifest.entries
+            required = self.snapshot.manifest.required
         created = self.store.now()
         expires = expiry_ms(expires_at)
         if expires is None:
@@ -200,7 +205,7 @@ class Run:
                     else self.fork_of.digest if self.fork_of else None),
             resumed_from=self._resumed_from if self._pending_resume() else None,
             attempt=self.attempt, ledger=self._ledger_cbor(chunks), labels=labels,
-            expires=expires, extra=self._next_extra)
+            expires=expires, required=required, extra=self._next_extra)
         # retention hook (spec/retention.md "Grace rule"): chunks named but neither written here
         # nor named by this run's previous snapshot (a fork's parent's, a blob stored elsewhere)
         # are written again; none in the usual commit, and then no request is made
@@ -224,6 +229,20 @@ class Run:
             self.state = {k: stored_blob(self.store.repo.objects, entries[k], where=f"entry {k!r}")  # type: ignore[arg-type]
                           if isinstance(v, Blob) else v for k, v in prepared.items()}
         return snap
+
+    def _typed(self, state: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
+        """``state`` with values of registered types in their stored, tagged form (the store's
+        ckptfs.Codecs), and whether there were any (the manifest then requires the feature)."""
+        codecs = self.store.codecs
+        out: dict[str, Any] = {}
+        typed = False
+        for k, v in state.items():
+            if isinstance(v, (Blob, Ref, StoredBlob)):
+                out[k] = v
+                continue
+            out[k] = codecs.encode(v, what=f"state[{k!r}]") if isinstance(k, str) else v
+            typed = typed or out[k] is not v
+        return out, typed
 
     def _pending_resume(self) -> bool:
         return (self._resumed_from is not None and self.snapshot is not None
