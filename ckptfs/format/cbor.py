@@ -73,6 +73,12 @@ def _decoder(buf: io.BytesIO, allow_bignum: bool) -> cbor2.CBORDecoder:
     )
 
 
+def _why(e: BaseException) -> str:
+    """cbor2's message, with the cause it wraps (a tag hook's own reason)."""
+    cause = e.__cause__
+    return f"{e}: {cause}" if isinstance(cause, ValueError) and str(cause) not in str(e) else str(e)
+
+
 def encode(value: Any) -> bytes:
     """Encode ``value`` canonically. The value must already be plain data (see check_plain)."""
     try:
@@ -88,7 +94,7 @@ def decode(data: bytes | memoryview, *, what: str, allow_bignum: bool = False,
     try:
         value = _decoder(buf, allow_bignum).decode()
     except (cbor2.CBORDecodeError, ValueError, TypeError, RecursionError, MemoryError) as e:
-        raise FormatError(f"{what}: not valid ckptfs CBOR ({e})") from e
+        raise FormatError(f"{what}: not valid ckptfs CBOR ({_why(e)})") from e
     if buf.tell() != len(data):
         raise FormatError(f"{what}: {len(data) - buf.tell()} byte(s) after the CBOR item "
                           "(truncated or damaged); exactly one item is allowed")
@@ -111,7 +117,7 @@ def decode_sequence(data: bytes | memoryview, *, what: str) -> list[Any]:
         while buf.tell() < end:
             out.append(dec.decode())
     except (cbor2.CBORDecodeError, ValueError, TypeError, RecursionError, MemoryError, EOFError) as e:
-        raise FormatError(f"{what}: not a valid CBOR sequence ({e})") from e
+        raise FormatError(f"{what}: not a valid CBOR sequence ({_why(e)})") from e
     check_plain(out, what=what, decoded=True)  # the array counts: items are SEQ_ITEM_DEPTH deep
     return out
 

@@ -57,8 +57,10 @@ class _TooDeep(Exception):
 
 
 class _Unregistered(Exception):
-    def __init__(self, cls: type, path: list[str]) -> None:
-        self.cls, self.path = cls, path
+    """Raised up the walk, collecting the path; ``why`` is a codec's own refusal."""
+
+    def __init__(self, cls: type, path: list[str], why: str | None = None) -> None:
+        self.cls, self.path, self.why = cls, path, why
 
 
 class Codecs:
@@ -93,6 +95,9 @@ class Codecs:
             raise TypeError(f"register takes a class, not {type(cls).__name__}")
         name = check_type_name(name or f"{cls.__module__}.{cls.__qualname__}".replace("<", "_")
                                .replace(">", "_"))
+        if cls in self._by_type:
+            raise ValueError(f"{cls.__qualname__} is already registered as "
+                             f"{self._by_type[cls].name!r}")
         if (encode is None) != (decode is None):
             raise TypeError(f"register {cls.__qualname__}: give both encode and decode, or neither")
         if encode is None or decode is None:
@@ -152,6 +157,8 @@ class Codecs:
         except _Unregistered as e:
             t = e.cls
             path = "".join(reversed(e.path))
+            if e.why is not None:
+                raise UnregisteredType(f"{what}{path}: {e.why}. Nothing was written.") from None
             hint = (" (ckptfs.Blob and ckptfs.Ref are whole entries, not parts of a value)"
                     if t in (Blob, Ref, StoredBlob) else "")
             raise UnregisteredType(
@@ -194,7 +201,11 @@ class Codecs:
         if codec is None:
             raise _Unregistered(t, [])
         try:
-            payload = self._enc(codec.encode(v), depth + 2)
+            try:
+                raw = codec.encode(v)
+            except UnregisteredType as refused:  # a built-in refusing one value (a tzinfo, ...)
+                raise _Unregistered(t, [], str(refused)) from None
+            payload = self._enc(raw, depth + 2)
         except _Unregistered as e:
             e.path.append(f"<{codec.name}>")
             raise
