@@ -90,7 +90,7 @@ class Codecs:
         """Register ``cls`` under ``name`` (default ``module.QualName``: give a stable name if
         the class may move). Enums, dataclasses, attrs classes and pydantic v2 models need no
         ``encode``/``decode``; any other class needs both. Returns ``cls`` (usable as a
-        decorator through ``functools.partial`` or ``codecs.type(name)``)."""
+        decorator: ``codecs.typed(name)``)."""
         if not isinstance(cls, type):
             raise TypeError(f"register takes a class, not {type(cls).__name__}")
         name = check_type_name(name or f"{cls.__module__}.{cls.__qualname__}".replace("<", "_")
@@ -117,8 +117,8 @@ class Codecs:
             self._by_name[alias] = codec
         return cls
 
-    def type(self, name: str, **kw: Any) -> Callable[[T], T]:
-        """Decorator form: ``@codecs.type("shop.Order")`` above the class."""
+    def typed(self, name: str, **kw: Any) -> Callable[[T], T]:
+        """Decorator form: ``@codecs.typed("shop.Order")`` above the class."""
         def deco(cls: T) -> T:
             return self.register(cls, name=name, **kw)
         return deco
@@ -136,6 +136,10 @@ class Codecs:
     def names(self) -> list[str]:
         """Every name a restore maps to a type (aliases included)."""
         return sorted(self._by_name)
+
+    def registered_types(self) -> frozenset[type]:
+        """The classes with a codec (built-ins included)."""
+        return frozenset(self._by_type)
 
     def knows(self, value: Any) -> bool:
         """Whether ``value``'s exact type is registered (subclasses are not: a restore must

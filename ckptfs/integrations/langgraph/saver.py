@@ -1,234 +1,50 @@
-"""A LangGraph checkpointer that keeps threads as ckptfs runs and checkpoints as snapshots.
-
-Layout in the store (README, section "LangGraph"):
-
-* each (thread id, checkpoint namespace) is the run ``lg-<32 hex>-<16 hex>`` (BLAKE3 of the
-  thread id, then of the namespace), since both may hold any character; labels
-  ``lg.thread_id`` and ``lg.checkpoint_ns`` on every snapshot keep the real ids;
-* each checkpoint is a snapshot at boundary ``step`` whose parent is the parent checkpoint's
-  snapshot: entry ``checkpoint`` (the checkpoint without its channel values), entry
-  ``metadata``, and one entry per channel value under ``channels/`` (labels ``lg.channel``,
-  ``lg.version``). A channel LangGraph did not bump reuses the parent's entry as it is, and a
-  list value (a message history) is a top-level list, which ckptfs stores as an append-friendly
-  CBOR sequence, so a step costs about what it added. Labels ``lg.checkpoint_id``,
-  ``lg.parent_checkpoint_id`` and ``lg.meta.<key>`` (scalar metadata, as text) name it;
-* the pending writes of a checkpoint are snapshots at boundary ``writes`` (label ``lg.kind``
-  ``writes``): each holds all writes so far in entry ``writes``, rows ``[task_id, channel,
-  idx, task_path, value]``; its parent is the previous writes snapshot or the checkpoint.
-* every snapshot carries history labels (``chain_labels``): ``lg.max_checkpoint_id``,
-  ``lg.max_writes_id``, ``lg.last_writes_seq`` and ``lg.ordered``, so that lookups read from the
-  head down or binary-search instead of reading the whole run; a ``mark`` snapshot (no entries)
-  becomes the head when ``delete_for_runs`` forgets the newest checkpoint;
-* deleting goes through ckptfs's retention ops (``erase``, ``forget``); an erased thread starts
-  over in run ``<run id>.<n>``;
-* ``CkptfsSaver.effect`` keeps a thread's side effects in ckptfs's effect ledger, in the
-  separate run ``lgfx-<32 hex>`` (the same thread hash).
-
-Values that are not plain data go through LangGraph's serializer (strict msgpack allow-list,
-no pickle) and are kept as ``{"__lg__": type, "data": bytes}`` maps; a stored ``pickle`` type
-is refused on read whatever serializer is configured.
-"""
+"""``CkptfsSaver``: the LangGraph checkpointer (package docstring: the layout in the store)."""
 
 from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import builtins
 import heapq
 import json
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
-import attrs
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
+    get_checkpoint_metadata,
+    writes_sort_key,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-try:
-    from langchain_core.runnables import RunnableConfig
-    from langgraph.checkpoint.base import (
-        WRITES_IDX_MAP,
-        BaseCheckpointSaver,
-        ChannelVersions,
-        Checkpoint,
-        CheckpointMetadata,
-        CheckpointTuple,
-        get_checkpoint_id,
-        get_checkpoint_metadata,
-        writes_sort_key,
-    )
-    from langgraph.checkpoint.serde.base import SerializerProtocol
-    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-except ImportError as e:  # pragma: no cover - depends on the environment
-    raise ImportError("ckptfs.integrations.langgraph needs LangGraph: "
-                      "pip install 'ckptfs[langgraph]'") from e
-
-from ckptfs.errors import CkptfsError, ConflictError, CorruptSnapshot, NotFound
-from ckptfs.format.cbor import check_plain
-from ckptfs.format.digest import Digest, hasher
+from ckptfs.errors import ConflictError
+from ckptfs.format.digest import Digest
 from ckptfs.format.ledger import Effect
-from ckptfs.format.models import Captured, Entry, Manifest, Schema
-from ckptfs.format.names import DECIMAL, ENTRY_SEGMENT, LABEL_KEY
-from ckptfs.ops.erase import erase
-from ckptfs.ops.retention import Policy, forget, forget_snapshots
+from ckptfs.format.models import Captured, Entry, Manifest
+from ckptfs.format.names import DECIMAL, LABEL_KEY
+from ckptfs.format.typed import FEATURE as TYPED_FEATURE
+from ckptfs.integrations.langgraph import threads
+from ckptfs.integrations.langgraph.layout import *  # noqa: F403
+from ckptfs.integrations.langgraph.layout import _cid, _config, _Chunks, _ids, _kind, _RunIndex
+from ckptfs.integrations.langgraph.values import Packer
+from ckptfs.runtime.codecs import Codecs
+from ckptfs.runtime.codecs_classes import kind_of
 from ckptfs.runtime.run import Run
 from ckptfs.runtime.store import Store, open_store
 from ckptfs.store.entries import EntryWriter, decode_value, read_content
 from ckptfs.store.lifecycle import retired_throughs
 from ckptfs.store.repository import Snapshot, now_ms
-
-SCHEMA = Schema("langgraph", 1)
-RUN_PREFIX = "lg-"
-EFFECTS_PREFIX = "lgfx-"
-TAG = "__lg__"
-L_KIND = "lg.kind"
-L_THREAD = "lg.thread_id"
-L_NS = "lg.checkpoint_ns"
-L_CID = "lg.checkpoint_id"
-L_PARENT = "lg.parent_checkpoint_id"
-L_CHANNEL = "lg.channel"
-L_VERSION = "lg.version"
-L_COPIED = "lg.copied_from"
-L_MAX_CID = "lg.max_checkpoint_id"
-L_MAX_WID = "lg.max_writes_id"
-L_LAST_W = "lg.last_writes_seq"
-L_ORDERED = "lg.ordered"
-CHAIN = (L_MAX_CID, L_MAX_WID, L_LAST_W, L_ORDERED)
-MAX_ID = 1024  # label values are at most 1024 characters
-#: runs whose entry writers (the previous content of each channel, for append dedup) are kept
-WARM_RUNS = 64
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
-_Chunks = builtins.list[tuple[Digest, bytes | memoryview]]
-
-
-def _h(domain: str, text: str) -> str:
-    h = hasher()
-    h.update(domain.encode() + b"\0" + text.encode("utf-8", "surrogatepass"))
-    return str(h.hexdigest())
-
-
-def thread_prefix(thread_id: str) -> str:
-    """The run id prefix shared by every namespace of a thread."""
-    return f"{RUN_PREFIX}{_h('thread', thread_id)[:32]}-"
-
-
-def run_id_for(thread_id: str, checkpoint_ns: str) -> str:
-    """The ckptfs run holding (thread id, namespace): safe for any characters in either."""
-    return thread_prefix(thread_id) + _h("ns", checkpoint_ns)[:16]
-
-
-def effects_run_id(thread_id: str) -> str:
-    """The run holding a thread's effect ledger (``CkptfsSaver.effect``), beside its checkpoints."""
-    return f"{EFFECTS_PREFIX}{_h('thread', str(thread_id))[:32]}"
-
-
-def channel_entry(channel: str) -> str:
-    """The entry name of a channel value: the name itself when it is a valid entry segment,
-    else a readable form plus a hash (the real name is the entry's ``lg.channel`` label)."""
-    if ENTRY_SEGMENT.match(channel) and channel not in (".", ".."):
-        return f"channels/{channel}"
-    safe = _UNSAFE.sub("-", channel)[:96].lstrip(".-") or "c"
-    return f"channels/{safe}.{_h('channel', channel)[:16]}"
-
-
-def _ids(config: RunnableConfig) -> tuple[str, str]:
-    conf = config.get("configurable") or {}
-    if conf.get("thread_id") is None:
-        raise ValueError("config['configurable']['thread_id'] is required by CkptfsSaver")
-    tid, ns = str(conf["thread_id"]), str(conf.get("checkpoint_ns") or "")
-    for what, v in (("thread_id", tid), ("checkpoint_ns", ns)):
-        if len(v) > MAX_ID:
-            raise ValueError(f"{what} is {len(v)} characters; CkptfsSaver keeps ids as ckptfs "
-                             f"labels, which hold at most {MAX_ID}: use a shorter id")
-    return tid, ns
-
-
-def _config(thread_id: Any, ns: str, checkpoint_id: str) -> RunnableConfig:
-    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
-                             "checkpoint_id": checkpoint_id}}
-
-
-@attrs.define
-class _RunIndex:
-    """What a saver knows of one run: its visible sequence numbers (one listing) and the
-    snapshots read so far (lazily, from the head down, or by binary search)."""
-
-    run_id: str
-    thread_id: str | None
-    ns: str | None
-    seqs: builtins.list[int] = attrs.field(factory=list)
-    loaded: dict[int, Snapshot] = attrs.field(factory=dict)
-    complete: bool = False  # every visible snapshot is in ``loaded``
-    writers: dict[str, EntryWriter] = attrs.field(factory=dict)
-    rows: dict[Digest, builtins.list[Any]] = attrs.field(factory=dict)
-    meta: dict[Digest, Any] = attrs.field(factory=dict)
-    #: guards the fields above; held briefly, after (never while taking) a thread lock
-    lock: threading.RLock = attrs.field(factory=threading.RLock)
-
-    @property
-    def top(self) -> int:
-        return self.seqs[-1] if self.seqs else 0
-
-    def check(self, snap: Snapshot) -> Snapshot:
-        """``snap`` if it belongs to this (thread, namespace), else CorruptSnapshot."""
-        labels = snap.manifest.labels
-        tid, ns = labels.get(L_THREAD), labels.get(L_NS)
-        if self.thread_id is None or self.ns is None:
-            self.thread_id, self.ns = tid, ns
-        if (tid, ns) != (self.thread_id, self.ns) or tid is None:
-            raise CorruptSnapshot(
-                f"run {self.run_id!r} seq {snap.seq} is labelled thread {tid!r} namespace {ns!r}, "
-                f"not {self.thread_id!r} {self.ns!r}: it was not written by CkptfsSaver; keep "
-                f"runs named {RUN_PREFIX}* for LangGraph threads only")
-        return snap
-
-    def reset(self, seqs: builtins.list[int]) -> None:
-        """Adopt a new listing: forget what is no longer visible."""
-        keep = set(seqs)
-        self.loaded = {s: v for s, v in self.loaded.items() if s in keep}
-        self.complete = self.complete and keep <= self.loaded.keys()
-        self.seqs = seqs
-
-    def added(self, snap: Snapshot) -> None:
-        """Record this saver's own commit (the new head)."""
-        self.loaded[snap.seq] = snap
-        if not self.seqs or self.seqs[-1] < snap.seq:
-            self.seqs.append(snap.seq)
-
-
-def _kind(snap: Snapshot) -> str | None:
-    return snap.manifest.labels.get(L_KIND)
-
-
-def _cid(snap: Snapshot) -> str:
-    return snap.manifest.labels.get(L_CID, "")
-
-
-def chain_labels(head: Mapping[str, str] | None, kind: str, cid: str, seq: int
-                 ) -> dict[str, str]:
-    """The history labels of a new snapshot at ``seq`` whose run's head has labels ``head``
-    (README "LangGraph", "Finding checkpoints"): running maxima of checkpoint ids and of
-    writes' checkpoint ids, the last writes snapshot, and whether both kept their order."""
-    head = head or {}
-    ordered = head.get(L_ORDERED) == "true" if head else True
-    top_c, top_w = head.get(L_MAX_CID), head.get(L_MAX_WID)
-    out: dict[str, str] = {}
-    if kind == "checkpoint":
-        ordered = ordered and (top_c is None or cid > top_c)
-        top_c = cid if top_c is None else max(top_c, cid)
-    elif kind == "writes":
-        ordered = ordered and (top_w is None or cid >= top_w)
-        top_w = cid if top_w is None else max(top_w, cid)
-        out[L_LAST_W] = str(seq)
-    if kind != "writes" and L_LAST_W in head:
-        out[L_LAST_W] = head[L_LAST_W]
-    if top_c is not None:
-        out[L_MAX_CID] = top_c
-    if top_w is not None:
-        out[L_MAX_WID] = top_w
-    if ordered:
-        out[L_ORDERED] = "true"
-    return out
 
 
 class CkptfsSaver(BaseCheckpointSaver[int]):
@@ -240,7 +56,12 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
 
     def __init__(self, store: Store | str, *, serde: SerializerProtocol | None = None,
                  allowed_types: Iterable[type | tuple[str, ...]] = (),
-                 **storage_options: Any) -> None:
+                 codecs: Codecs | None = None, **storage_options: Any) -> None:
+        """``store``: a ckptfs Store, or a URL/path to open (with ``storage_options`` and
+        ``codecs``, the ckptfs.Codecs of the types values may hold). ``allowed_types``:
+        classes to restore as themselves: each dataclass, attrs class, pydantic model or Enum
+        is registered on the store's codecs under ``module.QualName`` (stored as a ckptfs
+        typed value), and every entry also goes to the serializer's msgpack allow-list."""
         if serde is None:
             serde = JsonPlusSerializer(pickle_fallback=False, allowed_msgpack_modules=None)
         if getattr(serde, "pickle_fallback", False):
@@ -253,14 +74,36 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
                                 "your own serializer instead")
             serde = serde.with_msgpack_allowlist(allowed)
         super().__init__(serde=serde)
+        if codecs is not None and not isinstance(store, str) and codecs is not store.codecs:
+            raise ValueError("CkptfsSaver(store, codecs=...): a Store comes with its codecs; "
+                             "pass codecs= to ckptfs.open_store instead")
         self._owns_store = isinstance(store, str)
-        self.store = open_store(store, **storage_options) if isinstance(store, str) else store
+        self.store = (open_store(store, codecs=codecs, **storage_options)
+                      if isinstance(store, str) else store)
+        for cls in allowed:
+            if isinstance(cls, type) and kind_of(cls) is not None and cls not in (
+                    self.store.codecs.registered_types()):
+                self.store.codecs.register(cls)
+        self._packer = Packer(self.serde, self.store.codecs)
         self._lock = threading.Lock()
         self._thread_locks: dict[str, threading.RLock] = {}
         self._runs: OrderedDict[str, _RunIndex] = OrderedDict()
         self._effect_runs: dict[str, Run] = {}
         self._live: dict[str, str] = {}
         self._ready = False
+
+    @classmethod
+    @contextlib.contextmanager
+    def from_url(cls, url: str, **kwargs: Any) -> Iterator[CkptfsSaver]:
+        """``with CkptfsSaver.from_url("s3://bucket/agents") as saver:``, like the other
+        savers' ``from_conn_string``: the store is closed on leaving the block."""
+        saver = cls(url, **kwargs)
+        try:
+            yield saver
+        finally:
+            saver.close()
+
+    from_conn_string = from_url
 
     # -- bookkeeping -------------------------------------------------------------------------
     def _thread_lock(self, thread_id: str) -> threading.RLock:
@@ -444,36 +287,12 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
             self.store.init()
             self._ready = True
 
-    # -- values ------------------------------------------------------------------------------
+    # -- values (values.py) ------------------------------------------------------------------
     def _pack(self, value: Any) -> Any:
-        """Plain data as it is; anything else through the serializer, never as a pickle."""
-        if not (type(value) is dict and TAG in value):
-            try:
-                check_plain(value)
-                return value
-            except TypeError:
-                pass
-        typ, data = self.serde.dumps_typed(value)
-        if typ == "pickle":
-            raise TypeError(f"CkptfsSaver refuses to pickle a {type(value).__qualname__}; "
-                            "make it msgpack-serialisable (dataclass, pydantic model, ...) "
-                            "and list it in allowed_types")
-        return {TAG: typ, "data": data}
+        return self._packer.pack(value)[0]
 
-    def _unpack(self, data: Any) -> Any:
-        if type(data) is dict and TAG in data:
-            typ, payload = data[TAG], data.get("data")
-            if typ == "pickle" or not isinstance(typ, str) or not isinstance(payload, bytes):
-                raise CorruptSnapshot(f"refusing to load a value stored as {typ!r}: ckptfs never "
-                                      "loads pickles or malformed serializer output")
-            return self.serde.loads_typed((typ, payload))
-        return data
-
-    def _pack_channel(self, value: Any) -> Any:
-        return [self._pack(x) for x in value] if type(value) is list else self._pack(value)
-
-    def _unpack_channel(self, data: Any) -> Any:
-        return [self._unpack(x) for x in data] if type(data) is list else self._unpack(data)
+    def _unpack(self, data: Any, decoded: bool = False) -> Any:
+        return self._packer.unpack(data, decoded=decoded)
 
     def _encode(self, idx: _RunIndex, name: str, data: Any, labels: dict[str, str],
                 chunks: _Chunks) -> Entry:
@@ -511,16 +330,18 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
     # -- committing --------------------------------------------------------------------------
     def _commit(self, idx: _RunIndex, boundary: str, entries: Mapping[str, Entry],
                 labels: dict[str, str], parent: Digest | None,
-                chunks: _Chunks | None = None) -> Snapshot:
+                chunks: _Chunks | None = None, typed: bool = False) -> Snapshot:
         """Commit at the next sequence number with fresh history labels (``chain_labels``);
-        LangGraph's own ids make a retry after a lost race safe."""
+        LangGraph's own ids make a retry after a lost race safe. ``typed``: an entry holds
+        typed values, so the manifest requires the feature (spec/format.md 18.1)."""
         own = {k: v for k, v in labels.items() if k not in CHAIN}
         for _ in range(1000):
             seq = idx.top + 1
             chain = chain_labels(self._head_labels(idx), own[L_KIND], own.get(L_CID, ""), seq)
             manifest = Manifest(run=idx.run_id, seq=seq, boundary=boundary,
                                 created=now_ms(), writer=self.store.writer_name, schema=SCHEMA,
-                                entries=entries, parent=parent, labels={**own, **chain})
+                                entries=entries, parent=parent, labels={**own, **chain},
+                                required=(TYPED_FEATURE,) if typed else ())
             try:
                 snap = self.store.repo.commit(manifest, chunks)
             except ConflictError:
@@ -545,15 +366,15 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
         for name, entry in snap.manifest.entries.items():
             channel = entry.labels.get(L_CHANNEL)
             if name.startswith("channels/") and channel is not None:
-                values[channel] = self._unpack_channel(state[name])
-        doc = self._unpack(state["checkpoint"])
+                values[channel] = self._packer.unpack_channel(state[name], decoded=True)
+        doc = self._unpack(state["checkpoint"], decoded=True)
         checkpoint = cast(Checkpoint, {**doc, "channel_values": values})
         cid = checkpoint["id"]
         parent = snap.manifest.labels.get(L_PARENT)
         rows = sorted(self._rows(idx, cid, snap.seq), key=lambda r: writes_sort_key(r[3], r[0], r[2]))
         return CheckpointTuple(
             config=_config(thread_id, ns, cid), checkpoint=checkpoint,
-            metadata=self._unpack(state["metadata"]),
+            metadata=self._unpack(state["metadata"], decoded=True),
             parent_config=_config(thread_id, ns, parent) if parent else None,
             pending_writes=[(r[0], r[1], self._unpack(r[4])) for r in rows])
 
@@ -641,11 +462,16 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
                     self._sync(idx)
                     parent = self._checkpoint(idx, parent_cid)
                 chunks: _Chunks = []
-                entries = self._channel_entries(idx, checkpoint, new_versions, parent, chunks)
+                entries, typed = self._channel_entries(idx, checkpoint, new_versions, parent,
+                                                       chunks)
                 doc = {k: v for k, v in checkpoint.items() if k != "channel_values"}
-                entries["checkpoint"] = self._encode(idx, "checkpoint", self._pack(doc), {},
-                                                     chunks)
-                entries["metadata"] = self._encode(idx, "metadata", self._pack(meta), {}, chunks)
+                packed_doc, typed_doc = self._packer.pack(doc)
+                packed_meta, typed_meta = self._packer.pack(meta)
+                entries["checkpoint"] = self._encode(idx, "checkpoint", packed_doc, {}, chunks)
+                entries["metadata"] = self._encode(idx, "metadata", packed_meta, {}, chunks)
+                # a channel entry reused from the parent may hold typed values: its feature too
+                typed = typed or typed_doc or typed_meta or (
+                    parent is not None and TYPED_FEATURE in parent.manifest.required)
                 labels = {L_KIND: "checkpoint", L_THREAD: tid, L_NS: ns, L_CID: checkpoint["id"]}
                 if parent_cid:
                     labels[L_PARENT] = parent_cid
@@ -653,16 +479,18 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
                     if type(v) in (str, int, float, bool) and LABEL_KEY.match(f"lg.meta.{k}"):
                         labels[f"lg.meta.{k}"] = (v if type(v) is str else json.dumps(v))[:MAX_ID]
                 self._commit(idx, "step", entries, labels, parent.digest if parent else None,
-                             chunks)
+                             chunks, typed=typed)
         return _config(config["configurable"]["thread_id"], ns, checkpoint["id"])
 
     def _channel_entries(self, idx: _RunIndex, checkpoint: Checkpoint,
                          new_versions: ChannelVersions, parent: Snapshot | None,
-                         chunks: _Chunks) -> dict[str, Entry]:
-        """One entry per channel value; a channel not bumped since the parent reuses its entry."""
+                         chunks: _Chunks) -> tuple[dict[str, Entry], bool]:
+        """One entry per channel value; a channel not bumped since the parent reuses its entry.
+        Also: whether a new entry holds typed values."""
         values, versions = checkpoint["channel_values"], checkpoint["channel_versions"]
         old_entries = parent.manifest.entries if parent else {}
         entries: dict[str, Entry] = {}
+        typed = False
         for ch in dict.fromkeys([*values, *versions]):
             name = channel_entry(ch)
             if name in entries:
@@ -673,9 +501,11 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
                     and old.labels.get(L_CHANNEL) == ch and old.labels.get(L_VERSION) == version):
                 entries[name] = old
             elif ch in values:
-                entries[name] = self._encode(idx, name, self._pack_channel(values[ch]),
+                packed, t = self._packer.pack_channel(values[ch])
+                typed = typed or t
+                entries[name] = self._encode(idx, name, packed,
                                              {L_CHANNEL: ch, L_VERSION: version}, chunks)
-        return entries
+        return entries, typed
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
                    task_id: str, task_path: str = "") -> None:
@@ -693,9 +523,14 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
                     prev = self._writes_snap(idx, cid) or self._checkpoint(idx, cid)
                 rows = builtins.list(self._rows(idx, cid))
                 where = {(r[0], r[2]): i for i, r in enumerate(rows)}
+                # rows carried over from the last writes snapshot keep their typed values
+                last = self._writes_snap(idx, cid)
+                typed = last is not None and TYPED_FEATURE in last.manifest.required
                 for i, (channel, value) in enumerate(writes):
                     widx = WRITES_IDX_MAP.get(channel, i)
-                    row = [task_id, channel, widx, task_path, self._pack(value)]
+                    packed, t = self._packer.pack(value)
+                    typed = typed or t
+                    row = [task_id, channel, widx, task_path, packed]
                     at = where.get((task_id, widx))
                     if at is None:
                         where[(task_id, widx)] = len(rows)
@@ -708,129 +543,36 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
                 entries = {"writes": self._encode(idx, "writes", rows, {}, chunks)}
                 labels = {L_KIND: "writes", L_THREAD: tid, L_NS: ns, L_CID: cid}
                 snap = self._commit(idx, "writes", entries, labels, prev.digest if prev else None,
-                                    chunks)
+                                    chunks, typed=typed)
                 idx.rows = {snap.digest: rows}
 
-    # -- deleting and copying ------------------------------------------------------------------
+    # -- deleting and copying (threads.py) ---------------------------------------------------
     def delete_thread(self, thread_id: str) -> None:
         """Erase a thread now, in every namespace, with its effect ledger: ckptfs ``erase``
         (fence, tombstone, records, then every chunk and manifest no other run uses). The
         thread id stays usable: its next checkpoint starts a new run (README "LangGraph")."""
-        self._erase_thread(str(thread_id), "langgraph delete_thread")
-
-    def _erase_thread(self, tid: str, reason: str) -> None:
-        repo = self.store.repo
-        with self._thread_lock(tid), self._thread_lock(f"\0effects\0{tid}"):
-            runs = self._run_ids(thread_prefix(tid)) + self._run_ids(
-                effects_run_id(tid))
-            for rid in runs:
-                if repo.record_seqs(rid):
-                    erase(repo, rid, reason=reason)
-            with self._lock:
-                for rid in runs:
-                    self._runs.pop(rid, None)
-                self._live = {b: r for b, r in self._live.items() if r not in runs}
-                self._effect_runs.pop(tid, None)
-                for idx in self._runs.values():
-                    idx.writers.clear()  # erase removed chunks they may remember
+        threads.delete_thread(self, thread_id)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Forget the checkpoints (and their writes) whose metadata ``run_id`` is listed, with
-        ckptfs ``forget`` semantics (retired range first, then the records; chunks go at the
-        next ``ckptfs gc``). A run's head goes only with its whole run, so when the newest
-        checkpoint goes, a ``mark`` snapshot (no entries) becomes the head first."""
-        targets = set(run_ids)
-        if not targets:
-            return
-        drop: dict[str, set[int]] = {}
-        for rid in self._run_ids(RUN_PREFIX):
-            idx = self._index(rid, None, None)
-            with idx.lock:
-                snaps = self._load_all(idx)
-                doomed = {_cid(s) for s in snaps if _kind(s) == "checkpoint"
-                          and self._metadata(idx, s).get("run_id") in targets}
-                seqs = {s.seq for s in snaps if _kind(s) in ("checkpoint", "writes")
-                        and _cid(s) in doomed}
-                if not seqs:
-                    continue
-                if idx.top in seqs:
-                    assert idx.thread_id is not None and idx.ns is not None
-                    head = idx.loaded[idx.top]
-                    self._commit(idx, "mark", {}, {L_KIND: "mark", L_THREAD: idx.thread_id,
-                                                   L_NS: idx.ns}, head.digest)
-                drop[rid] = seqs
-        forget_snapshots(self.store.repo, drop)
-        for rid in drop:
-            self._index(rid, None, None)
+        ckptfs ``forget`` semantics; see ``threads.delete_for_runs``."""
+        threads.delete_for_runs(self, run_ids)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """``keep_latest``: per namespace keep the newest checkpoint and its writes, forgetting
-        the rest (ckptfs ``forget`` keeping label ``lg.checkpoint_id``; chunks go at the next
-        ``ckptfs gc``); ``delete``: erase the threads as ``delete_thread`` does."""
-        if strategy not in ("keep_latest", "delete"):
-            raise ValueError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
-        for thread_id in thread_ids:
-            tid = str(thread_id)
-            if strategy == "delete":
-                self._erase_thread(tid, "langgraph prune(strategy='delete')")
-                continue
-            with self._thread_lock(tid):
-                for idx in self._thread_indexes(tid):
-                    with idx.lock:
-                        latest = self._latest(idx)
-                    if latest is None:
-                        continue
-                    report = forget(self.store.repo, Policy(keep_labels=((L_CID, _cid(latest)),)),
-                                    runs=[idx.run_id])
-                    if report.problems:
-                        raise CkptfsError(f"prune of thread {tid!r}: " + "; ".join(report.problems))
-                    self._sync(idx)
+        the rest; ``delete``: erase the threads as ``delete_thread`` does."""
+        threads.prune(self, thread_ids, strategy=strategy)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Copy every snapshot of a thread to another: new manifests naming the same entries,
-        so no value is copied; checkpoint ids, metadata, parents and writes are kept."""
-        src, dst = str(source_thread_id), str(target_thread_id)
-        if src == dst:
-            return
-        first, second = sorted((src, dst))
-        with self._thread_lock(first), self._thread_lock(second):
-            self._ensure_store()
-            for idx in self._thread_indexes(src):
-                with idx.lock:
-                    snaps = self._load_all(idx)
-                assert idx.ns is not None
-                target = self._ns_index(dst, idx.ns)
-                copied: dict[Digest, Digest] = {}
-                with target.lock:
-                    for snap in snaps:
-                        m = snap.manifest
-                        labels = {**m.labels, L_THREAD: dst, L_COPIED: snap.id}
-                        new = self._commit(target, m.boundary, m.entries, labels,
-                                           copied.get(m.parent) if m.parent else None)
-                        copied[snap.digest] = new.digest
+        """Copy every snapshot of a thread to another: new manifests naming the same entries."""
+        threads.copy_thread(self, source_thread_id, target_thread_id)
 
-    # -- side effects ----------------------------------------------------------------------------
     def effect(self, config: RunnableConfig, name: str, fn: Callable[..., Any], *args: Any,
                key: str, reconcile: Callable[[Effect], Any] | None = None, **kwargs: Any) -> Any:
         """``fn(*args, **kwargs)`` at most once per ``key`` for the config's thread, through
-        ckptfs's effect ledger (``Run.effect``) in run ``effects_run_id(thread)``: the intent is
-        committed before the call and the result after, so a tool node re-run after a crash or
-        a resume gets the recorded result instead of acting twice."""
-        tid, _ = _ids(config)
-        with self._thread_lock(f"\0effects\0{tid}"):
-            run = self._effect_runs.get(tid)
-            if run is None:
-                rid = self._live_run(effects_run_id(tid))
-                try:
-                    run = self.store.resume(rid)
-                except NotFound:
-                    run = self.store.start_run(rid, schema=("langgraph-effects", 1))
-                self._effect_runs[tid] = run
-            try:
-                return run.effect(name, fn, *args, key=key, reconcile=reconcile, **kwargs)
-            except ConflictError:
-                del self._effect_runs[tid]  # another process moved the ledger: resume next time
-                raise
+        ckptfs's effect ledger (``Run.effect``) in run ``effects_run_id(thread)``."""
+        return threads.effect(self, config, name, fn, *args, key=key, reconcile=reconcile,
+                              **kwargs)
 
     # -- async twins -----------------------------------------------------------------------------
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
@@ -868,6 +610,3 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
         """Close the store if this saver opened it."""
         if self._owns_store:
             self.store.close()
-
-
-__all__ = ["CkptfsSaver", "channel_entry", "effects_run_id", "run_id_for", "thread_prefix"]
