@@ -121,6 +121,7 @@ class Run:
     def effect(self, name: str, fn: Callable[..., Any], *args: Any, key: str,
                reconcile: Callable[[Effect], Any] | None = None,
                timeout: float = fx.DEFAULT_TIMEOUT, wait: bool | float = False,
+               pass_key: str | None = None, fn_kwargs: Mapping[str, Any] | None = None,
                **kwargs: Any) -> Any:
         """Perform ``fn(*args, **kwargs)`` at most once per ``key`` across crashes and resumes:
         the intent is committed before the call and the result after (see fx.perform).
@@ -129,11 +130,25 @@ class Run:
         process reconciles or re-issues the effect; a call that takes longer may be repeated
         by another process (its own outcome is then not recorded: EffectSuperseded). When
         another process holds the lease, EffectInProgress is raised, or with ``wait=True``
-        (or seconds) this call waits for that outcome or for the lease to run out. ``key``,
-        ``reconcile``, ``timeout`` and ``wait`` are not passed to ``fn`` (use functools.partial
-        for an ``fn`` that takes arguments of these names)."""
-        return fx.perform(self, name, fn, args, kwargs, key=key, reconcile=reconcile,
-                          timeout=timeout, wait=wait)
+        (or seconds) this call waits for that outcome or for the lease to run out.
+
+        ``key``, ``reconcile``, ``timeout``, ``wait``, ``pass_key`` and ``fn_kwargs`` are not
+        passed to ``fn``. ``pass_key="idempotency_key"`` passes the key to ``fn`` as that
+        keyword (for APIs that take one, Stripe-style); ``fn_kwargs`` are keywords for ``fn``
+        that may have any name, ``key`` included. Both count in the arguments a reused key
+        must match, except the passed key itself."""
+        call = dict(kwargs)
+        for k, v in (fn_kwargs or {}).items():
+            if k in call:
+                raise TypeError(f"effect {name!r}: keyword {k!r} given both in fn_kwargs and "
+                                "as a keyword argument; give it once")
+            call[k] = v
+        if pass_key is not None and (not isinstance(pass_key, str) or pass_key in call):
+            raise TypeError(f"effect {name!r}: pass_key={pass_key!r} must be a keyword name "
+                            "that fn takes and no other argument already uses "
+                            "(the idempotency key is passed under it)")
+        return fx.perform(self, name, fn, args, call, key=key, reconcile=reconcile,
+                          timeout=timeout, wait=wait, pass_key=pass_key)
 
     def settle_effect(self, key: str, *, result: Any = fx.NOT_DONE,
                       failed: str | BaseException | None = None) -> Effect:
