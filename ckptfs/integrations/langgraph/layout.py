@@ -35,7 +35,12 @@ L_MAX_CID = "lg.max_checkpoint_id"
 L_MAX_WID = "lg.max_writes_id"
 L_LAST_W = "lg.last_writes_seq"
 L_ORDERED = "lg.ordered"
-CHAIN = (L_MAX_CID, L_MAX_WID, L_LAST_W, L_ORDERED)
+#: checkpoint ids rose (whatever the writes did): checkpoint lookups stay binary searches
+L_CP_ORDERED = "lg.checkpoints_ordered"
+#: the newest writes snapshot of checkpoint ``lg.max_writes_id`` (async durability commits
+#: writes of an older checkpoint after a newer one's: this finds the newest one's anyway)
+L_MAX_W_SEQ = "lg.max_writes_seq"
+CHAIN = (L_MAX_CID, L_MAX_WID, L_LAST_W, L_ORDERED, L_CP_ORDERED, L_MAX_W_SEQ)
 MAX_ID = 1024  # label values are at most 1024 characters
 #: runs whose entry writers (the previous content of each channel, for append dedup) are kept
 WARM_RUNS = 64
@@ -153,13 +158,19 @@ def chain_labels(head: Mapping[str, str] | None, kind: str, cid: str, seq: int
     writes' checkpoint ids, the last writes snapshot, and whether both kept their order."""
     head = head or {}
     ordered = head.get(L_ORDERED) == "true" if head else True
+    cp_ordered = checkpoints_ordered(head) if head else True
     top_c, top_w = head.get(L_MAX_CID), head.get(L_MAX_WID)
     out: dict[str, str] = {}
+    if L_MAX_W_SEQ in head:
+        out[L_MAX_W_SEQ] = head[L_MAX_W_SEQ]
     if kind == "checkpoint":
         ordered = ordered and (top_c is None or cid > top_c)
+        cp_ordered = cp_ordered and (top_c is None or cid > top_c)
         top_c = cid if top_c is None else max(top_c, cid)
     elif kind == "writes":
         ordered = ordered and (top_w is None or cid >= top_w)
+        if top_w is None or cid >= top_w:
+            out[L_MAX_W_SEQ] = str(seq)
         top_w = cid if top_w is None else max(top_w, cid)
         out[L_LAST_W] = str(seq)
     if kind != "writes" and L_LAST_W in head:
@@ -170,4 +181,12 @@ def chain_labels(head: Mapping[str, str] | None, kind: str, cid: str, seq: int
         out[L_MAX_WID] = top_w
     if ordered:
         out[L_ORDERED] = "true"
+    if cp_ordered:
+        out[L_CP_ORDERED] = "true"
     return out
+
+
+def checkpoints_ordered(head: Mapping[str, str] | None) -> bool:
+    """Whether the head vouches that checkpoint ids rose with the sequence number (either
+    label: runs written before ``lg.checkpoints_ordered`` existed carry only ``lg.ordered``)."""
+    return head is None or head.get(L_ORDERED) == "true" or head.get(L_CP_ORDERED) == "true"

@@ -36,7 +36,15 @@ from ckptfs.format.names import DECIMAL, LABEL_KEY
 from ckptfs.format.typed import FEATURE as TYPED_FEATURE
 from ckptfs.integrations.langgraph import threads
 from ckptfs.integrations.langgraph.layout import *  # noqa: F403
-from ckptfs.integrations.langgraph.layout import _cid, _config, _Chunks, _ids, _kind, _RunIndex
+from ckptfs.integrations.langgraph.layout import (
+    _cid,
+    _config,
+    _Chunks,
+    _ids,
+    _kind,
+    _RunIndex,
+    checkpoints_ordered,
+)
 from ckptfs.integrations.langgraph.values import Packer
 from ckptfs.runtime.codecs import Codecs
 from ckptfs.runtime.codecs_classes import kind_of
@@ -199,6 +207,10 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
         head = self._head_labels(idx)
         return head is None or head.get(L_ORDERED) == "true"
 
+    def _cp_ordered(self, idx: _RunIndex) -> bool:
+        """True when the head vouches that checkpoint ids rose (writes may not have)."""
+        return checkpoints_ordered(self._head_labels(idx))
+
     def _bisect(self, idx: _RunIndex, key: str, pred: Callable[[str], bool],
                 near: int | None = None) -> int:
         """The first position in ``idx.seqs`` whose snapshot's label ``key`` (default "")
@@ -225,7 +237,7 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
 
     def _latest(self, idx: _RunIndex) -> Snapshot | None:
         """The checkpoint with the greatest id: in an ordered run the one nearest the head."""
-        if self._ordered(idx):
+        if self._cp_ordered(idx):
             for s in reversed(idx.seqs):
                 snap = self._at(idx, s)
                 if _kind(snap) == "checkpoint":
@@ -240,7 +252,7 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
 
     def _checkpoint(self, idx: _RunIndex, cid: str) -> Snapshot | None:
         """The snapshot of checkpoint ``cid``: O(log n) reads in an ordered run."""
-        if not self._ordered(idx):
+        if not self._cp_ordered(idx):
             return self._all_checkpoints(idx).get(cid)
         head = self._head_labels(idx)
         if head is not None and head.get(L_MAX_CID) == cid:
@@ -276,6 +288,19 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
             last = below.get(L_LAST_W, "")
             w = int(last) if DECIMAL.match(last) else 0
             if idx.seqs[bisect.bisect_left(idx.seqs, w) % len(idx.seqs)] == w:
+                snap = self._at(idx, w)
+                if _kind(snap) == "writes" and _cid(snap) == cid:
+                    return snap
+        elif self._cp_ordered(idx) and idx.seqs:
+            # writes out of order (async durability): the running maximum still says where
+            # no writes exist, and the head names the newest writes of the greatest id
+            head = self._head_labels(idx)
+            assert head is not None
+            if head.get(L_MAX_WID, "") < cid:
+                return None
+            last = head.get(L_MAX_W_SEQ, "") if head.get(L_MAX_WID) == cid else ""
+            w = int(last) if DECIMAL.match(last) else 0
+            if w and idx.seqs[bisect.bisect_left(idx.seqs, w) % len(idx.seqs)] == w:
                 snap = self._at(idx, w)
                 if _kind(snap) == "writes" and _cid(snap) == cid:
                     return snap
