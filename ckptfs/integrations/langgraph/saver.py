@@ -98,6 +98,8 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
         self._runs: OrderedDict[str, _RunIndex] = OrderedDict()
         self._effect_runs: dict[str, Run] = {}
         self._live: dict[str, str] = {}
+        #: run id -> the listing ``_closed`` just took, for the index created next
+        self._listed: dict[str, builtins.list[int]] = {}
         self._ready = False
 
     @classmethod
@@ -140,16 +142,23 @@ class CkptfsSaver(BaseCheckpointSaver[int]):
     def _closed(self, run_id: str) -> bool:
         """True when the run has a retired marker and no visible snapshot (erased, or forgotten
         whole): no new snapshot may be committed to it."""
-        return not self.store.repo.seqs(run_id) and bool(
-            retired_throughs(self.store.storage, run_id))
+        seqs = self.store.repo.seqs(run_id)
+        if seqs:  # the listing a new index of this run would take again at once: keep it
+            with self._lock:
+                self._listed[run_id] = seqs
+        return not seqs and bool(retired_throughs(self.store.storage, run_id))
 
     def _index(self, run_id: str, thread_id: str | None, ns: str | None, *,
                refresh: bool = True) -> _RunIndex:
         with self._lock:
             idx = self._runs.get(run_id)
+            listed = self._listed.pop(run_id, None)
             if idx is None:
                 idx = self._runs[run_id] = _RunIndex(run_id, thread_id, ns)
                 refresh = True
+                if listed is not None:  # taken by _live_run a moment ago
+                    idx.reset(listed)
+                    refresh = False
             self._runs.move_to_end(run_id)
             for cold in builtins.list(self._runs.values())[:-WARM_RUNS]:
                 cold.writers.clear()
