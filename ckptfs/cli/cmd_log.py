@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
-from ckptfs.cli import EXIT_OK, human, print_json
+from ckptfs.cli import EXIT_OK, EXIT_USAGE, human, print_json
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -14,7 +15,10 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                                    "where the run was forked from, where each attempt resumed, "
                                    "which runs fork from it, and the effects each snapshot records.")
     p.add_argument("store", metavar="STORE")
-    p.add_argument("run_id", metavar="RUN")
+    p.add_argument("run_id", metavar="RUN", nargs="?",
+                   help="the run (or give --thread for a LangGraph thread)")
+    p.add_argument("--thread", metavar="ID", help="a LangGraph thread id instead of RUN")
+    p.add_argument("--ns", metavar="NS", default="", help="the thread's checkpoint namespace")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--allow-expired", action="store_true",
                    help="show the effects of expired snapshots too (withheld by default: "
@@ -26,7 +30,12 @@ def run(args: argparse.Namespace) -> int:
     from ckptfs.ops.inspect import run_log
 
     store = human.open_existing(args.store)
-    log = run_log(store.repo, args.run_id, allow_expired=args.allow_expired)
+    if (args.run_id is None) == (args.thread is None):
+        print("ckptfs log: give RUN or --thread ID (a LangGraph thread id), one of the two",
+              file=sys.stderr)
+        return EXIT_USAGE
+    run_id = args.run_id if args.thread is None else human.thread_run(store, args.thread, args.ns)
+    log = run_log(store.repo, run_id, allow_expired=args.allow_expired)
     if args.json:
         print_json(log)
         return EXIT_OK

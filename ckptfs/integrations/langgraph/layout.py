@@ -13,15 +13,19 @@ import attrs
 from langchain_core.runnables import RunnableConfig
 
 from ckptfs.errors import CorruptSnapshot
-from ckptfs.format.digest import Digest, hasher
+from ckptfs.format.digest import Digest
 from ckptfs.format.models import Schema
 from ckptfs.format.names import ENTRY_SEGMENT
+from ckptfs.integrations.lg_names import EFFECTS_PREFIX as EFFECTS_PREFIX
+from ckptfs.integrations.lg_names import RUN_PREFIX as RUN_PREFIX
+from ckptfs.integrations.lg_names import _h as _h
+from ckptfs.integrations.lg_names import effects_run_id as effects_run_id
+from ckptfs.integrations.lg_names import run_id_for as run_id_for
+from ckptfs.integrations.lg_names import thread_prefix as thread_prefix
 from ckptfs.store.entries import EntryWriter
 from ckptfs.store.repository import Snapshot
 
 SCHEMA = Schema("langgraph", 1)
-RUN_PREFIX = "lg-"
-EFFECTS_PREFIX = "lgfx-"
 TAG = "__lg__"
 L_KIND = "lg.kind"
 L_THREAD = "lg.thread_id"
@@ -46,27 +50,6 @@ MAX_ID = 1024  # label values are at most 1024 characters
 WARM_RUNS = 64
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _Chunks = builtins.list[tuple[Digest, bytes | memoryview]]
-
-
-def _h(domain: str, text: str) -> str:
-    h = hasher()
-    h.update(domain.encode() + b"\0" + text.encode("utf-8", "surrogatepass"))
-    return str(h.hexdigest())
-
-
-def thread_prefix(thread_id: str) -> str:
-    """The run id prefix shared by every namespace of a thread."""
-    return f"{RUN_PREFIX}{_h('thread', thread_id)[:32]}-"
-
-
-def run_id_for(thread_id: str, checkpoint_ns: str) -> str:
-    """The ckptfs run holding (thread id, namespace): safe for any characters in either."""
-    return thread_prefix(thread_id) + _h("ns", checkpoint_ns)[:16]
-
-
-def effects_run_id(thread_id: str) -> str:
-    """The run holding a thread's effect ledger (``CkptfsSaver.effect``), beside its checkpoints."""
-    return f"{EFFECTS_PREFIX}{_h('thread', str(thread_id))[:32]}"
 
 
 def channel_entry(channel: str) -> str:
