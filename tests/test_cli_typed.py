@@ -71,3 +71,22 @@ def test_log_and_cat_find_a_thread_by_its_langgraph_id(tmp_path: Path) -> None:
     assert cat[0]["data"]["content"] == "hi"
     missing = cli("log", url, "--thread", "nope", check=None)
     assert missing.returncode != 0 and "nope" in missing.stderr
+
+
+def test_check_loads_application_types_raw_unless_given_the_codecs(tmp_path: Path) -> None:
+    url = str(tmp_path / "s")
+    ckptfs.open_store(url).start_run("r").checkpoint(
+        {"a": [dt.date(2024, 1, 1)], "b": ckptfs.TypedValue("shop.Order", {"id": 1})})
+    ckptfs.open_store(url).start_run("bad").checkpoint(
+        {"when": ckptfs.TypedValue("date", "not a date")})
+    out = cli("check", url, "--run", "r").stdout
+    assert out.startswith("ok    r@1")
+    bad = cli("check", url, "--run", "bad", check=1).stdout
+    assert "FAIL  bad@1" in bad and "'date'" in bad  # built-in payloads are checked
+    (tmp_path / "appcodecs.py").write_text("import ckptfs\ncodecs = ckptfs.Codecs()\n")
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, "-m", "ckptfs.cli", "check", url, "--run", "r",
+                        "--codecs", "appcodecs:codecs"], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 1 and "shop.Order" in p.stdout, (p.stdout, p.stderr)
