@@ -441,3 +441,27 @@ def test_registry_rules() -> None:
     bare = ckptfs.Codecs(builtins=False)
     with pytest.raises(UnregisteredType):
         bare.encode(dt.date(2024, 1, 1))
+
+
+_decimals = st.decimals(allow_nan=False, allow_infinity=False, places=2,
+                        min_value=-10**6, max_value=10**6)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.builds(Order, id=st.integers(), status=st.sampled_from(Status),
+                 lines=st.lists(st.builds(Line, st.text(max_size=5), st.integers(), _decimals),
+                                max_size=3),
+                 customer=st.builds(Customer, st.uuids(), st.dates(),
+                                    st.frozensets(st.text(max_size=3), max_size=3)),
+                 placed=st.datetimes(timezones=st.just(dt.timezone.utc) | st.timezones()),
+                 note=st.lists(st.text(max_size=4), max_size=3).map(tuple)),
+       st.builds(Address, st.text(max_size=8), st.builds(Geo, _decimals, _decimals),
+                 st.none() | st.datetimes(), st.lists(st.builds(Geo, _decimals, _decimals),
+                                                      max_size=2).map(tuple)))
+def test_registered_classes_round_trip_canonically(order: Order, address: Address) -> None:
+    c = app_codecs()
+    for value in (order, address, [order, address]):
+        encoded = cbor.encode(c.encode(value))
+        back = c.decode(cbor.decode(encoded, what="v", allow_bignum=True), what="v")
+        assert back == value
+        assert cbor.encode(c.encode(back)) == encoded
