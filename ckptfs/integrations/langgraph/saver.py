@@ -35,7 +35,31 @@ from ckptfs.format.models import Captured, Entry, Manifest
 from ckptfs.format.names import DECIMAL, LABEL_KEY
 from ckptfs.format.typed import FEATURE as TYPED_FEATURE
 from ckptfs.integrations.langgraph import threads
-from ckptfs.integrations.langgraph.layout import *  # noqa: F403
+from ckptfs.integrations.langgraph.layout import (
+    CHAIN,
+    L_CHANNEL,
+    L_CID,
+    L_KIND,
+    L_LAST_W,
+    L_MAX_CID,
+    L_MAX_WID,
+    L_MAX_W_SEQ,
+    L_NS,
+    L_ORDERED,
+    L_PARENT,
+    L_THREAD,
+    L_VERSION,
+    MAX_ID,
+    RUN_PREFIX,
+    SCHEMA,
+    WARM_RUNS,
+    chain_labels,
+    channel_entry,
+    checkpoints_ordered,
+    effects_run_id,
+    run_id_for,
+    thread_prefix,
+)
 from ckptfs.integrations.langgraph.layout import (
     _cid,
     _config,
