@@ -6,6 +6,10 @@ disk at the end, per-step latency (p50/p95/p99, first and last 100 steps), and t
 the final state in a fresh process. Writes ``bench/results/langgraph_w1.md``.
 
     python bench/langgraph_w1.py [--n 1000] [--dir /tmp/x] [--out bench/results/langgraph_w1.md]
+    python bench/langgraph_w1.py --durability async --out bench/results/langgraph_w1_async.md
+
+``--durability async`` (LangGraph's default) lets writes land after the next checkpoint: the
+load time then shows whether the saver's fast lookup path survives it (issue 17).
 """
 
 from __future__ import annotations
@@ -67,6 +71,9 @@ def disk(path: Path) -> tuple[int, int, int]:
     return len(files), sum(s.st_size for s in st), sum(s.st_blocks * 512 for s in st)
 
 
+DURABILITY = ["sync"]
+
+
 def run(name: str, make: Callable[[], BaseCheckpointSaver[Any]], n: int,
         where: Path) -> dict[str, Any]:
     stamps: list[float] = []
@@ -74,7 +81,7 @@ def run(name: str, make: Callable[[], BaseCheckpointSaver[Any]], n: int,
     app = build(n, stamps).compile(checkpointer=saver)
     config: Any = {"configurable": {"thread_id": "w1"}, "recursion_limit": n + 10}
     t0 = time.perf_counter()
-    app.invoke({"messages": [], "n": 0}, config, durability="sync")
+    app.invoke({"messages": [], "n": 0}, config, durability=DURABILITY[0])  # type: ignore[arg-type]
     total = time.perf_counter() - t0
     stamps.append(t0 + total)
     steps = [b - a for a, b in zip(stamps, stamps[1:])]
@@ -124,9 +131,11 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--dir", default=None, help="scratch directory (default: a temp dir)")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "langgraph_w1.md"))
+    ap.add_argument("--durability", choices=("sync", "async", "exit"), default="sync")
     ap.add_argument("--load", nargs=2, metavar=("SAVER", "PATH"),
                     help="only time loading the latest state of PATH; print seconds")
     args = ap.parse_args()
+    DURABILITY[0] = args.durability
     if args.load:
         print(load_latest(args.load[0], Path(args.load[1]), args.n))
         return
@@ -148,9 +157,9 @@ def main() -> None:
         "# W1 through LangGraph: CkptfsSaver vs SqliteSaver",
         "",
         f"One ~1 KB AIMessage appended per superstep, N = {args.n}, one thread, "
-        "`durability=\"sync\"`; step = time between consecutive node runs (includes the "
+        f"`durability=\"{args.durability}\"`; step = time between consecutive node runs (includes the "
         "checkpoint); load = open the saver and `get_state` in a fresh process (imports excluded). Machine: shared 2-core box "
-        f"(noisy; compare ratios). Command: `python bench/langgraph_w1.py --n {args.n}`.",
+        f"(noisy; compare ratios). Command: `python bench/langgraph_w1.py --n {args.n} --durability {args.durability}`.",
         "",
         "| " + " | ".join(cols) + " |",
         "|" + "---|" * len(cols),

@@ -12,7 +12,9 @@ from ckptfs._version import __version__
 from ckptfs.format.cdc import ChunkerParams
 from ckptfs.format.digest import Digest
 from ckptfs.format.models import Schema
+from ckptfs.format.typed import TypedValue
 from ckptfs.format.values import Blob, Ref, StoredBlob
+from ckptfs.runtime.codecs import Codecs
 from ckptfs.runtime.effects import NOT_DONE, Decision
 from ckptfs.runtime.migrations import Migrations
 from ckptfs.runtime.refs import RefPolicy
@@ -22,6 +24,7 @@ from ckptfs.store.repository import Snapshot
 
 __all__ = [
     "Blob",
+    "Codecs",
     "Decision",
     "NOT_DONE",
     "ChunkerParams",
@@ -34,6 +37,7 @@ __all__ = [
     "Snapshot",
     "Store",
     "StoredBlob",
+    "TypedValue",
     "errors",
     "open_store",
     "__version__",

@@ -261,3 +261,23 @@ class InvalidArgument(CkptfsError, ValueError, TypeError):
     what such arguments raised before; the base category (spec/format.md 13)."""
 
     category = "error"
+
+
+# -- typed values (issue 17, spec/format.md 18) ------------------------------------------------
+class UnregisteredType(CkptfsError, TypeError):
+    """A value to checkpoint is of a type no codec is registered for (nothing was written)."""
+
+    category = "unregistered-type"
+
+
+class TypedValueError(FormatError):
+    """A stored typed value (tag 27) that its registered codec cannot read back: a payload of
+    the wrong shape, or a codec's decoder refusing it."""
+
+    category = "typed-value"
+
+
+class UnknownType(TypedValueError):
+    """A stored typed value names a type the reading application has not registered."""
+
+    category = "unknown-type"

@@ -33,7 +33,7 @@ from ckptfs.ops.retention import forget_snapshots
 from ckptfs.runtime.migrations import Migrations
 from ckptfs.store.lifecycle import write_retired
 from conformance.gen_commit import commit_vectors, reproducible_nonces
-from conformance import gen_hostile
+from conformance import gen_hostile, gen_typed
 from conformance.gen_leases import lease_vectors
 from conformance.render import canonical_json, render_store, symbolic, tagged
 
@@ -1417,6 +1417,7 @@ def _generate(out: Path) -> dict[str, int]:
     shutil.rmtree(base)
     writer_vectors(g)
     lease_vectors(g)
+    gen_typed.vectors(g)  # conformance/gen_typed.py: typed values (format.md 18, issue 17)
     shutil.copyfile(SPEC_CDDL, out / "ckptfs.cddl")  # the wheel carries no spec/
     for tmp in out.rglob("tmp"):
         if tmp.is_dir() and not any(tmp.iterdir()):

@@ -2,7 +2,8 @@
 
 Values use a tagged JSON encoding (README "Tagged JSON"): integers outside +-2^53 are
 ``{"$int": "<decimal>"}``, floats ``{"$float": "<16 hex digits of the IEEE 754 double>"}``,
-byte strings ``{"$bytes": "<hex>"}``; a map key that starts with ``$`` gets one more ``$``.
+byte strings ``{"$bytes": "<hex>"}``, typed values (tag 27, format.md 18)
+``{"$typed": [name, payload]}``; a map key that starts with ``$`` gets one more ``$``.
 This module is also the runner's reference reader for writer cases.
 """
 
@@ -16,6 +17,8 @@ from ckptfs.errors import CkptfsError
 from ckptfs.format.digest import Digest
 from ckptfs.format.ledger import Effect, LedgerRef, Record
 from ckptfs.format.models import Captured, Entry, Reference, StoreConfig
+from ckptfs.format.typed import is_tagged as is_typed
+from ckptfs.format.typed import tagged as typed_form
 from ckptfs.storage import open_storage
 from ckptfs.store.entries import decode_value, read_content, read_ledger
 from ckptfs.store.lifecycle import effective_expiry, read_tombstone, tombstone_keys
@@ -38,6 +41,8 @@ def tagged(v: Any) -> Any:
         return [tagged(x) for x in v]
     if isinstance(v, dict):
         return {("$" + k if k.startswith("$") else k): tagged(x) for k, x in v.items()}
+    if is_typed(v):  # a typed value (format.md 18): its name and payload
+        return {"$typed": [v.value[0], tagged(v.value[1])]}
     raise TypeError(f"not a plain value: {type(v).__name__}")
 
 
@@ -54,6 +59,8 @@ def untagged(v: Any) -> Any:
                 return struct.unpack(">d", bytes.fromhex(x))[0]
             if k == "$bytes":
                 return bytes.fromhex(x)
+            if k == "$typed":
+                return typed_form(x[0], untagged(x[1]))
         return {(k[1:] if k.startswith("$$") else k): untagged(x) for k, x in v.items()}
     return v
 

@@ -135,6 +135,25 @@ class Name(str, enum.Enum):
 ])
 def test_unsupported_values_raise_type_error_naming_the_path(
         store: ckptfs.Store, value: object, path: str) -> None:
+    # without the built-in codecs (issue 17) only plain data is accepted, as before
+    strict = ckptfs.Store(store.storage, codecs=ckptfs.Codecs(builtins=False))
+    run = strict.start_run("r")
+    with pytest.raises(TypeError) as e:
+        run.checkpoint({"v": value})
+    assert path in str(e.value)
+    assert store.runs() == []  # nothing committed
+
+
+@pytest.mark.parametrize("value, path", [
+    ({1: "int key"}, "state['v']"),
+    ([{"ok": 1}, {"role": Name.A}], "state['v'][1]['role']"),
+    ({"c": Colour.RED}, "state['v']['c']"),
+    (object(), "state['v']"),
+    (bytearray(b"x"), "state['v']"),
+    ({"when": (1, {"deep": [object()]})}, "state['v']['when']"),
+])
+def test_unregistered_values_are_refused_with_the_builtins_on(
+        store: ckptfs.Store, value: object, path: str) -> None:
     run = store.start_run("r")
     with pytest.raises(TypeError) as e:
         run.checkpoint({"v": value})
@@ -146,7 +165,7 @@ def test_unsupported_value_in_an_appended_item_is_caught(store: ckptfs.Store) ->
     run = store.start_run("r")
     msgs: list[Any] = [message(i) for i in range(50)]
     run.checkpoint({"messages": msgs})
-    msgs.append({"content": ("a", "tuple")})
+    msgs.append({"content": Colour.RED})
     with pytest.raises(TypeError, match=r"state\['messages'\]\[50\]\['content'\]"):
         run.checkpoint({"messages": msgs})
 

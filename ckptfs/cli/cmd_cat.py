@@ -16,7 +16,10 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                                    "is printed as JSON (bytes as {\"$bytes\": base64}, NaN and "
                                    "infinities as {\"$float\": \"NaN\"}, integers of more than "
                                    "14,000 bits as {\"$int\": \"0x...\"}, map keys starting "
-                                   "with '$' get one more '$'); a blob is written raw to "
+                                   "with '$' get one more '$', typed values as {\"$typed\": "
+                                   "[name, payload]}, LangGraph's msgpack values decoded as "
+                                   "{\"$lg\": \"module.Name\", \"data\": ...} unless --raw); "
+                                   "a blob is written raw to "
                                    "stdout or -o FILE; a reference prints what it points at. "
                                    "An expired "
                                    "snapshot is refused (exit 3) unless --allow-expired.")
@@ -24,6 +27,11 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("snapshot", metavar="SNAPSHOT", help=SNAPSHOT_HELP)
     p.add_argument("entry", metavar="ENTRY", help="entry name, as 'ckptfs show' lists them")
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    p.add_argument("--thread", metavar="ID",
+                   help="a LangGraph thread id: SNAPSHOT is then '@SEQ' or 'head' of its run")
+    p.add_argument("--ns", metavar="NS", default="", help="the thread's checkpoint namespace")
+    p.add_argument("--raw", action="store_true",
+                   help="show LangGraph values as stored ({\"__lg__\": ..., \"data\": bytes})")
     p.add_argument("--json", action="store_true",
                    help="print a blob as JSON too ({\"$bytes\": base64}) instead of raw bytes")
     p.add_argument("--allow-expired", action="store_true",
@@ -37,7 +45,11 @@ def run(args: argparse.Namespace) -> int:
     from ckptfs.ops.inspect import entry, entry_json, iter_blob, read_value, to_json_value
 
     store = human.open_existing(args.store)
-    snap = store.repo.resolve(args.snapshot)
+    ref = args.snapshot
+    if args.thread is not None:
+        run_id = human.thread_run(store, args.thread, args.ns)
+        ref = run_id if ref in ("head", "@head") else f"{run_id}{ref}"
+    snap = store.repo.resolve(ref)
     e = entry(snap, args.entry)
     if isinstance(e, Reference):
         print_json(entry_json(e))
@@ -54,6 +66,10 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.buffer.flush()
         return EXIT_OK
     value = read_value(store.repo, snap, args.entry, allow_expired=args.allow_expired)
+    if not args.raw:
+        from ckptfs.ops.lg_values import decode_lg
+
+        value = decode_lg(value)
     text = json.dumps(to_json_value(value), indent=2, sort_keys=True, ensure_ascii=False,
                       allow_nan=False) + "\n"
     if args.output:

@@ -30,6 +30,11 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                    metavar="NAME@VERSION",
                    help="the state schema this code expects, e.g. agent@3 (repeatable, one per "
                         "schema name; without it snapshots are loaded as stored)")
+    p.add_argument("--codecs", metavar="MODULE:ATTRIBUTE",
+                   help="the application's ckptfs.Codecs (its registered types), e.g. "
+                        "myapp.state:codecs: then a stored type it does not register fails the "
+                        "snapshot. Without it the built-in types are checked and application "
+                        "types are loaded as ckptfs.TypedValue (their names and payloads)")
     p.add_argument("--validate", metavar="MODULE:FUNCTION",
                    help="called with each migrated state; raising or returning False fails it")
     p.add_argument("--run", action="append", dest="runs", metavar="RUN", help="only this run (repeatable)")
@@ -80,6 +85,12 @@ def run(args: argparse.Namespace) -> int:
             if not isinstance(migrations, ckptfs.Migrations):
                 raise ValueError(f"--migrations {args.migrations} is a {type(migrations).__name__}, "
                                  "not a ckptfs.Migrations registry")
+        codecs = ckptfs.Codecs(unknown="raw")
+        if args.codecs:
+            codecs = load_object(args.codecs, "--codecs")
+            if not isinstance(codecs, ckptfs.Codecs):
+                raise ValueError(f"--codecs {args.codecs} is a {type(codecs).__name__}, "
+                                 "not a ckptfs.Codecs registry")
         if args.validate:
             validate = load_object(args.validate, "--validate")
             if not callable(validate):
@@ -90,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     from ckptfs.ops.runs import require_runs
 
-    store = _stores.open_store(args.store, ref_policy=policy)
+    store = _stores.open_store(args.store, ref_policy=policy, codecs=codecs)
     runs = require_runs(store.repo, args.runs)
     with Progress("check", mode=args.progress, snapshots=False) as bar:
         bar.watch(store.storage)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
-from ckptfs.cli import EXIT_OK, human, print_json
+from ckptfs.cli import EXIT_OK, EXIT_USAGE, human, print_json
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -14,7 +15,10 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                                    "where the run was forked from, where each attempt resumed, "
                                    "which runs fork from it, and the effects each snapshot records.")
     p.add_argument("store", metavar="STORE")
-    p.add_argument("run_id", metavar="RUN")
+    p.add_argument("run_id", metavar="RUN", nargs="?",
+                   help="the run (or give --thread for a LangGraph thread)")
+    p.add_argument("--thread", metavar="ID", help="a LangGraph thread id instead of RUN")
+    p.add_argument("--ns", metavar="NS", default="", help="the thread's checkpoint namespace")
     p.add_argument("-n", "--latest", type=int, metavar="N",
                    help="only the newest N snapshots (the header still counts them all)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -28,11 +32,16 @@ def run(args: argparse.Namespace) -> int:
     from ckptfs.ops.inspect import run_log
 
     store = human.open_existing(args.store)
+    if (args.run_id is None) == (args.thread is None):
+        print("ckptfs log: give RUN or --thread ID (a LangGraph thread id), one of the two",
+              file=sys.stderr)
+        return EXIT_USAGE
+    run_id = args.run_id if args.thread is None else human.thread_run(store, args.thread, args.ns)
+    log = run_log(store.repo, run_id, allow_expired=args.allow_expired)
     if args.latest is not None and args.latest < 1:
         from ckptfs.cli._usage import usage_error
 
         return usage_error("log", "--latest must be at least 1")
-    log = run_log(store.repo, args.run_id, allow_expired=args.allow_expired)
     if args.latest is not None:
         log["total_snapshots"] = len(log["snapshots"])
         log["snapshots"] = log["snapshots"][-args.latest:]

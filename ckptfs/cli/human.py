@@ -111,6 +111,20 @@ def table(rows: list[list[str]], header: list[str]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cols)
 
 
+def thread_run(store: Store, thread_id: str, ns: str = "") -> str:
+    """The run CkptfsSaver keeps LangGraph thread ``thread_id`` (namespace ``ns``) in: its
+    newest generation (``<run>.2`` after a deletion); NotFound when the store has none."""
+    from ckptfs.errors import NotFound
+    from ckptfs.integrations.lg_names import live_run, run_id_for
+
+    found = live_run(store.runs(), thread_id, ns)
+    if found is None:
+        raise NotFound(f"no LangGraph thread {thread_id!r}{f' namespace {ns!r}' if ns else ''} "
+                       f"in {store.url} (its run would be {run_id_for(thread_id, ns)}); "
+                       "'ckptfs ls' lists the runs")
+    return found
+
+
 def open_existing(url: str) -> Store:
     """The store at ``url``; NotAStore (exit 3, with a hint) when there is none."""
     import ckptfs

@@ -3,7 +3,8 @@
 Rules (spec section "Canonical CBOR"): definite lengths; shortest integer, length and float
 forms; map keys are text strings only, sorted by their encoded bytes (for text keys this equals
 cbor2's length-first order); no duplicate keys; no tags except 2 and 3 (bignums) inside user
-values; no undefined or simple values other than false, true and null.
+values; no undefined or simple values other than false, true and null. User values may also
+hold typed values, tag 27 around ``[type name, payload]`` (spec/format.md 18, ckptfs.format.typed).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 import cbor2
 
 from ckptfs.errors import FormatError, NonCanonical
+from ckptfs.format.typed import TYPED_TAG, is_tagged
 
 #: The nesting limit of every decoded item (spec/format.md 5.3). Depth counts every array, map
 #: and tag on the way down, the outermost included: a scalar is 0 deep, ``[]`` 1, ``[[1]]`` 2, a
@@ -33,13 +35,30 @@ def _no_tag(value: Any, immutable: bool = False) -> Any:
     raise ValueError("CBOR tags are not allowed here")
 
 
-def _unknown_tag(decoder: Any, tag: Any) -> Any:
+def _unknown_tag(tag: Any, immutable: bool = False) -> Any:
+    if tag.tag == TYPED_TAG:  # only reached where the decoder leaves tag 27 out (user values)
+        # cbor2 decodes a tag's content as immutable (tuples, frozendicts): back to plain data
+        typed = cbor2.CBORTag(TYPED_TAG, _thaw(tag.value))
+        if not is_tagged(typed):
+            raise ValueError("a typed value (tag 27) must be an array of a type name (text) and "
+                             "one payload item")
+        return typed
     raise ValueError(f"unknown CBOR tag {tag.tag}")
+
+
+def _thaw(v: Any) -> Any:
+    """Arrays and maps as list and dict (depth is bounded by the decoder's max_depth)."""
+    if type(v) is tuple:
+        return [_thaw(x) for x in v]
+    if isinstance(v, cbor2.frozendict):
+        return {k: _thaw(x) for k, x in v.items()}
+    return v
 
 
 # cbor2 decodes many tags into Python objects by itself; every one of them is refused.
 _NO_TAGS = {t: _no_tag for t in range(0, 65536)}
-_BIGNUM_ONLY = {t: _no_tag for t in range(0, 65536) if t not in (2, 3)}
+#: user values: bignums, decoded by cbor2, and typed values, kept as CBORTag (_unknown_tag)
+_BIGNUM_ONLY = {t: _no_tag for t in range(0, 65536) if t not in (2, 3, TYPED_TAG)}
 
 
 def _decoder(buf: io.BytesIO, allow_bignum: bool) -> cbor2.CBORDecoder:
@@ -52,6 +71,12 @@ def _decoder(buf: io.BytesIO, allow_bignum: bool) -> cbor2.CBORDecoder:
         allow_duplicate_keys=False,
         max_depth=MAX_DEPTH,
     )
+
+
+def _why(e: BaseException) -> str:
+    """cbor2's message, with the cause it wraps (a tag hook's own reason)."""
+    cause = e.__cause__
+    return f"{e}: {cause}" if isinstance(cause, ValueError) and str(cause) not in str(e) else str(e)
 
 
 def encode(value: Any) -> bytes:
@@ -69,7 +94,7 @@ def decode(data: bytes | memoryview, *, what: str, allow_bignum: bool = False,
     try:
         value = _decoder(buf, allow_bignum).decode()
     except (cbor2.CBORDecodeError, ValueError, TypeError, RecursionError, MemoryError) as e:
-        raise FormatError(f"{what}: not valid ckptfs CBOR ({e})") from e
+        raise FormatError(f"{what}: not valid ckptfs CBOR ({_why(e)})") from e
     if buf.tell() != len(data):
         raise FormatError(f"{what}: {len(data) - buf.tell()} byte(s) after the CBOR item "
                           "(truncated or damaged); exactly one item is allowed")
@@ -92,7 +117,7 @@ def decode_sequence(data: bytes | memoryview, *, what: str) -> list[Any]:
         while buf.tell() < end:
             out.append(dec.decode())
     except (cbor2.CBORDecodeError, ValueError, TypeError, RecursionError, MemoryError, EOFError) as e:
-        raise FormatError(f"{what}: not a valid CBOR sequence ({e})") from e
+        raise FormatError(f"{what}: not a valid CBOR sequence ({_why(e)})") from e
     check_plain(out, what=what, decoded=True)  # the array counts: items are SEQ_ITEM_DEPTH deep
     return out
 
@@ -104,6 +129,9 @@ def _is_plain(v: Any, limit: int, depth: int = 0) -> bool:
     """Fast yes/no version of check_plain (recursive; about 2x faster than the explaining walk).
     ``depth`` is the number of containers around ``v``; ``limit`` the deepest level allowed."""
     tv = type(v)
+    if tv is cbor2.CBORTag:
+        # a typed value: the tag and its array are two levels around the payload
+        return is_tagged(v) and depth + 1 < limit and _is_plain(v.value[1], limit, depth + 2)
     if tv is dict:
         if depth >= limit:
             return False
@@ -111,7 +139,7 @@ def _is_plain(v: Any, limit: int, depth: int = 0) -> bool:
             if type(k) is not str:
                 return False
             tx = type(x)
-            if tx is dict or tx is list:
+            if tx is dict or tx is list or tx is cbor2.CBORTag:
                 if not _is_plain(x, limit, depth + 1):
                     return False
             elif tx is int:
@@ -125,7 +153,7 @@ def _is_plain(v: Any, limit: int, depth: int = 0) -> bool:
             return False
         for x in v:
             tx = type(x)
-            if tx is dict or tx is list:
+            if tx is dict or tx is list or tx is cbor2.CBORTag:
                 if not _is_plain(x, limit, depth + 1):
                     return False
             elif tx is int:
@@ -168,6 +196,10 @@ def check_plain(value: Any, *, what: str = "value", decoded: bool = False,
                 _bad(what, path, deep, decoded)
             for i, item in enumerate(v):
                 stack.append((item, f"{path}[{i}]", depth + 1))
+        elif t is cbor2.CBORTag and is_tagged(v):
+            if depth + 1 >= max_depth:
+                _bad(what, path, deep, decoded)
+            stack.append((v.value[1], f"{path}<{v.value[0]}>", depth + 2))
         elif t is int and (v > _U64 or v < -_U64 - 1) and depth >= max_depth:
             _bad(what, path, f"{deep} (an integer outside 64 bits is a CBOR tag, one level)",
                  decoded)

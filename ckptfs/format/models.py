@@ -26,14 +26,15 @@ SUPPORTED_VERSIONS = (1, 2)
 #: manifests keep version 1 in every store layout: a snapshot id never changes (spec/v2.md)
 MANIFEST_VERSION = 1
 #: Features this implementation understands (a store or manifest may require any of these).
-KNOWN_FEATURES: frozenset[str] = frozenset()
+#: ``typed-values``: value entries may hold tag 27 typed values (spec/format.md 18, issue 17)
+KNOWN_FEATURES: frozenset[str] = frozenset({"typed-values"})
 #: Which ckptfs releases read each format version and each feature, for the error a reader gives
 #: when it meets one it does not (spec "Versioning"). Add a row with every new version or
 #: feature; never edit one.
 FORMAT_READERS: dict[int, str] = {1: ">= 0.1.0", 2: ">= 0.2.0"}
 #: which release reads each manifest format version (manifests stay at 1 in both layouts)
 MANIFEST_READERS: dict[int, str] = {1: ">= 0.1.0"}
-FEATURE_READERS: dict[str, str] = {}
+FEATURE_READERS: dict[str, str] = {"typed-values": ">= 0.2.0"}
 MAX_CHUNK_SIZE = 16 * 1024 * 1024
 MAX_MANIFEST_SIZE = 64 * 1024 * 1024
 MAX_RECORD_SIZE = 64 * 1024

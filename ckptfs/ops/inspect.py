@@ -16,7 +16,11 @@ from ckptfs.errors import CkptfsError, ExpiredError, NotFound
 from ckptfs.format.ledger import Effect, Ledger, LedgerRef
 from ckptfs.format.models import Captured, Entry, Manifest, Reference
 from ckptfs.format.names import check_run_id
+from ckptfs.format.typed import is_tagged
+from ckptfs.ops.lg_values import LgObject
 from ckptfs.store.entries import decode_value, read_content, stored_blob
+
+TYPED_MARKER = "$typed"
 from ckptfs.store.repository import Repository, Snapshot
 
 #: JSON marker objects for CBOR values JSON cannot hold (documented in the README).
@@ -280,7 +284,8 @@ def iter_blob(repo: Repository, s: Snapshot, name: str, *,
 def to_json_value(v: Any) -> Any:
     """A decoded CBOR value as JSON: bytes become ``{"$bytes": base64}``, non-finite floats
     ``{"$float": "NaN"}``, integers of more than MAX_DECIMAL_BITS bits ``{"$int": "0x..."}``
-    (``-0x...`` when negative); a map key that starts with ``$`` gets one more ``$`` in front."""
+    (``-0x...`` when negative), typed values ``{"$typed": [name, payload]}``; a map key that
+    starts with ``$`` gets one more ``$`` in front."""
     if type(v) is int and v.bit_length() > MAX_DECIMAL_BITS:
         return {INT_MARKER: hex(v)}
     if isinstance(v, bytes):
@@ -291,6 +296,10 @@ def to_json_value(v: Any) -> Any:
         return [to_json_value(x) for x in v]
     if isinstance(v, dict):
         return {("$" + k if k.startswith("$") else k): to_json_value(x) for k, x in v.items()}
+    if is_tagged(v):  # a typed value (spec/format.md 18): its type name and payload
+        return {TYPED_MARKER: [v.value[0], to_json_value(v.value[1])]}
+    if isinstance(v, LgObject):  # a LangGraph serialized object (ckptfs cat)
+        return v.to_json(to_json_value)
     return v
 
 

@@ -151,8 +151,10 @@ def _wait_seconds(wait: Any) -> float:
 def perform(run: Run, name: str, fn: Callable[..., Any], args: tuple[Any, ...],
             kwargs: Mapping[str, Any], *, key: str,
             reconcile: Callable[[Effect], Any] | None = None,
-            timeout: float = DEFAULT_TIMEOUT, wait: bool | float = False) -> Any:
-    """``run.effect``: the recorded outcome for ``key``, or call ``fn`` between two commits."""
+            timeout: float = DEFAULT_TIMEOUT, wait: bool | float = False,
+            pass_key: str | None = None) -> Any:
+    """``run.effect``: the recorded outcome for ``key``, or call ``fn`` between two commits
+    (with the key as keyword ``pass_key`` when given; it is not among the digested args)."""
     lease = lease_ms(timeout)
     patience = _wait_seconds(wait)
     digest = args_digest(args, kwargs)
@@ -193,7 +195,7 @@ def perform(run: Run, name: str, fn: Callable[..., Any], args: tuple[Any, ...],
                 "treat it as in doubt. It is in doubt now: call again with reconcile= (it will "
                 "find it not done), and use a longer timeout= for a store this slow."))
         try:
-            result = fn(*args, **kwargs)
+            result = fn(*args, **kwargs, **({pass_key: key} if pass_key else {}))
         except Exception as e:  # BaseException (SIGINT, exit) leaves the effect in doubt
             _record_outcome(run, intent, "failed", error=e)
             raise

@@ -10,7 +10,8 @@ from ckptfs.format.digest import Digest
 from ckptfs.format.ledger import Effect, Ledger, LedgerRef
 from ckptfs.format.models import Entry, Manifest, Reference, Schema
 from ckptfs.format.names import check_boundary, check_label_key
-from ckptfs.format.values import Blob, Ref
+from ckptfs.format.typed import FEATURE as TYPED_FEATURE
+from ckptfs.format.values import Blob, Ref, StoredBlob
 from ckptfs.format.when import epoch_ms
 from ckptfs.runtime import effects as fx
 from ckptfs.runtime.refs import capture
@@ -110,6 +111,7 @@ class Run:
     def effect(self, name: str, fn: Callable[..., Any], *args: Any, key: str,
                reconcile: Callable[[Effect], Any] | None = None,
                timeout: float = fx.DEFAULT_TIMEOUT, wait: bool | float = False,
+               pass_key: str | None = None, fn_kwargs: Mapping[str, Any] | None = None,
                **kwargs: Any) -> Any:
         """Perform ``fn(*args, **kwargs)`` at most once per ``key`` across crashes and resumes:
         the intent is committed before the call and the result after (see fx.perform).
@@ -118,11 +120,25 @@ class Run:
         process reconciles or re-issues the effect; a call that takes longer may be repeated
         by another process (its own outcome is then not recorded: EffectSuperseded). When
         another process holds the lease, EffectInProgress is raised, or with ``wait=True``
-        (or seconds) this call waits for that outcome or for the lease to run out. ``key``,
-        ``reconcile``, ``timeout`` and ``wait`` are not passed to ``fn`` (use functools.partial
-        for an ``fn`` that takes arguments of these names)."""
-        return fx.perform(self, name, fn, args, kwargs, key=key, reconcile=reconcile,
-                          timeout=timeout, wait=wait)
+        (or seconds) this call waits for that outcome or for the lease to run out.
+
+        ``key``, ``reconcile``, ``timeout``, ``wait``, ``pass_key`` and ``fn_kwargs`` are not
+        passed to ``fn``. ``pass_key="idempotency_key"`` passes the key to ``fn`` as that
+        keyword (for APIs that take one, Stripe-style); ``fn_kwargs`` are keywords for ``fn``
+        that may have any name, ``key`` included. Both count in the arguments a reused key
+        must match, except the passed key itself."""
+        call = dict(kwargs)
+        for k, v in (fn_kwargs or {}).items():
+            if k in call:
+                raise TypeError(f"effect {name!r}: keyword {k!r} given both in fn_kwargs and "
+                                "as a keyword argument; give it once")
+            call[k] = v
+        if pass_key is not None and (not isinstance(pass_key, str) or pass_key in call):
+            raise TypeError(f"effect {name!r}: pass_key={pass_key!r} must be a keyword name "
+                            "that fn takes and no other argument already uses "
+                            "(the idempotency key is passed under it)")
+        return fx.perform(self, name, fn, args, call, key=key, reconcile=reconcile,
+                          timeout=timeout, wait=wait, pass_key=pass_key)
 
     def settle_effect(self, key: str, *, result: Any = fx.NOT_DONE,
                       failed: str | BaseException | None = None) -> Effect:
@@ -170,13 +186,17 @@ class Run:
         chunks = list(chunks or [])
         prepared: dict[str, Any] | None = None
         entries: Mapping[str, Entry]
+        required: tuple[str, ...] = ()
         if state is not None or self.snapshot is None:
             prepared = {k: capture(v) if isinstance(v, Ref) and v.capture else v
                         for k, v in (self.state if state is None else state).items()}
-            entries = self._writer.encode_state(prepared, entry_labels)
+            encoded, typed = self._typed(prepared)
+            entries = self._writer.encode_state(encoded, entry_labels)
             chunks.extend(self._writer.pending)
+            required = (TYPED_FEATURE,) if typed else ()
         else:
             entries = self.snapshot.manifest.entries
+            required = self.snapshot.manifest.required
         created = self.store.now()
         expires = expiry_ms(expires_at)
         if expires is None:
@@ -190,7 +210,7 @@ class Run:
                     else self.fork_of.digest if self.fork_of else None),
             resumed_from=self._resumed_from if self._pending_resume() else None,
             attempt=self.attempt, ledger=self._ledger_cbor(chunks), labels=labels,
-            expires=expires, extra=self._next_extra)
+            expires=expires, required=required, extra=self._next_extra)
         # retention hook (spec/retention.md "Grace rule"): chunks named but neither written here
         # nor named by this run's previous snapshot (a fork's parent's, a blob stored elsewhere)
         # are written again; none in the usual commit, and then no request is made
@@ -217,6 +237,20 @@ class Run:
             self.state = {k: stored_blob(self.store.repo.objects, entries[k], where=f"entry {k!r}")  # type: ignore[arg-type]
                           if isinstance(v, Blob) else v for k, v in prepared.items()}
         return snap
+
+    def _typed(self, state: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
+        """``state`` with values of registered types in their stored, tagged form (the store's
+        ckptfs.Codecs), and whether there were any (the manifest then requires the feature)."""
+        codecs = self.store.codecs
+        out: dict[str, Any] = {}
+        typed = False
+        for k, v in state.items():
+            if isinstance(v, (Blob, Ref, StoredBlob)):
+                out[k] = v
+                continue
+            out[k] = codecs.encode(v, what=f"state[{k!r}]") if isinstance(k, str) else v
+            typed = typed or out[k] is not v
+        return out, typed
 
     def _pending_resume(self) -> bool:
         return (self._resumed_from is not None and self.snapshot is not None

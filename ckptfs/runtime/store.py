@@ -21,6 +21,7 @@ from ckptfs.format.cdc import ChunkerParams
 from ckptfs.format.ledger import Ledger
 from ckptfs.format.models import Captured, Manifest, Reference, Schema
 from ckptfs.format.names import check_run_id
+from ckptfs.runtime.codecs import Codecs
 from ckptfs.runtime.effects import large_result
 from ckptfs.runtime.migrations import Migrations, Step, apply_steps, apply_to_result, as_schema
 from ckptfs.runtime.refs import NO_REFS, RefPolicy, check_reference, to_ref
@@ -47,10 +48,12 @@ class Store:
 
     def __init__(self, storage: Storage, *, chunker: ChunkerParams | None = None,
                  clock: Callable[[], int] | None = None, writer: str | None = None,
-                 ref_policy: RefPolicy | None = None) -> None:
+                 ref_policy: RefPolicy | None = None, codecs: Codecs | None = None) -> None:
         from ckptfs._version import __version__
 
         self.repo = Repository(storage)
+        #: the types values may hold beyond plain data (ckptfs.Codecs: the built-ins by default)
+        self.codecs = codecs or Codecs()
         #: which references restores may open or request to verify them (none by default: a
         #: store's URIs are its author's choice); resume, fork and read can pass their own
         self.ref_policy = ref_policy or NO_REFS
@@ -116,7 +119,7 @@ class Store:
                 "head, or fork the snapshot into a new run (store.fork / 'ckptfs fork').")
         target, chain = self._plan(snap, schema, migrations)
         state, writer = self._restore(snap, lenient_refs=lenient_refs, allow_expired=allow_expired,
-                                      seed=True, ref_policy=ref_policy)
+                                      seed=True, ref_policy=ref_policy, raw_types=bool(chain))
         ledger, ledger_writer = self._ledger(snap, writer)
         state = self._migrate(snap, chain, state)
         ledger = self._migrate_ledger(snap, chain, ledger)
@@ -138,7 +141,7 @@ class Store:
             raise ConflictError(f"run {new_run_id!r} already exists")
         target, chain = self._plan(snap, schema, migrations)
         state, writer = self._restore(snap, lenient_refs=lenient_refs, seed=True,
-                                      ref_policy=ref_policy)
+                                      ref_policy=ref_policy, raw_types=bool(chain))
         ledger, ledger_writer = self._ledger(snap, writer)  # a fork inherits what was done
         state = self._migrate(snap, chain, state)
         ledger = self._migrate_ledger(snap, chain, ledger)
@@ -160,7 +163,14 @@ class Store:
                                                            what=_where(snap))
 
     def _migrate(self, snap: Snapshot, chain: list[Step], state: dict[str, Any]) -> dict[str, Any]:
-        return apply_steps(chain, state, what=_where(snap)) if chain else state
+        """Run ``chain`` over ``state``. The steps see typed values as their types, and a type
+        name nobody registers any more as a TypedValue (``_restore(raw_types=)``) that they may
+        map; what is left of those afterwards is built or refused as the registry says."""
+        if not chain:
+            return state
+        state = apply_steps(chain, state, what=_where(snap))
+        return {k: self.codecs.resolve(v, what=f"{_where(snap)} entry {k!r} after migrating")
+                for k, v in state.items()}
 
     def _migrate_ledger(self, snap: Snapshot, chain: list[Step], ledger: Ledger, *,
                         write: bool = True) -> Ledger:
@@ -217,7 +227,7 @@ class Store:
         snap = ref if isinstance(ref, Snapshot) else self.repo.resolve(ref)
         _, chain = self._plan(snap, schema, migrations)
         state, _ = self._restore(snap, lenient_refs=lenient_refs, allow_expired=allow_expired,
-                                 ref_policy=ref_policy)
+                                 ref_policy=ref_policy, raw_types=bool(chain))
         return self._migrate(snap, chain, state)
 
     def ledger(self, ref: str | Snapshot, *, allow_expired: bool = False,
@@ -245,8 +255,10 @@ class Store:
         return ledger, writer
 
     def _restore(self, snap: Snapshot, *, lenient_refs: bool, allow_expired: bool = False,
-                 seed: bool = False, ref_policy: RefPolicy | None = None
-                 ) -> tuple[dict[str, Any], EntryWriter]:
+                 seed: bool = False, ref_policy: RefPolicy | None = None,
+                 raw_types: bool = False) -> tuple[dict[str, Any], EntryWriter]:
+        """The state of ``snap``; with ``raw_types`` unregistered type names come back as
+        TypedValue whatever the registry says (a migration chain will map or refuse them)."""
         m: Manifest = snap.manifest
         policy = ref_policy or self.ref_policy
         if not allow_expired:
@@ -267,9 +279,10 @@ class Store:
                 assert isinstance(entry, Captured)
                 content = read_content(self.repo.objects, entry, where=where)
                 value = decode_value(entry, content, where=where)
-                state[name] = value
                 if seed:
                     writer.seed(name, entry, content, value)
+                state[name] = self.codecs.decode(value, what=where, content=content,
+                                                 unknown="raw" if raw_types else None)
         if problems and not lenient_refs:
             raise MissingReference(problems)
         return state, writer
@@ -294,13 +307,15 @@ def _provenance(snap: Snapshot, chain: list[Step]) -> dict[str, Any]:
 
 def open_store(url: str, *, chunker: ChunkerParams | None = None,
                clock: Callable[[], int] | None = None, writer: str | None = None,
-               ref_policy: RefPolicy | None = None,
+               ref_policy: RefPolicy | None = None, codecs: Codecs | None = None,
                storage_options: Mapping[str, Any] | None = None, filesystem: Any = None,
                **options: Any) -> Store:
     """Open the store at ``url`` (any fsspec URL or a local path). Nothing is written until the
     first checkpoint or ``init()``. ``clock`` (ms since the epoch) and ``writer`` (the name
     recorded in manifests) exist for reproducible stores. ``ref_policy`` (a RefPolicy) says
-    which references restores may open or request to verify them: none by default.
+    which references restores may open or request to verify them: none by default. ``codecs``
+    (a ckptfs.Codecs) says which types state may hold beyond plain data: the built-ins
+    (datetime, UUID, Decimal, tuple, set, ...) by default, plus the ones it registers.
 
     Backend options (``endpoint_url=``, ``anon=``, ...) come as a ``storage_options`` dict, the
     pandas/dask style, or as keyword arguments (not the same key both ways); ``filesystem`` is
@@ -312,7 +327,7 @@ def open_store(url: str, *, chunker: ChunkerParams | None = None,
                               "arguments; give each option once")
     merged.update(options)
     return Store(open_storage(url, filesystem=filesystem, **merged), chunker=chunker, clock=clock,
-                 writer=writer, ref_policy=ref_policy)
+                 writer=writer, ref_policy=ref_policy, codecs=codecs)
 
 
 __all__ = ["Store", "open_store", "NotFound"]

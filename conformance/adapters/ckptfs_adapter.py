@@ -16,13 +16,14 @@ import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ckptfs.errors import CkptfsError
 from ckptfs.format import cbor, framing, models
 from ckptfs.format.cdc import ChunkerParams, cut_lengths
 from ckptfs.format.digest import Digest
 from ckptfs.format.lifecycle import Lease
+from ckptfs.runtime.codecs import Codecs
 from ckptfs.store import repository
 from conformance import render
 from conformance.render import canonical_json, render_ref, render_store, tagged, untagged
@@ -166,6 +167,15 @@ def _lease(data: bytes, now: int) -> str:
     return "blocks" if lease.blocks(now) else "free"
 
 
+def _typed_roundtrip(data: bytes, unknown: Literal["error", "raw"]) -> str:
+    """Value content decoded into Python types with the built-in codecs (format.md 18.3) and
+    encoded again, as hex; ``unknown`` as ckptfs.Codecs takes it."""
+    codecs = Codecs(unknown=unknown)
+    value = codecs.decode(cbor.decode(data, what="value", allow_bignum=True,
+                                      check_canonical=False), what="value")
+    return cbor.encode(codecs.encode(value)).hex()
+
+
 OPS: dict[str, Callable[..., str]] = {
     "digest": lambda f: Digest.of(_read(f)).text,
     "parse-digest": lambda text: Digest.parse(text).text,
@@ -173,6 +183,8 @@ OPS: dict[str, Callable[..., str]] = {
     "value-decode": lambda f: canonical_json(tagged(cbor.decode(
         _read(f), what="value", allow_bignum=True, check_canonical=False))),
     "cbor-encode": lambda f: cbor.encode(untagged(json.loads(_read(f)))).hex(),
+    "typed-roundtrip": lambda f: _typed_roundtrip(_read(f), "error"),
+    "typed-roundtrip-raw": lambda f: _typed_roundtrip(_read(f), "raw"),
     "unframe": lambda f, size: framing.unframe(_read(f), int(size), what="object").hex(),
     "cut": lambda mn, avg, mx, nc, f: json.dumps(cut_lengths(_read(f), ChunkerParams(
         min_size=int(mn), avg_size=int(avg), max_size=int(mx), normalization=int(nc)))),

@@ -1,0 +1,248 @@
+"""How CkptfsSaver finds a thread's runs and snapshots: per-run indexes (one listing each),
+the live generation of a run, and the lookups by history labels (README "LangGraph",
+"Finding checkpoints"). A base class of CkptfsSaver, kept apart to keep modules small."""
+
+from __future__ import annotations
+
+import bisect
+import builtins
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+
+from ckptfs.format.names import DECIMAL
+from ckptfs.integrations.langgraph.layout import (
+    L_MAX_CID,
+    L_MAX_W_SEQ,
+    L_MAX_WID,
+    L_LAST_W,
+    L_ORDERED,
+    WARM_RUNS,
+    _cid,
+    _kind,
+    _RunIndex,
+    checkpoints_ordered,
+    run_id_for,
+    thread_prefix,
+)
+from ckptfs.runtime.store import Store
+from ckptfs.store.lifecycle import retired_throughs
+from ckptfs.store.repository import Snapshot
+
+
+class RunLookup:
+    """The saver's state about runs, and every lookup that reads manifests."""
+
+    store: Store
+    _lock: threading.Lock
+    _thread_locks: dict[str, threading.RLock]
+    _runs: OrderedDict[str, _RunIndex]
+    _live: dict[str, str]
+    _listed: dict[str, builtins.list[int]]
+    _ready: bool
+
+    # -- bookkeeping -------------------------------------------------------------------------
+    def _thread_lock(self, thread_id: str) -> threading.RLock:
+        with self._lock:
+            lock = self._thread_locks.get(thread_id)
+            if lock is None:
+                lock = self._thread_locks[thread_id] = threading.RLock()
+            return lock
+
+    def _live_run(self, base: str) -> str:
+        """The run a thread's namespace (or effect ledger) writes to now: ``base``, or
+        ``base.<n>`` after n - 1 deletions, since an erased or wholly forgotten run is closed to
+        writers forever (spec/retention.md section 3). One listing per generation, cached."""
+        with self._lock:
+            known = self._live.get(base)
+        if known is not None:
+            return known
+        gen, rid = 1, base
+        while self._closed(rid):
+            gen += 1
+            rid = f"{base}.{gen}"
+        with self._lock:
+            self._live[base] = rid
+        return rid
+
+    def _closed(self, run_id: str) -> bool:
+        """True when the run has a retired marker and no visible snapshot (erased, or forgotten
+        whole): no new snapshot may be committed to it."""
+        seqs = self.store.repo.seqs(run_id)
+        if seqs:  # the listing a new index of this run would take again at once: keep it
+            with self._lock:
+                self._listed[run_id] = seqs
+        return not seqs and bool(retired_throughs(self.store.storage, run_id))
+
+    def _index(self, run_id: str, thread_id: str | None, ns: str | None, *,
+               refresh: bool = True) -> _RunIndex:
+        with self._lock:
+            idx = self._runs.get(run_id)
+            listed = self._listed.pop(run_id, None)
+            if idx is None:
+                idx = self._runs[run_id] = _RunIndex(run_id, thread_id, ns)
+                refresh = True
+                if listed is not None:  # taken by _live_run a moment ago
+                    idx.reset(listed)
+                    refresh = False
+            self._runs.move_to_end(run_id)
+            for cold in builtins.list(self._runs.values())[:-WARM_RUNS]:
+                cold.writers.clear()
+                cold.loaded.clear()
+                cold.complete = False
+        if refresh:
+            self._sync(idx)
+        return idx
+
+    def _ns_index(self, thread_id: str, ns: str, *, refresh: bool = True) -> _RunIndex:
+        """The index of the live run of (thread, namespace)."""
+        return self._index(self._live_run(run_id_for(thread_id, ns)), thread_id, ns,
+                           refresh=refresh)
+
+    def _sync(self, idx: _RunIndex) -> None:
+        """Take a new listing of the run (another saver may have written or forgotten)."""
+        with idx.lock:
+            idx.reset(self.store.repo.seqs(idx.run_id))
+
+    def _run_ids(self, prefix: str) -> builtins.list[str]:
+        return [r for r in self.store.repo.run_ids() if r.startswith(prefix)]
+
+    def _thread_indexes(self, thread_id: str) -> builtins.list[_RunIndex]:
+        """Every non-empty run (one per namespace) of a thread, refreshed."""
+        out = []
+        for rid in self._run_ids(thread_prefix(thread_id)):
+            idx = self._index(rid, thread_id, None)
+            if idx.seqs:
+                out.append(idx)
+        return out
+
+    # -- finding snapshots (README "LangGraph", "Finding checkpoints") -------------------------
+    def _at(self, idx: _RunIndex, seq: int) -> Snapshot:
+        """The snapshot at ``seq``, read once."""
+        snap = idx.loaded.get(seq)
+        if snap is None:
+            snap = idx.check(self.store.repo.snapshot_at(idx.run_id, seq))
+            idx.loaded[seq] = snap
+        return snap
+
+    def _load_all(self, idx: _RunIndex) -> builtins.list[Snapshot]:
+        """Every visible snapshot, ascending (the slow path for runs whose order broke)."""
+        if not idx.complete:
+            for s in idx.seqs:
+                self._at(idx, s)
+            idx.complete = True
+        return [idx.loaded[s] for s in idx.seqs]
+
+    def _head_labels(self, idx: _RunIndex) -> Mapping[str, str] | None:
+        return self._at(idx, idx.top).manifest.labels if idx.seqs else None
+
+    def _ordered(self, idx: _RunIndex) -> bool:
+        """True when the head vouches that checkpoint ids rose, and writes' checkpoint ids
+        never fell, with the sequence number: then lookups are binary searches."""
+        head = self._head_labels(idx)
+        return head is None or head.get(L_ORDERED) == "true"
+
+    def _cp_ordered(self, idx: _RunIndex) -> bool:
+        """True when the head vouches that checkpoint ids rose (writes may not have)."""
+        return checkpoints_ordered(self._head_labels(idx))
+
+    def _bisect(self, idx: _RunIndex, key: str, pred: Callable[[str], bool],
+                near: int | None = None) -> int:
+        """The first position in ``idx.seqs`` whose snapshot's label ``key`` (default "")
+        satisfies ``pred`` (false then true along the run), or ``len(idx.seqs)``. With
+        ``near`` (a position the answer is likely close to), gallop from there first."""
+        lo, hi = 0, len(idx.seqs)
+        step = 1
+        while near is not None and lo < hi:
+            p = min(max(near, lo), hi - 1)
+            if pred(self._at(idx, idx.seqs[p]).manifest.labels.get(key, "")):
+                hi, near = p, p - step
+            else:
+                lo, near = p + 1, p + step
+            step *= 2
+            if hi - lo <= step:
+                break
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if pred(self._at(idx, idx.seqs[mid]).manifest.labels.get(key, "")):
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def _latest(self, idx: _RunIndex) -> Snapshot | None:
+        """The checkpoint with the greatest id: in an ordered run the one nearest the head."""
+        if self._cp_ordered(idx):
+            for s in reversed(idx.seqs):
+                snap = self._at(idx, s)
+                if _kind(snap) == "checkpoint":
+                    return snap
+            return None
+        found = self._all_checkpoints(idx)
+        return found[max(found)] if found else None
+
+    def _all_checkpoints(self, idx: _RunIndex) -> dict[str, Snapshot]:
+        """Checkpoint id -> its newest snapshot, reading the whole run."""
+        return {_cid(s): s for s in self._load_all(idx) if _kind(s) == "checkpoint"}
+
+    def _checkpoint(self, idx: _RunIndex, cid: str) -> Snapshot | None:
+        """The snapshot of checkpoint ``cid``: O(log n) reads in an ordered run."""
+        if not self._cp_ordered(idx):
+            return self._all_checkpoints(idx).get(cid)
+        head = self._head_labels(idx)
+        if head is not None and head.get(L_MAX_CID) == cid:
+            snap = self._latest(idx)  # the greatest id, if it was not forgotten
+        else:
+            i = self._bisect(idx, L_MAX_CID, lambda top: top >= cid)
+            snap = self._at(idx, idx.seqs[i]) if i < len(idx.seqs) else None
+        return snap if snap and _kind(snap) == "checkpoint" and _cid(snap) == cid else None
+
+    def _locked_checkpoint(self, idx: _RunIndex, cid: str) -> Snapshot | None:
+        with idx.lock:
+            return self._checkpoint(idx, cid)
+
+    def _writes_snap(self, idx: _RunIndex, cid: str, near: int | None = None
+                     ) -> Snapshot | None:
+        """The newest writes snapshot of checkpoint ``cid`` (it holds all its writes so far);
+        ``near``: the checkpoint's seq, where its writes usually follow."""
+        if self._ordered(idx) and idx.seqs:
+            head = self._head_labels(idx)
+            assert head is not None
+            if head.get(L_MAX_WID, "") < cid:
+                return None  # no writes snapshot names an id this high
+            if head.get(L_MAX_WID) == cid:
+                i = len(idx.seqs)
+            else:
+                at = None if near is None else bisect.bisect_left(idx.seqs, near)
+                i = self._bisect(idx, L_MAX_WID, lambda top: top > cid, at)
+            if i == 0:
+                return None
+            below = self._at(idx, idx.seqs[i - 1]).manifest.labels
+            if below.get(L_MAX_WID) != cid:
+                return None
+            last = below.get(L_LAST_W, "")
+            w = int(last) if DECIMAL.match(last) else 0
+            if idx.seqs[bisect.bisect_left(idx.seqs, w) % len(idx.seqs)] == w:
+                snap = self._at(idx, w)
+                if _kind(snap) == "writes" and _cid(snap) == cid:
+                    return snap
+        elif self._cp_ordered(idx) and idx.seqs:
+            # writes out of order (async durability): the running maximum still says where
+            # no writes exist, and the head names the newest writes of the greatest id
+            head = self._head_labels(idx)
+            assert head is not None
+            if head.get(L_MAX_WID, "") < cid:
+                return None
+            last = head.get(L_MAX_W_SEQ, "") if head.get(L_MAX_WID) == cid else ""
+            w = int(last) if DECIMAL.match(last) else 0
+            if w and idx.seqs[bisect.bisect_left(idx.seqs, w) % len(idx.seqs)] == w:
+                snap = self._at(idx, w)
+                if _kind(snap) == "writes" and _cid(snap) == cid:
+                    return snap
+        found = [s for s in self._load_all(idx) if _kind(s) == "writes" and _cid(s) == cid]
+        return found[-1] if found else None
+
+    def _ensure_store(self) -> None:
+        if not self._ready:
+            self.store.init()
+            self._ready = True

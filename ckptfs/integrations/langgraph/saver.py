@@ -1,0 +1,452 @@
+"""``CkptfsSaver``: the LangGraph checkpointer (package docstring: the layout in the store)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import builtins
+import heapq
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, cast
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
+    get_checkpoint_metadata,
+    writes_sort_key,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from ckptfs.errors import ConflictError
+from ckptfs.format.digest import Digest
+from ckptfs.format.ledger import Effect
+from ckptfs.format.models import Captured, Entry, Manifest
+from ckptfs.format.names import LABEL_KEY
+from ckptfs.format.typed import FEATURE as TYPED_FEATURE
+from ckptfs.integrations.langgraph import threads
+from ckptfs.integrations.langgraph.index import RunLookup
+from ckptfs.integrations.langgraph.layout import (
+    CHAIN,
+    L_CHANNEL,
+    L_CID,
+    L_KIND,
+    L_MAX_CID,
+    L_NS,
+    L_PARENT,
+    L_THREAD,
+    L_VERSION,
+    MAX_ID,
+    RUN_PREFIX,
+    SCHEMA,
+    chain_labels,
+    _cid,
+    _config,
+    _Chunks,
+    _ids,
+    _kind,
+    _RunIndex,
+    channel_entry,
+    effects_run_id,
+)
+from ckptfs.integrations.langgraph.values import Packer
+from ckptfs.runtime.codecs import Codecs
+from ckptfs.runtime.codecs_classes import kind_of
+from ckptfs.runtime.run import Run
+from ckptfs.runtime.store import Store, open_store
+from ckptfs.store.entries import EntryWriter, decode_value, read_content
+from ckptfs.store.repository import Snapshot, now_ms
+
+
+class CkptfsSaver(RunLookup, BaseCheckpointSaver[int]):
+    """LangGraph ``BaseCheckpointSaver`` over a ckptfs store (a URL, a path or a ``Store``).
+
+    Thread-safe: calls for one thread id are serialised by a lock; different threads proceed in
+    parallel. Async methods run the sync ones in a worker thread.
+    """
+
+    def __init__(self, store: Store | str, *, serde: SerializerProtocol | None = None,
+                 allowed_types: Iterable[type | tuple[str, ...]] = (),
+                 codecs: Codecs | None = None, **storage_options: Any) -> None:
+        """``store``: a ckptfs Store, or a URL/path to open (with ``storage_options`` and
+        ``codecs``, the ckptfs.Codecs of the types values may hold). ``allowed_types``:
+        classes to restore as themselves: each dataclass, attrs class, pydantic model or Enum
+        is registered on the store's codecs under ``module.QualName`` (stored as a ckptfs
+        typed value), and every entry also goes to the serializer's msgpack allow-list."""
+        if serde is None:
+            serde = JsonPlusSerializer(pickle_fallback=False, allowed_msgpack_modules=None)
+        if getattr(serde, "pickle_fallback", False):
+            raise ValueError("CkptfsSaver never stores pickles: pass a serializer with "
+                             "pickle_fallback=False and register your types instead")
+        allowed = builtins.list(allowed_types)
+        if allowed:
+            if not isinstance(serde, JsonPlusSerializer):
+                raise TypeError("allowed_types needs a JsonPlusSerializer; register types on "
+                                "your own serializer instead")
+            serde = serde.with_msgpack_allowlist(allowed)
+        super().__init__(serde=serde)
+        if codecs is not None and not isinstance(store, str) and codecs is not store.codecs:
+            raise ValueError("CkptfsSaver(store, codecs=...): a Store comes with its codecs; "
+                             "pass codecs= to ckptfs.open_store instead")
+        self._owns_store = isinstance(store, str)
+        self.store = (open_store(store, codecs=codecs, **storage_options)
+                      if isinstance(store, str) else store)
+        for cls in allowed:
+            if isinstance(cls, type) and kind_of(cls) is not None and cls not in (
+                    self.store.codecs.registered_types()):
+                self.store.codecs.register(cls)
+        self._packer = Packer(self.serde, self.store.codecs)
+        self._lock = threading.Lock()
+        self._thread_locks: dict[str, threading.RLock] = {}
+        self._runs: OrderedDict[str, _RunIndex] = OrderedDict()
+        self._effect_runs: dict[str, Run] = {}
+        self._live: dict[str, str] = {}
+        #: run id -> the listing ``_closed`` just took, for the index created next
+        self._listed: dict[str, builtins.list[int]] = {}
+        self._ready = False
+
+    @classmethod
+    @contextlib.contextmanager
+    def from_url(cls, url: str, **kwargs: Any) -> Iterator[CkptfsSaver]:
+        """``with CkptfsSaver.from_url("s3://bucket/agents") as saver:``, like the other
+        savers' ``from_conn_string``: the store is closed on leaving the block."""
+        saver = cls(url, **kwargs)
+        try:
+            yield saver
+        finally:
+            saver.close()
+
+    from_conn_string = from_url
+
+    # -- values (values.py) ------------------------------------------------------------------
+    def _pack(self, value: Any) -> Any:
+        return self._packer.pack(value)[0]
+
+    def _unpack(self, data: Any, decoded: bool = False) -> Any:
+        return self._packer.unpack(data, decoded=decoded)
+
+    def _encode(self, idx: _RunIndex, name: str, data: Any, labels: dict[str, str],
+                chunks: _Chunks) -> Entry:
+        """Encode one entry with the run's writer for that name (so appends reuse chunks);
+        the chunks the commit must write are added to ``chunks``."""
+        writer = idx.writers.get(name)
+        if writer is None:
+            repo = self.store.repo
+            writer = idx.writers[name] = EntryWriter(repo.objects, repo.config.chunker)
+        entry = writer.encode_state({name: data}, {name: labels})[name]
+        chunks.extend(writer.pending)
+        return entry
+
+    def _entry_value(self, snap: Snapshot, name: str) -> Any:
+        entry = snap.manifest.entries[name]
+        assert isinstance(entry, Captured)
+        where = f"snapshot {snap.digest.short} (run {snap.run!r} seq {snap.seq}) entry {name!r}"
+        return decode_value(entry, read_content(self.store.repo.objects, entry, where=where),
+                            where=where)
+
+    def _metadata(self, idx: _RunIndex, snap: Snapshot) -> Any:
+        if snap.digest not in idx.meta:
+            idx.meta[snap.digest] = self._unpack(self._entry_value(snap, "metadata"))
+        return idx.meta[snap.digest]
+
+    def _rows(self, idx: _RunIndex, checkpoint_id: str, near: int | None = None
+              ) -> builtins.list[Any]:
+        last = self._writes_snap(idx, checkpoint_id, near)
+        if last is None:
+            return []
+        if last.digest not in idx.rows:
+            idx.rows = {last.digest: self._entry_value(last, "writes")}
+        return idx.rows[last.digest]
+
+    # -- committing --------------------------------------------------------------------------
+    def _commit(self, idx: _RunIndex, boundary: str, entries: Mapping[str, Entry],
+                labels: dict[str, str], parent: Digest | None,
+                chunks: _Chunks | None = None, typed: bool = False) -> Snapshot:
+        """Commit at the next sequence number with fresh history labels (``chain_labels``);
+        LangGraph's own ids make a retry after a lost race safe. ``typed``: an entry holds
+        typed values, so the manifest requires the feature (spec/format.md 18.1)."""
+        own = {k: v for k, v in labels.items() if k not in CHAIN}
+        for _ in range(1000):
+            seq = idx.top + 1
+            chain = chain_labels(self._head_labels(idx), own[L_KIND], own.get(L_CID, ""), seq)
+            manifest = Manifest(run=idx.run_id, seq=seq, boundary=boundary,
+                                created=now_ms(), writer=self.store.writer_name, schema=SCHEMA,
+                                entries=entries, parent=parent, labels={**own, **chain},
+                                required=(TYPED_FEATURE,) if typed else ())
+            try:
+                snap = self.store.repo.commit(manifest, chunks)
+            except ConflictError:
+                self._sync(idx)
+                if idx.top < seq:  # not a lost race: the run was erased or forgotten meanwhile
+                    with self._lock:
+                        self._live = {b: r for b, r in self._live.items() if r != idx.run_id}
+                    raise
+                continue
+            except BaseException:
+                idx.writers.clear()  # they remember chunks this commit may not have written
+                raise
+            idx.added(snap)
+            return snap
+        raise ConflictError(f"run {idx.run_id!r}: 1000 commits in a row lost to other writers")
+
+    # -- reading -----------------------------------------------------------------------------
+    def _tuple(self, idx: _RunIndex, snap: Snapshot, thread_id: Any) -> CheckpointTuple:
+        state = self.store.read(snap)
+        ns = idx.ns or ""
+        values = {}
+        for name, entry in snap.manifest.entries.items():
+            channel = entry.labels.get(L_CHANNEL)
+            if name.startswith("channels/") and channel is not None:
+                values[channel] = self._packer.unpack_channel(state[name], decoded=True)
+        doc = self._unpack(state["checkpoint"], decoded=True)
+        checkpoint = cast(Checkpoint, {**doc, "channel_values": values})
+        cid = checkpoint["id"]
+        parent = snap.manifest.labels.get(L_PARENT)
+        rows = sorted(self._rows(idx, cid, snap.seq), key=lambda r: writes_sort_key(r[3], r[0], r[2]))
+        return CheckpointTuple(
+            config=_config(thread_id, ns, cid), checkpoint=checkpoint,
+            metadata=self._unpack(state["metadata"], decoded=True),
+            parent_config=_config(thread_id, ns, parent) if parent else None,
+            pending_writes=[(r[0], r[1], self._unpack(r[4])) for r in rows])
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint ``config`` names, or the thread's latest in its namespace; else None.
+        Reads a few snapshots near the head (or O(log n) for an old id), not the history."""
+        tid, ns = _ids(config)
+        cid = get_checkpoint_id(config)
+        with self._thread_lock(tid):
+            idx = self._ns_index(tid, ns)
+            with idx.lock:
+                snap = self._checkpoint(idx, cid) if cid else self._latest(idx)
+                if snap is None:
+                    return None
+                return self._tuple(idx, snap, config["configurable"]["thread_id"])
+
+    def _newest_first(self, idx: _RunIndex, before_id: str | None
+                      ) -> Iterator[tuple[str, _RunIndex, Snapshot]]:
+        """The run's checkpoints by descending id, those below ``before_id`` only; lazily
+        from the head in an ordered run."""
+        with idx.lock:
+            if self._ordered(idx):
+                hi = len(idx.seqs)
+                if before_id:
+                    hi = self._bisect(idx, L_MAX_CID, lambda top: top >= before_id)
+                seqs = idx.seqs[:hi]
+            else:  # ascending ids, as seqs to walk down
+                found = self._all_checkpoints(idx)
+                seqs = [found[c].seq for c in sorted(found) if not before_id or c < before_id]
+        for s in reversed(seqs):
+            with idx.lock:
+                snap = self._at(idx, s)
+            if _kind(snap) == "checkpoint":
+                yield _cid(snap), idx, snap
+
+    def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
+             before: RunnableConfig | None = None, limit: int | None = None
+             ) -> Iterator[CheckpointTuple]:
+        """Checkpoints newest first: of a thread (and namespace, when the config names one),
+        or of every thread for ``None``; ``filter`` matches metadata keys exactly. With a
+        limit, reads about as many snapshots as it returns."""
+        conf = (config or {}).get("configurable") or {}
+        if conf.get("thread_id") is not None:
+            tid, ns = _ids(config or {})
+            if "checkpoint_ns" in conf:
+                indexes = [self._ns_index(tid, ns)]
+            else:
+                indexes = self._thread_indexes(tid)
+        else:
+            indexes = [self._index(r, None, None) for r in self._run_ids(RUN_PREFIX)]
+        only = get_checkpoint_id(config) if config else None
+        before_id = get_checkpoint_id(before) if before else None
+        found: builtins.list[CheckpointTuple] = []
+        streams: builtins.list[Iterable[tuple[str, _RunIndex, Snapshot]]]
+        if only:
+            streams = [[(only, idx, snap)] for idx in indexes
+                       if (snap := self._locked_checkpoint(idx, only)) is not None
+                       and not (before_id and not only < before_id)]
+        else:
+            streams = [self._newest_first(idx, before_id) for idx in indexes]
+        for _, idx, snap in heapq.merge(*streams, key=lambda f: f[0], reverse=True):
+            if limit is not None and len(found) >= limit:
+                break
+            with idx.lock:
+                if filter:
+                    meta = self._metadata(idx, snap)
+                    if not all(meta.get(k) == v for k, v in filter.items()):
+                        continue
+                found.append(self._tuple(idx, snap, conf.get("thread_id", idx.thread_id)))
+        yield from found
+
+    # -- writing -----------------------------------------------------------------------------
+    def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+            new_versions: ChannelVersions) -> RunnableConfig:
+        """Commit a checkpoint as the next snapshot of its thread's run."""
+        tid, ns = _ids(config)
+        parent_cid = config["configurable"].get("checkpoint_id")
+        meta = get_checkpoint_metadata(config, metadata)
+        with self._thread_lock(tid):
+            self._ensure_store()
+            idx = self._ns_index(tid, ns, refresh=False)
+            with idx.lock:
+                parent = self._checkpoint(idx, parent_cid) if parent_cid else None
+                if parent_cid and parent is None:
+                    self._sync(idx)
+                    parent = self._checkpoint(idx, parent_cid)
+                chunks: _Chunks = []
+                entries, typed = self._channel_entries(idx, checkpoint, new_versions, parent,
+                                                       chunks)
+                doc = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+                packed_doc, typed_doc = self._packer.pack(doc)
+                packed_meta, typed_meta = self._packer.pack(meta)
+                entries["checkpoint"] = self._encode(idx, "checkpoint", packed_doc, {}, chunks)
+                entries["metadata"] = self._encode(idx, "metadata", packed_meta, {}, chunks)
+                # a channel entry reused from the parent may hold typed values: its feature too
+                typed = typed or typed_doc or typed_meta or (
+                    parent is not None and TYPED_FEATURE in parent.manifest.required)
+                labels = {L_KIND: "checkpoint", L_THREAD: tid, L_NS: ns, L_CID: checkpoint["id"]}
+                if parent_cid:
+                    labels[L_PARENT] = parent_cid
+                for k, v in meta.items():
+                    if type(v) in (str, int, float, bool) and LABEL_KEY.match(f"lg.meta.{k}"):
+                        labels[f"lg.meta.{k}"] = (v if type(v) is str else json.dumps(v))[:MAX_ID]
+                self._commit(idx, "step", entries, labels, parent.digest if parent else None,
+                             chunks, typed=typed)
+        return _config(config["configurable"]["thread_id"], ns, checkpoint["id"])
+
+    def _channel_entries(self, idx: _RunIndex, checkpoint: Checkpoint,
+                         new_versions: ChannelVersions, parent: Snapshot | None,
+                         chunks: _Chunks) -> tuple[dict[str, Entry], bool]:
+        """One entry per channel value; a channel not bumped since the parent reuses its entry.
+        Also: whether a new entry holds typed values."""
+        values, versions = checkpoint["channel_values"], checkpoint["channel_versions"]
+        old_entries = parent.manifest.entries if parent else {}
+        entries: dict[str, Entry] = {}
+        typed = False
+        for ch in dict.fromkeys([*values, *versions]):
+            name = channel_entry(ch)
+            if name in entries:
+                raise ValueError(f"channels {ch!r} and another map to entry {name!r}; rename one")
+            version = json.dumps(versions.get(ch))
+            old = old_entries.get(name)
+            if (ch in versions and ch not in new_versions and isinstance(old, Captured)
+                    and old.labels.get(L_CHANNEL) == ch and old.labels.get(L_VERSION) == version):
+                entries[name] = old
+            elif ch in values:
+                packed, t = self._packer.pack_channel(values[ch])
+                typed = typed or t
+                entries[name] = self._encode(idx, name, packed,
+                                             {L_CHANNEL: ch, L_VERSION: version}, chunks)
+        return entries, typed
+
+    def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
+                   task_id: str, task_path: str = "") -> None:
+        """Record a task's writes against a checkpoint: idempotent per (task_id, idx); the
+        special channels (error, interrupt, resume, scheduled) overwrite."""
+        tid, ns = _ids(config)
+        cid = str(config["configurable"]["checkpoint_id"])
+        with self._thread_lock(tid):
+            self._ensure_store()
+            idx = self._ns_index(tid, ns, refresh=False)
+            with idx.lock:
+                prev = self._writes_snap(idx, cid) or self._checkpoint(idx, cid)
+                if prev is None:
+                    self._sync(idx)
+                    prev = self._writes_snap(idx, cid) or self._checkpoint(idx, cid)
+                rows = builtins.list(self._rows(idx, cid))
+                where = {(r[0], r[2]): i for i, r in enumerate(rows)}
+                # rows carried over from the last writes snapshot keep their typed values
+                last = self._writes_snap(idx, cid)
+                typed = last is not None and TYPED_FEATURE in last.manifest.required
+                for i, (channel, value) in enumerate(writes):
+                    widx = WRITES_IDX_MAP.get(channel, i)
+                    packed, t = self._packer.pack(value)
+                    typed = typed or t
+                    row = [task_id, channel, widx, task_path, packed]
+                    at = where.get((task_id, widx))
+                    if at is None:
+                        where[(task_id, widx)] = len(rows)
+                        rows.append(row)
+                    elif widx < 0:
+                        rows[at] = row
+                if rows == self._rows(idx, cid):
+                    return
+                chunks: _Chunks = []
+                entries = {"writes": self._encode(idx, "writes", rows, {}, chunks)}
+                labels = {L_KIND: "writes", L_THREAD: tid, L_NS: ns, L_CID: cid}
+                snap = self._commit(idx, "writes", entries, labels, prev.digest if prev else None,
+                                    chunks, typed=typed)
+                idx.rows = {snap.digest: rows}
+
+    # -- deleting and copying (threads.py) ---------------------------------------------------
+    def delete_thread(self, thread_id: str) -> None:
+        """Erase a thread now, in every namespace, with its effect ledger: ckptfs ``erase``
+        (fence, tombstone, records, then every chunk and manifest no other run uses). The
+        thread id stays usable: its next checkpoint starts a new run (README "LangGraph")."""
+        threads.delete_thread(self, thread_id)
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Forget the checkpoints (and their writes) whose metadata ``run_id`` is listed, with
+        ckptfs ``forget`` semantics; see ``threads.delete_for_runs``."""
+        threads.delete_for_runs(self, run_ids)
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """``keep_latest``: per namespace keep the newest checkpoint and its writes, forgetting
+        the rest; ``delete``: erase the threads as ``delete_thread`` does."""
+        threads.prune(self, thread_ids, strategy=strategy)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every snapshot of a thread to another: new manifests naming the same entries."""
+        threads.copy_thread(self, source_thread_id, target_thread_id)
+
+    def effect(self, config: RunnableConfig, name: str, fn: Callable[..., Any], *args: Any,
+               key: str, reconcile: Callable[[Effect], Any] | None = None, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)`` at most once per ``key`` for the config's thread, through
+        ckptfs's effect ledger (``Run.effect``) in run ``effects_run_id(thread)``."""
+        return threads.effect(self, config, name, fn, *args, key=key, reconcile=reconcile,
+                              **kwargs)
+
+    # -- async twins -----------------------------------------------------------------------------
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await asyncio.to_thread(self.get_tuple, config)
+
+    async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
+                    before: RunnableConfig | None = None, limit: int | None = None
+                    ) -> AsyncIterator[CheckpointTuple]:
+        found = await asyncio.to_thread(
+            lambda: builtins.list(self.list(config, filter=filter, before=before, limit=limit)))
+        for item in found:
+            yield item
+
+    async def aput(self, config: RunnableConfig, checkpoint: Checkpoint,
+                   metadata: CheckpointMetadata, new_versions: ChannelVersions) -> RunnableConfig:
+        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
+                          task_id: str, task_path: str = "") -> None:
+        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await asyncio.to_thread(self.delete_thread, thread_id)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await asyncio.to_thread(self.delete_for_runs, run_ids)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+
+    def close(self) -> None:
+        """Close the store if this saver opened it."""
+        if self._owns_store:
+            self.store.close()

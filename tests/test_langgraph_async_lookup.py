@@ -1,0 +1,75 @@
+"""The fast lookup path under LangGraph's default ``async`` durability (issue 17): writes for
+an older checkpoint that land after a newer checkpoint's writes must not send a fresh saver
+to read the whole run, and what it finds must be what SqliteSaver holds."""
+
+from __future__ import annotations
+
+import operator
+import sqlite3
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import pytest
+
+pytest.importorskip("langgraph")
+pytest.importorskip("langgraph.checkpoint.sqlite")
+
+from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: E402
+from langgraph.graph import END, START, StateGraph  # noqa: E402
+
+from ckptfs.integrations.langgraph import CkptfsSaver, run_id_for  # noqa: E402
+
+TURNS = 150
+
+
+class S(TypedDict):
+    msgs: Annotated[list[str], operator.add]
+
+
+def _graph() -> Any:
+    g = StateGraph(S)
+    g.add_node("a", lambda s: {"msgs": ["a"]})
+    g.add_node("b", lambda s: {"msgs": ["b"]})
+    g.add_edge(START, "a")
+    g.add_edge("a", "b")
+    g.add_edge("b", END)
+    return g
+
+
+CFG: Any = {"configurable": {"thread_id": "speed"}}
+
+
+def _run(saver: Any) -> None:
+    app = _graph().compile(checkpointer=saver)
+    for i in range(TURNS):
+        app.invoke({"msgs": [f"u{i}"]}, CFG, durability="async")
+
+
+def _shape(tuples: list[Any]) -> list[Any]:
+    return [(t.metadata.get("step"), t.checkpoint["channel_values"],
+             sorted((w[1], repr(w[2])) for w in t.pending_writes)) for t in tuples]
+
+
+def test_async_durability_keeps_the_fast_path(tmp_path: Path) -> None:
+    _run(CkptfsSaver(str(tmp_path / "s")))
+    fresh = CkptfsSaver(str(tmp_path / "s"))
+    latest = fresh.get_tuple(CFG)
+    assert latest is not None
+    idx = fresh._runs[run_id_for("speed", "")]
+    assert len(idx.loaded) <= 8, f"a fresh get_tuple read {len(idx.loaded)} manifests"
+    assert latest.checkpoint["channel_values"]["msgs"][-1] == "b"
+
+
+def test_async_durability_lookups_match_sqlite(tmp_path: Path) -> None:
+    _run(CkptfsSaver(str(tmp_path / "s")))
+    sqlite = SqliteSaver(sqlite3.connect(":memory:", check_same_thread=False))
+    _run(sqlite)
+    want = _shape(list(sqlite.list(CFG)))
+    assert _shape(list(CkptfsSaver(str(tmp_path / "s")).list(CFG))) == want
+    # every checkpoint by id, each from a fresh saver's binary searches
+    fresh = CkptfsSaver(str(tmp_path / "s"))
+    ids = [t.config["configurable"]["checkpoint_id"] for t in fresh.list(CFG)]
+    one = CkptfsSaver(str(tmp_path / "s"))
+    got = [one.get_tuple({"configurable": {**CFG["configurable"], "checkpoint_id": c}})
+           for c in ids[::7]]
+    assert _shape(got) == want[::7]
