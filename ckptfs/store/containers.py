@@ -122,15 +122,19 @@ class ChunkReader:
     def read(self, refs: Sequence[ChunkRef], *, where: str) -> list[bytes]:
         """Every chunk of ``refs``, verified; MissingObject / CorruptSnapshot otherwise."""
         out: dict[int, bytes] = {}
+        damaged: set[int] = set()  # found at its location, but not with the right digest
         located = [(i, r, self.locations.get(r.digest)) for i, r in enumerate(refs)]
         batch = [(i, r, loc) for i, r, loc in located if loc is not None]
         for (i, r, _), got in zip(batch, self._fetch([loc for _, _, loc in batch])):
             data = unframe_body(got, r, where=f"{where}: chunk {r.digest}")
             if data is not None:
                 out[i] = data
+            elif got is not None:
+                damaged.add(i)
         for i, r in enumerate(refs):
             if i not in out:
-                out[i] = self._fallback(r, self.locations.get(r.digest), where=where)
+                out[i] = self._fallback(r, self.locations.get(r.digest), where=where,
+                                        damaged=i in damaged)
         return [out[i] for i in range(len(refs))]
 
     def _fetch(self, locs: Sequence[Location]) -> list[bytes | None]:
@@ -151,10 +155,12 @@ class ChunkReader:
             out.append(piece)
         return out
 
-    def _fallback(self, ref: ChunkRef, loc: Location | None, *, where: str) -> bytes:
-        """Forwards of the hinted container, then the loose v1 object, then missing."""
+    def _fallback(self, ref: ChunkRef, loc: Location | None, *, where: str,
+                  damaged: bool = False) -> bytes:
+        """Forwards of the hinted container, then the loose v1 object, then missing
+        (``damaged``: bytes were found at ``loc`` but they are not the chunk; then a chunk no
+        other place holds is corrupt, not missing, spec/v2.md 6 step 5)."""
         what = f"{where}: chunk {ref.digest}"
-        damaged = False
         hops = 0
         while loc is not None and hops < MAX_HOPS:
             hops += 1
@@ -163,8 +169,7 @@ class ChunkReader:
                     self.storage.read(forward_path(container_path(loc.container))), what=what)
             except FileNotFoundError:
                 break
-            except FormatError:
-                damaged = True
+            except FormatError:  # a damaged forward is absent for reading (spec/v2.md 8)
                 break
             loc = fwd.bodies.get(ref.digest)
             if loc is None:
