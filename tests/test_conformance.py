@@ -234,3 +234,13 @@ def test_readmes_state_the_vector_counts() -> None:
         assert re.search(rf"\b{n} (of them need )?the `{cap}` capability", text), cap
     readme = " ".join((REPO / "README.md").read_text().split())
     assert f"holds {len(vectors)} language-neutral vectors" in readme
+
+
+def test_writer_cases_write_version_1_stores_whatever_the_default(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer vectors are format 1 stores (README "Writer cases"): ckptfs's adapter writes
+    them so when new stores default to format 2 (no CKPTFS_FORMAT_VERSION, as for an outsider
+    running the suite)."""
+    monkeypatch.delenv("CKPTFS_FORMAT_VERSION")
+    st = _statuses(runner.run(ADAPTER, batch=True, only="writer/values*"))
+    assert st == {"writer/values": runner.PASS, "writer/values-exact": runner.PASS}

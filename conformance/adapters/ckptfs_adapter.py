@@ -122,7 +122,22 @@ class _Crash(BaseException):
 
 
 def write_case(case_path: str, store_dir: str) -> str:
-    """Carry out a writer case (README "Writer cases") into an empty directory."""
+    """Carry out a writer case (README "Writer cases") into an empty directory: a format 1
+    store, whatever the default layout of new stores (the writer vectors are format 1)."""
+    import os
+
+    before = os.environ.get("CKPTFS_FORMAT_VERSION")
+    os.environ["CKPTFS_FORMAT_VERSION"] = "1"
+    try:
+        return _write_case(case_path, store_dir)
+    finally:
+        if before is None:
+            del os.environ["CKPTFS_FORMAT_VERSION"]
+        else:
+            os.environ["CKPTFS_FORMAT_VERSION"] = before
+
+
+def _write_case(case_path: str, store_dir: str) -> str:
     import ckptfs
     from ckptfs.runtime.run import Run
 
