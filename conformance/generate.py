@@ -1097,7 +1097,7 @@ def _manifest_field(p: Path, **kw: Any) -> None:
 
 
 def invalid_stores(g: Gen, base: Path, cases: dict[str, tuple[str, str, Callable[[Path], Any]]]
-                   = INVALID, prefix: str = "") -> None:
+                   = INVALID, prefix: str = "", requires: list[str] | None = None) -> None:
     for name, (cat, desc, damage) in cases.items():
         name = prefix + name
         d = g.store_dir("store-invalid", name)
@@ -1105,11 +1105,12 @@ def invalid_stores(g: Gen, base: Path, cases: dict[str, tuple[str, str, Callable
         before = _snapshot_files(d)
         damage(d)
         broken = sorted(f for f, b in _snapshot_files(d).items() if before.get(f) != b
-                        and (f.startswith(("snapshots/", "runs/", "tombstones/"))
+                        and (f.startswith(("snapshots/", "runs/", "tombstones/", "packs/",
+                                           "moved/"))
                              or f == "ckptfs.cbor"))
-        requires = ["reader", *_feature(name)]
         g.vector("store-invalid", name, desc, ["read", "{store}", str(NOW)], {"error": cat},
-                 requires, store=f"{name}.store", damaged=broken)
+                 requires or ["reader", *_feature(name)], store=f"{name}.store",
+                 damaged=broken)
 
 
 def _snapshot_files(p: Path) -> dict[str, bytes]:
@@ -1418,12 +1419,23 @@ def _generate(out: Path) -> dict[str, int]:
     writer_vectors(g)
     lease_vectors(g)
     gen_typed.vectors(g)  # conformance/gen_typed.py: typed values (format.md 18, issue 17)
+    _v2_vectors(g)  # conformance/gen_v2.py: spec/v2.md
     shutil.copyfile(SPEC_CDDL, out / "ckptfs.cddl")  # the wheel carries no spec/
     for tmp in out.rglob("tmp"):
         if tmp.is_dir() and not any(tmp.iterdir()):
             tmp.rmdir()
     _drop_leases(out)
     return g.count
+
+
+def _v2_vectors(g: Gen) -> None:
+    """The vectors of spec/v2.md: version 2 stores (conformance/gen_v2.py)."""
+    from conformance import gen_v2
+
+    with gen_v2.layout_v2(T0):
+        gen_v2.valid(g, new_store, prng, render_store, NOW, T0)
+        gen_v2.invalid(g, new_store, prng, invalid_stores, T0)
+        gen_v2.lookups(g, new_store, prng, NOW, T0)
 
 
 def _drop_leases(out: Path) -> None:

@@ -28,7 +28,7 @@ import attrs
 
 VECTORS = Path(__file__).resolve().parent / "vectors"
 CAPABILITIES = ("digest", "cbor", "cbor-encode", "framing", "chunker", "reader", "ledger",
-                "lifecycle", "writer", "writer-exact", "typed-values")
+                "lifecycle", "v2", "writer", "writer-exact", "typed-values")
 PASS, FAIL, SKIP, ERROR = "Pass", "Fail", "Skip", "Error"
 
 

@@ -13,7 +13,8 @@ from ckptfs.format.names import RUN_ID, parse_seq_name
 
 CDDL = Path(__file__).resolve().parent / "vectors" / "ckptfs.cddl"
 ROOTS = ("store-config", "manifest", "run-record", "retention-retired", "retention-expiry",
-         "retention-tombstone", "retention-lease")
+         "retention-tombstone", "retention-lease", "v2-record-header", "v2-pack-header",
+         "v2-head-hint", "v2-forward")
 _OBJECT = re.compile(r"snapshots/([0-9a-f]{2})/\1[0-9a-f]{62}")
 _SEQ = r"[0-9]{20}"
 _CONTROLS = {  # spec/retention.md 1; the run-id part is checked by RUN_ID below
@@ -49,6 +50,9 @@ def root_of(rel: str) -> str | None:
         return "store-config"
     if _OBJECT.fullmatch(rel):
         return "manifest"
+    v2 = _v2_root(rel)
+    if v2 is not None:
+        return v2
     parts = rel.split("/")
     if (len(parts) == 3 and parts[0] == "runs" and RUN_ID.match(parts[1])
             and not parts[1].endswith(".") and parse_seq_name(parts[2])):
@@ -60,12 +64,39 @@ def root_of(rel: str) -> str | None:
     return None
 
 
+_PACK = re.compile(r"packs/([0-9a-f]{2})/\1[0-9a-f]{62}")
+_HINT = re.compile(r"runs/([^/]+)/head")
+
+
+def _v2_root(rel: str) -> str | None:
+    """spec/v2.md objects named by their path: packs, head hints, forwards (a v2 run record is
+    told from a v1 one by its first bytes, in ``_cbor_bytes``)."""
+    if _PACK.fullmatch(rel):
+        return "v2-pack-header"
+    m = _HINT.fullmatch(rel)
+    if m and RUN_ID.match(m.group(1)):
+        return "v2-head-hint"
+    if rel.startswith("moved/"):
+        return "v2-forward"
+    return None
+
+
+def container_header(data: bytes) -> bytes:
+    """The header bytes of a v2 container (spec/v2.md 3.1), unchecked."""
+    from ckptfs.format import containers as ct
+
+    hlen = int.from_bytes(data[len(ct.MAGIC) + 1:ct.PREFIX_LEN], "big")
+    return data[ct.PREFIX_LEN:ct.PREFIX_LEN + hlen]
+
+
 def store_files(store: Path) -> list[tuple[str, str, Path]]:
     """(root rule, relative path, file) of every structure in a store."""
     out = []
     for f in sorted(store.rglob("*")):
         rel = f.relative_to(store).as_posix()
         root = root_of(rel) if f.is_file() else None
+        if root == "run-record" and f.read_bytes()[:1] == b"\x89":  # spec/v2.md 3.1
+            root = "v2-record-header"
         if root is not None:
             out.append((root, rel, f))
     return out
@@ -74,6 +105,12 @@ def store_files(store: Path) -> list[tuple[str, str, Path]]:
 def _cbor_bytes(root: str, rel: str, f: Path) -> bytes:
     """The CBOR item of a file: manifests are framed, the rest raw."""
     data = f.read_bytes()
+    if root in ("v2-pack-header", "v2-record-header"):
+        return container_header(data)
+    if root == "v2-head-hint":
+        from ckptfs.format.containers import HINT_CHECK
+
+        return data[:-HINT_CHECK]
     if root != "manifest":
         return data
     if data[:1] == b"\x01":

@@ -79,6 +79,7 @@ LIFECYCLE_BREAKS = {
         "lookup/lifecycle-by-id-gaps", "lookup/lifecycle-old", "lookup/lifecycle-old-at-2",
         "lookup/lifecycle-by-id-old", "lookup/lifecycle-halted", "lookup/lifecycle-halted-at-1",
         "lookup/lifecycle-by-id-halted", "store-invalid/lifecycle-fence-truncated",
+        "store-valid/v2-hints", "lookup/v2-hint-forgot",  # a hint at a stray (spec/v2.md 4)
         *(f"store-invalid/lifecycle-retired-{k}" for k in (
             "truncated", "through-lies", "other-run", "kept-zero", "noncanonical"))},
     "ignore-tombstones": {
@@ -104,6 +105,41 @@ def test_lifecycle_broken_adapter_fails_exactly_the_matching_vectors(rule: str) 
                               only="store-*,lookup/*,writer/*"))
     assert runner.ERROR not in st.values()
     assert {i for i, s in st.items() if s == runner.FAIL} == LIFECYCLE_BREAKS[rule]
+
+
+# -- spec/v2.md: a reader that skips one rule of format version 2 fails exactly its vectors ----
+V2_BREAKS = {
+    "v2-trust-head-hint": {"store-valid/v2-hints", "lookup/v2-hint-ahead", "lookup/v2-hint-forgot",
+                           "lookup/v2-hint-other", "lookup/v2-hint-stale"},
+    "v2-skip-header-digest": {"store-invalid/v2-record-header-digest",
+                              "store-invalid/v2-record-header-flipped"},
+    "v2-lenient-body-table": {f"store-invalid/v2-{k}" for k in (
+        "bodies-duplicate-digest", "bodies-gap", "bodies-size-zero", "body-length-lies")},
+    "v2-no-forwards": {"store-invalid/v2-forward-wrong-bytes", "store-valid/v2-forward-four-hops",
+                       "store-valid/v2-forwards"},
+    "v2-unbounded-forwards": {"store-invalid/v2-forward-five-hops"},
+    "v2-no-loose-fallback": {"store-valid/v2-body-damaged-loose",
+                             "store-valid/v2-forward-damaged-loose",
+                             "store-valid/v2-stale-locator-loose"},
+}
+
+
+@pytest.mark.parametrize("rule", sorted(V2_BREAKS))
+def test_v2_broken_adapter_fails_exactly_the_matching_vectors(rule: str) -> None:
+    """A reader that skips one reader rule of spec/v2.md fails exactly the vectors about it."""
+    st = _statuses(runner.run(f"{ADAPTER} --break {rule}", batch=True, only="*/v2-*"))
+    assert runner.ERROR not in st.values()
+    assert {i for i, s in st.items() if s == runner.FAIL} == V2_BREAKS[rule]
+
+
+def test_v2_vectors_need_the_v2_capability() -> None:
+    """A version 1 reader (no ``v2`` claim) skips every v2 vector and no other."""
+    claims = set(runner.CAPABILITIES) - {"v2"}
+    st = _statuses(runner.run(ADAPTER, batch=True, capabilities=claims, only="*/v2-*,store-*/r*"))
+    v2 = {i for i in st if "/v2-" in i}
+    assert len(v2) >= 60
+    assert {i for i, s in st.items() if s == runner.SKIP} == v2
+    assert {s for i, s in st.items() if i not in v2} == {runner.PASS}
 
 
 def test_reader_without_lifecycle_passes_when_it_does_not_claim_it() -> None:
@@ -198,3 +234,13 @@ def test_readmes_state_the_vector_counts() -> None:
         assert re.search(rf"\b{n} (of them need )?the `{cap}` capability", text), cap
     readme = " ".join((REPO / "README.md").read_text().split())
     assert f"holds {len(vectors)} language-neutral vectors" in readme
+
+
+def test_writer_cases_write_version_1_stores_whatever_the_default(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer vectors are format 1 stores (README "Writer cases"): ckptfs's adapter writes
+    them so when new stores default to format 2 (no CKPTFS_FORMAT_VERSION, as for an outsider
+    running the suite)."""
+    monkeypatch.delenv("CKPTFS_FORMAT_VERSION")
+    st = _statuses(runner.run(ADAPTER, batch=True, only="writer/values*"))
+    assert st == {"writer/values": runner.PASS, "writer/values-exact": runner.PASS}

@@ -44,7 +44,28 @@ def _files(root: Path) -> dict[str, int]:
 
 
 def test_there_are_golden_stores() -> None:
-    assert STORES == ["v1-basic", "v1-ledger", "v1-small-chunks"]
+    assert STORES == ["v1-basic", "v1-ledger", "v1-small-chunks", "v2-basic"]
+
+
+def test_v2_golden_store_holds_every_v2_object() -> None:
+    """v2-basic is a format 2 store with records that carry bodies, packs, a forward left by
+    gc, a head hint and a retired marker (spec/v2.md), each of them well-formed."""
+    from ckptfs.format import containers as ct
+    from ckptfs.format.digest import Digest
+
+    root = GOLDEN / "v2-basic" / "store"
+    assert ckptfs.open_store(str(root)).repo.config.version == 2
+    records = sorted((root / "runs").glob("*/[0-9]*"))
+    assert len(records) == 5 and all(f.read_bytes()[:8] == ct.MAGIC for f in records)
+    assert any(ct.decode(f.read_bytes(), what=f.name).header.bodies for f in records)
+    packs = sorted((root / "packs").rglob("*"))
+    packs = [f for f in packs if f.is_file()]
+    assert len(packs) >= 2 and all(Digest.of(f.read_bytes()).hex == f.name for f in packs)
+    forward = ct.Forward.from_bytes((root / "moved/runs/agent/00000000000000000001").read_bytes(),
+                                    what="forward")
+    assert forward.bodies
+    hint = ct.HeadHint.parse((root / "runs/agent/head").read_bytes(), "agent")
+    assert hint is not None and hint.seq == 4
 
 
 @pytest.mark.parametrize("name", STORES)
@@ -128,8 +149,10 @@ def test_golden_runs_resume_and_continue(name: str, tmp_path: Path) -> None:
         got = store.read(snap.id)
         assert got.pop("resumed") is True
         assert gen.to_json(got) == gen.to_json(store.read(head))
-    fork = store.fork(f"{store.runs()[0]}@1", "forked", lenient_refs=True)
-    assert fork.checkpoint(fork.state).parent == store.get(f"{store.runs()[0]}@1").id
+    first = next(iter(store.snapshots(store.runs()[0])))  # @1 unless it was forgotten (v2)
+    ref = f"{first.run}@{first.seq}"
+    fork = store.fork(ref, "forked", lenient_refs=True)
+    assert fork.checkpoint(fork.state).parent == store.get(ref).id
     assert verify(store.repo, read_data=True).ok
 
 

@@ -122,6 +122,7 @@ class ChunkReader:
     def read(self, refs: Sequence[ChunkRef], *, where: str) -> list[bytes]:
         """Every chunk of ``refs``, verified; MissingObject / CorruptSnapshot otherwise."""
         out: dict[int, bytes] = {}
+        damaged: set[int] = set()  # found at its location, but not with the right digest
         located = [(i, r, self.locations.get(r.digest)) for i, r in enumerate(refs)]
         batch = [(i, r, loc) for i, r, loc in located if loc is not None]
         damaged: set[int] = set()
@@ -130,7 +131,7 @@ class ChunkReader:
             if data is not None:
                 out[i] = data
             elif got is not None:
-                damaged.add(i)  # the container is there but holds other bytes at that place
+                damaged.add(i)
         for i, r in enumerate(refs):
             if i not in out:
                 out[i] = self._fallback(r, self.locations.get(r.digest), where=where,
@@ -157,8 +158,9 @@ class ChunkReader:
 
     def _fallback(self, ref: ChunkRef, loc: Location | None, *, where: str,
                   damaged: bool = False) -> bytes:
-        """Forwards of the hinted container, then the loose v1 object, then missing (corrupt
-        when a place that should hold the chunk held other bytes: ``damaged``)."""
+        """Forwards of the hinted container, then the loose v1 object, then missing
+        (``damaged``: bytes were found at ``loc`` but they are not the chunk; then a chunk no
+        other place holds is corrupt, not missing, spec/v2.md 6 step 5)."""
         what = f"{where}: chunk {ref.digest}"
         hops = 0
         while loc is not None and hops < MAX_HOPS:
@@ -168,8 +170,7 @@ class ChunkReader:
                     self.storage.read(forward_path(container_path(loc.container))), what=what)
             except FileNotFoundError:
                 break
-            except FormatError:
-                damaged = True
+            except FormatError:  # a damaged forward is absent for reading (spec/v2.md 8)
                 break
             loc = fwd.bodies.get(ref.digest)
             if loc is None:

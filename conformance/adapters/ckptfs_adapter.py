@@ -29,7 +29,9 @@ from conformance import render
 from conformance.render import canonical_json, render_ref, render_store, tagged, untagged
 
 BREAKS = ("accept-non-canonical", "skip-digests", "ignore-required", "ignore-retired",
-          "ignore-tombstones", "ignore-expiry-overrides", "ignore-lease-deadline")
+          "ignore-tombstones", "ignore-expiry-overrides", "ignore-lease-deadline",
+          *("v2-" + r for r in ("trust-head-hint", "skip-header-digest", "lenient-body-table",
+                                "no-forwards", "unbounded-forwards", "no-loose-fallback")))
 
 
 def apply_break(rule: str) -> None:
@@ -57,8 +59,63 @@ def apply_break(rule: str) -> None:
         from ckptfs.format.ledger import Effect
 
         setattr(Effect, "running", lambda self, now: False)
+    elif rule.startswith("v2-"):
+        _break_v2(rule[3:])
     else:
         raise SystemExit(f"unknown --break rule {rule!r}; known: {', '.join(BREAKS)}")
+
+
+def _break_v2(rule: str) -> None:
+    """Flip one reader rule of spec/v2.md (section in brackets)."""
+    from ckptfs.format import containers as ct
+    from ckptfs.store import containers as sc
+
+    if rule == "trust-head-hint":  # [4] the hint is taken as the head, unchecked
+        from ckptfs.store.records import read_hint
+
+        def head(self: repository.Repository, run_id: str) -> Any:
+            hint = read_hint(self.storage, run_id)
+            return self.record(run_id, hint.seq) if hint is not None else real_head(self, run_id)
+
+        def parse(cls: Any, data: bytes, run: str) -> Any:
+            m = cbor.decode(data[:-ct.HINT_CHECK], what="hint", check_canonical=False)
+            return cls(run, m["seq"], Digest(m["snapshot"]), m["written"])
+
+        real_head = repository.Repository.head
+        setattr(repository.Repository, "head", head)
+        setattr(ct.HeadHint, "parse", classmethod(lambda cls, data, run: _or_none(
+            lambda: parse(cls, data, run))))
+    elif rule == "skip-header-digest":  # [3.1 step 2] (digests of containers and hints)
+        import types
+
+        import blake3
+
+        class _Equal(bytes):
+            def __ne__(self, other: object) -> bool:
+                return False
+
+        setattr(ct, "blake3", types.SimpleNamespace(blake3=lambda data=b"": types.SimpleNamespace(
+            digest=lambda length=32: _Equal(blake3.blake3(data).digest(length)))))
+    elif rule == "lenient-body-table":  # [3.2] offsets and digests not checked
+        def bodies(v: Any, body_length: int, what: str) -> Any:
+            return tuple(ct.Body(Digest(b[0]), b[1], b[2], b[3]) for b in v)
+
+        setattr(ct, "_bodies", bodies)
+    elif rule == "no-forwards":  # [6 step 3]
+        setattr(sc, "forward_path", lambda path: "moved-nowhere/" + path)
+    elif rule == "unbounded-forwards":  # [8] chains of any length followed
+        setattr(sc, "MAX_HOPS", 1000)
+    elif rule == "no-loose-fallback":  # [6 step 4]
+        setattr(sc, "chunk_path", lambda d: "no-loose/" + d.hex)
+    else:
+        raise SystemExit(f"unknown --break rule v2-{rule!r}")
+
+
+def _or_none(f: Callable[[], Any]) -> Any:
+    try:
+        return f()
+    except Exception:
+        return None
 
 
 class _Crash(BaseException):
@@ -66,7 +123,22 @@ class _Crash(BaseException):
 
 
 def write_case(case_path: str, store_dir: str) -> str:
-    """Carry out a writer case (README "Writer cases") into an empty directory."""
+    """Carry out a writer case (README "Writer cases") into an empty directory: a format 1
+    store, whatever the default layout of new stores (the writer vectors are format 1)."""
+    import os
+
+    before = os.environ.get("CKPTFS_FORMAT_VERSION")
+    os.environ["CKPTFS_FORMAT_VERSION"] = "1"
+    try:
+        return _write_case(case_path, store_dir)
+    finally:
+        if before is None:
+            del os.environ["CKPTFS_FORMAT_VERSION"]
+        else:
+            os.environ["CKPTFS_FORMAT_VERSION"] = before
+
+
+def _write_case(case_path: str, store_dir: str) -> str:
     import ckptfs
     from ckptfs.runtime.run import Run
 

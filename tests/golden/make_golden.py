@@ -79,9 +79,14 @@ def to_json(value: Any) -> Any:
 def fixed_clock() -> Iterator[None]:
     ticks = iter(range(EPOCH_MS, EPOCH_MS + 10**9, 1000))
     clock: Callable[[], int] = lambda: next(ticks)  # noqa: E731
-    with mock.patch("ckptfs.store.repository.now_ms", clock), \
-            mock.patch("ckptfs.runtime.run.now_ms", clock), \
-            mock.patch("ckptfs.runtime.effects.now_ms", clock):
+    import contextlib
+    import importlib
+
+    with contextlib.ExitStack() as stack:  # the modules that read the clock (as of each version)
+        for name in ("ckptfs.store.repository", "ckptfs.runtime.run", "ckptfs.runtime.store",
+                     "ckptfs.runtime.effects"):
+            if hasattr(importlib.import_module(name), "now_ms"):
+                stack.enter_context(mock.patch(f"{name}.now_ms", clock))
         yield
 
 
@@ -123,7 +128,7 @@ class Golden:
 
     def finish(self) -> None:
         shutil.rmtree(self.dir / "store" / "tmp", ignore_errors=True)
-        doc = {"format": 1, "written_by": self.store.writer_name,
+        doc = {"format": self.store.repo.config.version, "written_by": self.store.writer_name,
                "chunker": self.store.repo.config.chunker.to_cbor(),
                "snapshots": self.expected, "effects": self.effects}
         (self.dir / "expected.json").write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
@@ -250,13 +255,73 @@ def small_chunks() -> None:
     g.finish()
 
 
-def main() -> None:
-    with fixed_clock():
-        basic()
-        effects()
-        small_chunks()
+# -- format version 2 (spec/v2.md) ----------------------------------------------------------------
+def v2_basic() -> None:
+    """Format 2: records that carry their manifest and new bodies, bulk content in packs, a
+    streamed blob, a resume, a fork, a head hint, and a forward left by forget + gc."""
+    import tempfile
+
+    from ckptfs.format.containers import HeadHint
+    from ckptfs.format.names import head_hint_path
+    from ckptfs.ops.gc import gc
+    from ckptfs.ops.retention import forget_snapshots
+
+    g = Golden("v2-basic", chunker=ckptfs.ChunkerParams(min_size=64, avg_size=256, max_size=1024))
+    g.store.init(settings={"record_bulk_max": 4096, "pack_target": 8192})
+    rnd = random.Random(2)
+    doc = rnd.randbytes(9000)
+    log = Path(tempfile.mkdtemp()) / "log.txt"
+    log.write_bytes(rnd.randbytes(30_000))
+    run = g.store.start_run("agent", schema=("agent", 2))
+    intro = rnd.randbytes(2500)  # in agent@1's record; used by every later snapshot
+    g.commit(run, {"intro": ckptfs.Blob(intro), "step": 1, "plan": ["a", "b"]}, "start")
+    g.commit(run, {"intro": ckptfs.Blob(intro), "doc": ckptfs.Blob(doc), "step": 2,
+                   "notes": "note " * 400})  # over record_bulk_max: packs
+    g.commit(run, {"intro": ckptfs.Blob(intro), "doc": ckptfs.Blob(doc), "step": 3,
+                   "notes": "note " * 400,
+                   "log": ckptfs.Blob(log, type="text/plain")})  # streamed from a file
+    resumed = g.store.resume("agent")
+    last = g.commit(resumed, {**resumed.state, "step": 4}, "final")
+    fork = g.store.fork("agent@2", "branch")
+    g.commit(fork, {"doc": ckptfs.Blob(doc), "branch": True})
+    small = g.store.start_run("small", schema=("agent", 2))
+    g.commit(small, {"n": 1, "text": rnd.randbytes(1500).hex()})  # bodies in the record
+    repo = g.store.repo
+    repo.storage.hint(head_hint_path("agent"),
+                      HeadHint("agent", last.seq, last.digest, EPOCH_MS).to_bytes())
+    forget_snapshots(repo, {"agent": {1}}, now=EPOCH_MS + 10**8)
+    del g.expected["agent@1"]
+    store = HERE / "v2-basic" / "store"
+    newest = max(f.stat().st_mtime for f in store.rglob("*") if f.is_file())
+    gc(repo, grace_ms=0, now=int(newest * 1000) + 3_600_000)
+    shutil.rmtree(store / "leases", ignore_errors=True)  # a time, host and pid: not content
+    assert any((store / "moved").rglob("*")) and any((store / "packs").rglob("*"))
+    g.finish()
+
+
+#: the store layout each golden store is written in
+VERSIONS = {"v1-basic": 1, "v1-ledger": 1, "v1-small-chunks": 1, "v2-basic": 2}
+WRITERS = {"v1-basic": basic, "v1-ledger": effects, "v1-small-chunks": small_chunks,
+           "v2-basic": v2_basic}
+
+
+def main(names: list[str] | None = None) -> None:
+    """Write the named golden stores (default: all), each in its own layout."""
+    import os
+
+    for name in names or list(WRITERS):
+        before = os.environ.get("CKPTFS_FORMAT_VERSION")
+        os.environ["CKPTFS_FORMAT_VERSION"] = str(VERSIONS[name])
+        try:
+            with fixed_clock():
+                WRITERS[name]()
+        finally:
+            if before is None:
+                del os.environ["CKPTFS_FORMAT_VERSION"]
+            else:
+                os.environ["CKPTFS_FORMAT_VERSION"] = before
     print(f"wrote golden stores in {HERE}")
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:] or None)
