@@ -125,7 +125,6 @@ class ChunkReader:
         damaged: set[int] = set()  # found at its location, but not with the right digest
         located = [(i, r, self.locations.get(r.digest)) for i, r in enumerate(refs)]
         batch = [(i, r, loc) for i, r, loc in located if loc is not None]
-        damaged: set[int] = set()
         for (i, r, _), got in zip(batch, self._fetch([loc for _, _, loc in batch])):
             data = unframe_body(got, r, where=f"{where}: chunk {r.digest}")
             if data is not None:
