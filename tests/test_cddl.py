@@ -20,6 +20,9 @@ from ckptfs.format.names import parse_seq_name
 from ckptfs.store.objects import _declared_size
 from tests.storeutil import walk
 
+#: format v1 layout on purpose: validates v1 files; the v2 objects: tests/test_cddl_v2.py
+pytestmark = pytest.mark.layout(1)
+
 CDDL = (Path(__file__).parent.parent / "spec" / "ckptfs.cddl").read_text()
 SCHEMAS = {root: pycddl.Schema(f"root = {root}\n{CDDL}")
            for root in ("store-config", "manifest", "run-record")}

@@ -20,6 +20,9 @@ from ckptfs.ops.copy import copy_runs
 from tests.clihelp import cli, cli_json, make_demo
 from tests.test_cli_inspect import COPY_KEYS, VERIFY_KEYS
 
+#: format v1 layout on purpose: counts loose chunk files; copy into v2: tests/test_v2_layout.py
+pytestmark = pytest.mark.layout(1)
+
 
 def _files(root: str | Path, sub: str) -> set[str]:
     return {os.path.relpath(os.path.join(d, f), root)

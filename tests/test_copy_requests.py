@@ -20,6 +20,9 @@ from ckptfs.store.repository import Repository
 from tests.faults import FaultyStorage
 from tests.retention_helpers import age_tree
 
+#: format v1 layout on purpose: counts v1 objects per request; v2 copy requests: bench/
+pytestmark = pytest.mark.layout(1)
+
 SMALL = ckptfs.ChunkerParams(min_size=256, avg_size=1024, max_size=4096)
 LOOKUPS = ("list", "scan", "size", "mtime", "read")
 

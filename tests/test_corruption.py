@@ -24,6 +24,9 @@ from ckptfs.format.names import CONFIG_PATH, chunk_path, record_path, snapshot_p
 from ckptfs.storage import Storage
 from tests.storeutil import contents
 
+#: format v1 layout on purpose: damages v1 chunk and manifest files; v2 damage: conformance v2 vectors, tests/test_v2_reader_rules.py
+pytestmark = pytest.mark.layout(1)
+
 MSGS = [{"role": "user", "content": f"message {i} " * 30} for i in range(40)]
 
 

@@ -160,8 +160,14 @@ def test_every_crash_point_of_reused_and_borrowed_blobs(kind: str, scratch: Path
         check_after_crash(st, journals[-1], where, effects=False)
 
     n = every_crash(kind, lambda: fresh(kind, scratch), doomed, check)
-    assert n >= 50
+    assert n >= min_points()
     _tally("reused blobs", kind, n)
+
+
+def min_points() -> int:
+    """A meaningful enumeration: a v2 commit is one object, so its scripts have fewer
+    storage operations than v1's (chunks, manifest and record each)."""
+    return 50 if os.environ.get("CKPTFS_FORMAT_VERSION") == "1" else 15
 
 
 # -- erase --snapshot ---------------------------------------------------------------------------
@@ -281,5 +287,5 @@ def test_every_crash_point_of_copy_into_a_non_empty_destination(kind: str, scrat
         assert again.life.controls_written == 0 and again.life.erased == [], where
 
     n = every_crash(kind, lambda: load(kind, template / "dst", scratch), doomed, check)
-    assert n >= 50
+    assert n >= min_points()
     _tally("copy into a non-empty destination", kind, n)

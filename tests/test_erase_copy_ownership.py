@@ -37,6 +37,9 @@ from ckptfs.ops.verify import verify
 from ckptfs.storage import open_storage
 from ckptfs.store.repository import Repository
 
+#: format v1 layout on purpose: forges v1 records and manifests
+pytestmark = pytest.mark.layout(1)
+
 SECRET = "ERASE-ME-51c0"
 
 

@@ -29,6 +29,9 @@ import pytest
 
 from tests import hostile_corpus as hc
 
+#: format v1 layout on purpose: plants hostile v1 objects (paths under chunks/ and snapshots/)
+pytestmark = pytest.mark.layout(1)
+
 FULL = os.environ.get("CKPTFS_HOSTILE_FULL") == "1"
 MEM_CAP = 3 << 30  # RLIMIT_AS of each child: a 6 GiB read or assembly cannot fit
 CALL_TIMEOUT = 20.0  # seconds per API call; valid calls take well under a second

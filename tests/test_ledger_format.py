@@ -17,6 +17,9 @@ from ckptfs.format.ledger import Ledger, LedgerRef, Record, args_digest
 from ckptfs.format.names import chunk_path
 from ckptfs.ops.verify import verify
 
+#: format v1 layout on purpose: damages a v1 ledger chunk file
+pytestmark = pytest.mark.layout(1)
+
 CDDL = (Path(__file__).parent.parent / "spec" / "ckptfs.cddl").read_text()
 BLOCK = CDDL[CDDL.index("; --- effect ledger ---"):]
 

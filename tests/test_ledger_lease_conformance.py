@@ -3,10 +3,15 @@ intent's deadline treats a running call as in doubt and fails exactly the vector
 
 from __future__ import annotations
 
+import pytest
+
 import shlex
 import sys
 
 from conformance import runner
+
+#: format v1 layout on purpose: runs the v1 ledger vectors against v1 stores
+pytestmark = pytest.mark.layout(1)
 
 ADAPTER = f"{shlex.quote(sys.executable)} -m conformance.adapters.ckptfs_adapter"
 

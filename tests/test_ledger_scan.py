@@ -17,6 +17,9 @@ from ckptfs.storage.local import LocalStorage
 from ckptfs.store.ledgers import LedgerScanner
 from ckptfs.store.repository import Repository
 
+#: format v1 layout on purpose: counts v1 chunk reads
+pytestmark = pytest.mark.layout(1)
+
 
 class CountingStorage(LocalStorage):
     """Local storage counting reads per path (its read_many goes through read)."""

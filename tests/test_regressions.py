@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 import ckptfs
+
+#: format v1 layout on purpose: plants files under snapshots/
+pytestmark = pytest.mark.layout(1)
 
 
 def test_small_inline_blob_restored_then_checkpointed_again(store: ckptfs.Store) -> None:

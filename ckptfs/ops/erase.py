@@ -88,7 +88,7 @@ def erase(repo: Repository, run_id: str, *, reason: str, seq: int | None = None,
         if repo.config.version >= 2:  # records and packs holding the erased bodies, at once
             victim_chunks |= target_chunks
             gone = victim_chunks - protected
-            n = erase_containers(repo, run_id, targets, gone, lease.keep)
+            n = erase_containers(repo, run_id, targets, gone, lease.check)
             deleted, nbytes = n.bodies, n.bytes
         for d in (victim_chunks - protected) if loose_objects(repo) else ():
             size = st.size(chunk_path(d))
@@ -97,7 +97,8 @@ def erase(repo: Repository, run_id: str, *, reason: str, seq: int | None = None,
                 deleted += 1
                 nbytes += size
         repo.objects.known.clear()  # this process must upload those chunks again if needed
-        repo.objects.locations.clear()
+        # (locations stay: what erase moved is found through its forwards, and what it deleted
+        # is deleted everywhere)
         # 5. manifests
         manifests_deleted = 0
         for d in victims if loose_objects(repo) else ():

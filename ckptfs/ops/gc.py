@@ -224,6 +224,7 @@ def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
             if victims:
                 repack(st, victims, lambda d: d in mark.chunks, writer=WRITER, dry_run=True,
                        report=report.containers)
+                _count_v2(report, victims, mark)
             report.manifests_deleted, report.chunks_deleted = len(manifests), len(chunks)
             report.bytes_freed = sum(st.size(p) or 0 for p in [*manifests.values(),
                                                                *chunks.values()])
@@ -265,6 +266,7 @@ def _sweep(repo: Repository, lease: MaintenanceLease, mark: _Mark, ledgers: Ledg
         try:
             repack(st, victims, lambda d: d in mark.chunks, writer=WRITER,
                    report=report.containers, lease_keep=lease.keep)
+            _count_v2(report, victims, mark)
         except CkptfsError as e:
             report.problems.append(f"repack stopped: {e}")
     # manifests before chunks: a crash leaves no manifest whose chunks are gone
@@ -309,3 +311,11 @@ def v2_victims(repo: Repository, mark: _Mark, cutoff_s: float, report: GcReport)
             continue  # mostly live: repacking would copy more than it frees
         out.append(h)
     return out
+
+
+def _count_v2(report: GcReport, victims: list[Held], mark: _Mark) -> None:
+    """The v1 counters for a v2 sweep: a deleted record is a manifest gone, a body not copied
+    out a chunk gone (by digest: a body held twice counts once)."""
+    report.manifests_deleted += sum(1 for h in victims if isinstance(h.ref, RecordRef))
+    report.chunks_deleted += len({b.digest for h in victims for b in h.container.header.bodies
+                                  if b.digest not in mark.chunks})

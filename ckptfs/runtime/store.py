@@ -264,6 +264,7 @@ class Store:
         if not allow_expired:
             self.repo.check_not_expired(snap)
         writer = self._writer() if seed else EntryWriter(self.repo.objects, self.repo.config.chunker)
+        self.repo.ensure_located(snap)
         state: dict[str, Any] = {}
         problems: list[tuple[str, str]] = []
         for name, entry in m.entries.items():

@@ -54,6 +54,7 @@ from ckptfs.store.lifecycle import (
 )
 from ckptfs.store.listing import object_digest
 from ckptfs.store.objects import ObjectStore, ledger_results
+from ckptfs.store.sweeps import named_chunks
 from ckptfs.store.records import header_snapshot, parse_record, read_hint, scan_records, seqs_after
 from ckptfs.format.containers import HeadHint, RecordRef, is_container
 
@@ -337,11 +338,19 @@ class Repository:
         if cfg.version >= 2:
             self.objects.locations.add(own)
             self._ids[d] = (manifest.run, manifest.seq)
-        self._check_not_retired(manifest.run, manifest.seq)
-        # retention hook (spec/retention.md "Sweeps and writers", ckptfs.store.sweeps): if a
-        # gc/erase sweep may have run during this commit, wait for it and restore what it took
-        self.objects.sweeps.after_record(manifest,
-                                         lambda: ledger_results(self.objects, d, manifest))
+        try:
+            self._check_not_retired(manifest.run, manifest.seq)
+            # retention hook (spec/retention.md "Sweeps and writers", ckptfs.store.sweeps): if
+            # a gc/erase sweep may have run during this commit, wait for it and restore what
+            # it took
+            self.objects.sweeps.after_record(manifest,
+                                             lambda: ledger_results(self.objects, d, manifest))
+        except ConflictError:
+            if cfg.version >= 2:  # withdrawn: its bodies are gone with it
+                self.objects.locations.forget([RecordRef(manifest.run, manifest.seq)])
+                self.objects.known.discard(own)
+                self._ids.pop(d, None)
+            raise
         if cfg.version >= 2:
             self._maybe_hint(manifest, d)
         return Snapshot(d, manifest)
@@ -473,6 +482,20 @@ class Repository:
     def snapshot_at(self, run_id: str, seq: int) -> Snapshot:
         rec = self.record(run_id, seq)
         return self._recorded(rec)
+
+    def ensure_located(self, snap: Snapshot) -> None:
+        """v2: learn where ``snap``'s chunks are (its record's bodies and locators) unless this
+        process knows already; a Snapshot held across maintenance (whose moves clear what this
+        process knew) or built elsewhere reads its record again, once."""
+        if self.objects.layout < 2:
+            return
+        loc = self.objects.locations
+        if all(loc.get(d) is not None for d in named_chunks(snap.manifest)):
+            return
+        try:
+            self.record(snap.run, snap.seq)
+        except CkptfsError:
+            pass  # the reads that follow report what is wrong
 
     def _recorded(self, rec: RunRecord) -> Snapshot:
         """The snapshot a record commits; its manifest must name the record's run and seq."""
