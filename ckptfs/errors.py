@@ -252,3 +252,17 @@ class OutcomeUnknown(StorageError):
     be read back: the commit may or may not have happened."""
 
     category = "storage"
+
+
+class AppendError(CkptfsError, TypeError):
+    """``Run.append`` names an entry that the run's state lacks or that is not a list."""
+
+    category = "append"
+
+
+class StateMismatch(CkptfsError):
+    """``Run.audit`` found a committed entry that no longer equals what the caller holds: a
+    change made in place that an O(change) commit could not see."""
+
+    category = "state-mismatch"
+
