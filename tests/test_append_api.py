@@ -311,3 +311,25 @@ def test_manifest_encoder_makes_the_reader_checks() -> None:
         enc.to_bytes(attrs.evolve(m, entries={"a": ok, "b": bad}))
     with pytest.raises(FormatError):
         attrs.evolve(m, entries={"a": ok, "b": bad}).to_bytes()
+
+
+def test_manifest_encoder_checks_the_new_chunks_of_an_extended_entry() -> None:
+    """An entry that keeps its cached leading chunks is checked on the rest (and its size on
+    all): a bad new chunk or a wrong size is refused as Manifest.to_bytes refuses it."""
+    enc = ManifestEncoder()
+    chunks = tuple(ChunkRef(Digest(bytes([i]) * 32), 100) for i in range(4))
+    e = Captured(kind="value", type=VALUE_TYPES["cbor-seq"], size=400, digest=Digest(bytes(32)),
+                 chunks=chunks, encoding="cbor-seq")
+    m = Manifest(run="r", seq=1, boundary="step", created=T0, writer="w",
+                 schema=Schema("s", 1), entries={"a": e})
+    enc.to_bytes(m)
+    grown = attrs.evolve(e, chunks=(*chunks, ChunkRef(Digest(bytes([9]) * 32), 50)), size=450)
+    m2 = attrs.evolve(m, entries={"a": grown})
+    assert enc.to_bytes(m2) == m2.to_bytes()
+    for bad in (attrs.evolve(grown, size=451),
+                attrs.evolve(grown, chunks=(*grown.chunks, ChunkRef(Digest(bytes(32)), 0)))):
+        m3 = attrs.evolve(m2, entries={"a": bad})
+        with pytest.raises(FormatError):
+            m3.to_bytes()
+        with pytest.raises(FormatError):
+            enc.to_bytes(m3)

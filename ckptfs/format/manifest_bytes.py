@@ -18,7 +18,8 @@ import os
 import attrs
 
 from ckptfs.format import cbor
-from ckptfs.format.models import Entry, Manifest
+from ckptfs.errors import FormatError
+from ckptfs.format.models import Captured, Entry, Manifest
 
 _MARK = 16
 
@@ -38,12 +39,17 @@ class ManifestEncoder:
                 parts[name] = hit[1]
             else:
                 fresh[name] = e
-        # the checks Manifest.to_bytes makes, on the new entries only
-        checked = attrs.evolve(m, entries=fresh)
-        c = checked.to_cbor()
+        # the checks Manifest.to_bytes makes, on the new entries only; an entry that extends
+        # the cached one of its name (the same leading chunk objects) is checked on its new
+        # chunks, with its size checked here against all of them
+        checked: dict[str, Entry] = {}
+        for name, e in fresh.items():
+            hit = self._cache.get(name)
+            checked[name] = e if hit is None else _new_part(e, hit[0])
+        c = attrs.evolve(m, entries=checked).to_cbor()
         Manifest.from_cbor(c, what=f"new manifest for run {m.run!r} seq {m.seq}")
-        for name in fresh:
-            parts[name] = cbor.encode(c["entries"][name])
+        for name, e in fresh.items():
+            parts[name] = cbor.encode(c["entries"][name] if checked[name] is e else e.to_cbor())
         if not parts:
             data = cbor.encode(c)
         else:
@@ -61,6 +67,26 @@ class ManifestEncoder:
     def _plain(self, m: Manifest) -> bytes:
         self._cache = {}
         return m.to_bytes()
+
+
+def _new_part(e: Entry, old: Entry) -> Entry:
+    """What of ``e`` still needs the reader's checks, given that ``old`` passed them: ``e``
+    itself, or (when ``e`` keeps ``old``'s leading chunks) ``e`` with only its other chunks
+    and their size, after checking here that all its chunks add up to its size."""
+    if not (isinstance(e, Captured) and isinstance(old, Captured) and e.inline is None
+            and old.inline is None and e.chunks and old.chunks):
+        return e
+    k, n = 0, min(len(e.chunks), len(old.chunks))
+    a, b = e.chunks, old.chunks
+    while k < n and a[k] is b[k]:
+        k += 1
+    if k == 0 or k == len(a):
+        return e
+    rest = a[k:]
+    if sum(c.size for c in a) != e.size:
+        raise FormatError(f"entry: chunk sizes add up to {sum(c.size for c in a)}, but size "
+                          f"says {e.size}")
+    return attrs.evolve(e, chunks=rest, size=sum(c.size for c in rest))
 
 
 __all__ = ["ManifestEncoder"]
