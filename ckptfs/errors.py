@@ -281,3 +281,17 @@ class UnknownType(TypedValueError):
     """A stored typed value names a type the reading application has not registered."""
 
     category = "unknown-type"
+
+
+class AppendError(CkptfsError, TypeError):
+    """``Run.append`` names an entry that the run's state lacks or that is not a list."""
+
+    category = "append"
+
+
+class StateMismatch(CkptfsError):
+    """``Run.audit`` found a committed entry that no longer equals what the caller holds: a
+    change made in place that an O(change) commit could not see."""
+
+    category = "state-mismatch"
+

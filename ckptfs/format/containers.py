@@ -391,13 +391,18 @@ def record_locations(c: Container, ref: RecordRef) -> tuple[dict[Digest, Locatio
     return locations(c, ref), hints
 
 
+def _raw(d: Digest) -> bytes:
+    return d.raw
+
+
 def make_locators(where: Mapping[Digest, Location]
                   ) -> tuple[tuple[ContainerRef, ...], tuple[Locator, ...]]:
     """The locator table for chunks at ``where`` (sorted by digest, containers numbered in
     order of first use)."""
     index: dict[ContainerRef, int] = {}
     out = []
-    for d in sorted(where):
+    # sorted by the raw bytes (the same order as Digest's): a C-level key sort, not attrs __lt__
+    for d in sorted(where, key=_raw):
         loc = where[d]
         i = index.setdefault(loc.container, len(index))
         out.append(Locator(d.raw[:LOCATOR_PREFIX], i, loc.start, loc.stored))

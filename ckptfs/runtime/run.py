@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import datetime
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ckptfs.errors import BoundaryError, ConflictError
+from ckptfs.errors import AppendError, BoundaryError, ConflictError
 from ckptfs.format.digest import Digest
 from ckptfs.format.ledger import Effect, Ledger, LedgerRef
 from ckptfs.format.models import Entry, Manifest, Reference, Schema
@@ -30,6 +31,13 @@ def expiry_ms(expires_at: Any) -> int | None:
     """Accept a Unix time in seconds, an aware datetime, or a timedelta from now (the rule of
     ``ckptfs.format.when``, shared with ``Ref``); InvalidArgument otherwise."""
     return epoch_ms(expires_at)
+
+
+def _names(changed: Iterable[str]) -> frozenset[str]:
+    if isinstance(changed, str):
+        raise TypeError("changed takes a list of entry names, not one string "
+                        f"(changed=[{changed!r}])")
+    return frozenset(changed)
 
 
 def check_labels(labels: Mapping[str, str] | None) -> dict[str, str]:
@@ -71,6 +79,9 @@ class Run:
         #: manifest fields that the next commit carries once (e.g. migration provenance)
         self._next_extra: dict[str, Any] = dict(extra or {})
         self._ledger = ledger or Ledger()
+        #: entry -> (the caller's object, its stored form, its length when a list) as last
+        #: encoded by the codecs: an O(change) commit reuses it for entries it need not walk
+        self._encoded: dict[str, tuple[Any, Any, int]] = {}
         #: the ledger's own writer: appending a record writes only the new record's bytes
         self._ledger_writer = ledger_writer or EntryWriter(writer.objects, writer.params)
 
@@ -85,14 +96,80 @@ class Run:
 
     def checkpoint(self, state: Mapping[str, Any], boundary: str = "step", *,
                    labels: Mapping[str, str] | None = None, expires_at: Any = None,
-                   entry_labels: Mapping[str, Mapping[str, str]] | None = None) -> Snapshot:
-        """Durably commit ``state`` as the run's next snapshot, at a named boundary."""
+                   entry_labels: Mapping[str, Mapping[str, str]] | None = None,
+                   changed: Iterable[str] | None = None) -> Snapshot:
+        """Durably commit ``state`` as the run's next snapshot, at a named boundary.
+
+        Without ``changed`` every entry is encoded to learn what changed (exact; O(state)).
+        With ``changed`` (the names of the entries the caller changed since the last commit)
+        the commit costs time proportional to the change. The library checks what it can see
+        in O(change), and any entry that fails a check is encoded in full, so no visible
+        change is lost:
+
+        * an entry not named in ``changed`` is reused only when it is the *same object*
+          (``is``) as in the last committed state and, for a list, has the same length;
+        * a named list that is the same object, no shorter, and still holds the last committed
+          item (the same object) at its old last position is taken as *appended to*: only the
+          items after the old length are encoded; any other named entry is encoded in full.
+
+        What it cannot see: a change made *in place* inside something already committed (an
+        undeclared dict whose keys were edited, an item of a list that was committed and then
+        mutated or replaced in its slot). Such a change would not be stored. Avoid it by
+        naming every entry you touched in ``changed``, by treating committed list items as
+        immutable (append new items; to edit an old one, pass a new list object), or by
+        leaving ``changed`` out for that step (the exact full path). ``Run.audit()`` re-encodes
+        committed items and raises StateMismatch when one differs from what was stored."""
         if self._open_effect is not None:
             raise BoundaryError(
                 f"run {self.id!r}: cannot checkpoint at {boundary!r} while effect "
                 f"{self._open_effect!r} is in progress; snapshots are only taken at boundaries")
         return self._commit(state, boundary, labels=labels, expires_at=expires_at,
-                            entry_labels=entry_labels)
+                            entry_labels=entry_labels,
+                            changed=None if changed is None else _names(changed))
+
+    def append(self, name: str, *items: Any, boundary: str = "step",
+               labels: Mapping[str, str] | None = None, expires_at: Any = None,
+               entry_labels: Mapping[str, Mapping[str, str]] | None = None) -> Snapshot:
+        """Commit the last committed state with the list entry ``name`` grown by ``items``
+        (other entries unchanged), in time proportional to the items' size.
+
+        The list is extended *in place*: ``run.state[name]`` is the list object of the last
+        checkpoint, so a caller holding that list sees the items appear (its state and the
+        stored one stay equal). If the commit fails, the items are removed again. Entries
+        the caller changed in place since the last commit are not seen (see ``checkpoint``'s
+        ``changed``); use ``checkpoint(state, changed=[...])`` to commit those too.
+        AppendError when the run has no entry ``name`` or it is not a list."""
+        if self._open_effect is not None:
+            raise BoundaryError(
+                f"run {self.id!r}: cannot checkpoint at {boundary!r} while effect "
+                f"{self._open_effect!r} is in progress; snapshots are only taken at boundaries")
+        if name not in self.state:
+            raise AppendError(
+                f"run {self.id!r}: cannot append to entry {name!r}: the last committed state "
+                f"has no such entry (it has {sorted(self.state)!r}). Commit it first with "
+                f"run.checkpoint({{..., {name!r}: [...]}}).")
+        lst = self.state[name]
+        if type(lst) is not list:
+            raise AppendError(
+                f"run {self.id!r}: cannot append to entry {name!r}: it holds a "
+                f"{type(lst).__name__}, not a list. Use run.checkpoint(state, "
+                f"changed=[{name!r}]) to commit a changed value of another type.")
+        n = len(lst)
+        lst.extend(items)
+        try:
+            return self._commit(self.state, boundary, labels=labels, expires_at=expires_at,
+                                entry_labels=entry_labels, changed=frozenset((name,)))
+        except BaseException:
+            del lst[n:]
+            raise
+
+    def audit(self, names: Iterable[str] | None = None, *, window: int = 1000) -> int:
+        """Check that the committed entries still equal what the caller holds: re-encode a
+        rotating window of ``window`` items of each list entry (every other entry whole) and
+        compare with what the last commit stored. StateMismatch names the first difference
+        (a change made in place that ``checkpoint(changed=)``/``append`` could not see; commit
+        with ``checkpoint(state)`` to store it). Returns the number of items compared."""
+        return self._writer.audit(self.state, names, window=window, run=self.id)
 
     # -- the effect ledger (ckptfs.runtime.effects holds the rules) ----------------------------
     @property
@@ -172,7 +249,8 @@ class Run:
     def _commit(self, state: Mapping[str, Any] | None, boundary: str, *,
                 labels: Mapping[str, str] | None = None, expires_at: Any = None,
                 entry_labels: Mapping[str, Mapping[str, str]] | None = None,
-                chunks: list[tuple[Digest, bytes | memoryview]] | None = None) -> Snapshot:
+                chunks: list[tuple[Digest, bytes | memoryview]] | None = None,
+                changed: frozenset[str] | None = None) -> Snapshot:
         """Commit ``state`` (None: the last snapshot's entries unchanged, for ledger commits),
         writing ``chunks`` too."""
         if self._fenced:
@@ -190,8 +268,10 @@ class Run:
         if state is not None or self.snapshot is None:
             prepared = {k: capture(v) if isinstance(v, Ref) and v.capture else v
                         for k, v in (self.state if state is None else state).items()}
-            encoded, typed = self._typed(prepared)
-            entries = self._writer.encode_state(encoded, entry_labels)
+            encoded, typed = self._typed(prepared, changed)
+            # a value refused here (not plain data, too large) leaves the writer's memory as it
+            # was: the O(change) path checks new items before it grows anything
+            entries = self._writer.encode_state(encoded, entry_labels, changed=changed)
             chunks.extend(self._writer.pending)
             required = (TYPED_FEATURE,) if typed else ()
         else:
@@ -225,6 +305,12 @@ class Run:
                 for c in r.result_content.chunks])
         except ConflictError as e:
             self._fenced = str(e)
+            self._writer.forget(changed or ())
+            raise
+        except BaseException:
+            # the writer's memory of these entries is ahead of the store: the next commit
+            # encodes them in full (exact, and it writes their chunks again)
+            self._writer.forget(changed or ())
             raise
         self.snapshot = snap
         self._next_extra = {}
@@ -238,18 +324,39 @@ class Run:
                           if isinstance(v, Blob) else v for k, v in prepared.items()}
         return snap
 
-    def _typed(self, state: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
+    def _typed(self, state: Mapping[str, Any], changed: frozenset[str] | None = None
+               ) -> tuple[dict[str, Any], bool]:
         """``state`` with values of registered types in their stored, tagged form (the store's
-        ckptfs.Codecs), and whether there were any (the manifest then requires the feature)."""
+        ckptfs.Codecs), and whether there were any (the manifest then requires the feature).
+
+        With ``changed`` (an O(change) commit) an entry the caller did not name, still the same
+        object as last time, reuses last time's encoding, and a named list that is the same
+        object grown at its end has only its new items looked at: no walk of the whole state."""
         codecs = self.store.codecs
         out: dict[str, Any] = {}
         typed = False
+        cache = self._encoded
         for k, v in state.items():
-            if isinstance(v, (Blob, Ref, StoredBlob)):
+            if isinstance(v, (Blob, Ref, StoredBlob)) or not isinstance(k, str):
                 out[k] = v
                 continue
-            out[k] = codecs.encode(v, what=f"state[{k!r}]") if isinstance(k, str) else v
+            hit = cache.get(k)
+            if changed is not None and hit is not None and hit[0] is v:
+                if k not in changed:
+                    out[k] = hit[1]
+                    typed = typed or hit[1] is not v
+                    continue
+                if type(v) is list and hit[1] is v and len(v) >= hit[2] and all(
+                        codecs.encode(x, what=f"state[{k!r}][{i}]") is x
+                        for i, x in enumerate(v[hit[2]:], hit[2])):
+                    out[k] = v  # grown at its end by plain items: still its own encoding
+                    cache[k] = (v, v, len(v))
+                    continue
+            out[k] = codecs.encode(v, what=f"state[{k!r}]")
+            cache[k] = (v, out[k], len(v) if type(v) is list else 0)
             typed = typed or out[k] is not v
+        for k in [k for k in cache if k not in state]:
+            del cache[k]
         return out, typed
 
     def _pending_resume(self) -> bool:

@@ -16,13 +16,13 @@ Readers only concatenate chunks, so all of this is the writer's choice (spec: "C
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from typing import IO, Any, BinaryIO, cast
 
 import attrs
 import cbor2
 
-from ckptfs.errors import CorruptSnapshot, FormatError
+from ckptfs.errors import CorruptSnapshot, FormatError, StateMismatch
 from ckptfs.format import cbor
 from ckptfs.format.cdc import ChunkerParams, cut_lengths, iter_chunks
 from ckptfs.format.digest import Digest, hasher
@@ -47,11 +47,19 @@ class _Prev:
     """What the writer remembers of an entry it wrote last time."""
 
     entry: Captured
-    content: bytes
-    fast: bytes | None
+    #: bytes, or a bytearray the append path grows in place (never exported to ``pending``)
+    content: bytes | bytearray
+    fast: bytes | bytearray | None
     count: int
     sealed: int
     hash_state: Any
+    #: the value object committed (``checkpoint(changed=)`` compares identities) and, for a
+    #: list, its last item then
+    obj: Any = None
+    last: Any = None
+    #: ``audit``'s cursor in a list entry: the next item to compare and its byte offset
+    audit_i: int = 0
+    audit_off: int = 0
 
 
 def _array_header_len(first: int) -> int:
@@ -72,7 +80,15 @@ class EntryWriter:
 
     # -- public ------------------------------------------------------------------------------
     def encode_state(self, state: Mapping[str, Any],
-                     entry_labels: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Entry]:
+                     entry_labels: Mapping[str, Mapping[str, str]] | None = None, *,
+                     changed: Collection[str] | None = None) -> dict[str, Entry]:
+        """The entries of ``state``. ``changed`` (None: unknown, everything is compared): the
+        names the caller says changed; every other entry is taken as it was last time only when
+        the library can see that it is: the same object (``is``) as last committed and, for a
+        list, the same length; otherwise it is encoded in full. A declared list that is the
+        same object, no shorter and still has the last committed item at its place is taken as
+        appended to: only the new items are encoded. What this cannot see is a change made in
+        place inside an item (or a slot) that was already committed."""
         if not isinstance(state, Mapping):
             raise TypeError(f"state must be a mapping of entry name -> value, not {type(state).__name__}")
         entries: dict[str, Entry] = {}
@@ -90,6 +106,8 @@ class EntryWriter:
                                            labels or dict(value.labels))
             elif isinstance(value, StoredBlob):
                 entries[name] = _restored_blob(value, labels)
+            elif changed is not None:
+                entries[name] = self._declared(name, value, labels, pending, name in changed)
             else:
                 entries[name] = self._value(name, value, labels, pending)
         for name in list(self.prev):
@@ -111,8 +129,126 @@ class EntryWriter:
                 break
             sealed += 1
         self.prev[name] = _Prev(entry, content, fast, len(value) if fast is not None else 0,
-                                sealed, h)
+                                sealed, h, value, _last(value))
         self.objects.known.seed(c.digest for c in entry.chunks)  # restored, not written
+
+    def forget(self, names: Iterable[str]) -> None:
+        """Drop what the writer remembers of ``names`` (after a failed commit that had moved
+        it ahead): their next commit encodes them in full."""
+        for name in names:
+            self.prev.pop(name, None)
+
+    # -- declared changes (O(change)) --------------------------------------------------------
+    def _declared(self, name: str, value: Any, labels: dict[str, str],
+                  pending: list[tuple[Digest, bytes | memoryview]], declared: bool) -> Entry:
+        prev = self.prev.get(name)
+        if prev is None or prev.obj is not value or prev.entry.kind != "value":
+            return self._value(name, value, labels, pending)
+        is_list = type(value) is list
+        if not declared:
+            if not is_list or len(value) == prev.count:
+                if labels == dict(prev.entry.labels):
+                    return prev.entry  # the same object: its manifest bytes stay cached
+                prev.entry = attrs.evolve(prev.entry, labels=labels)
+                return prev.entry
+            return self._value(name, value, labels, pending)  # grew or shrank: undeclared
+        if (is_list and prev.fast is not None and len(value) >= prev.count
+                and (prev.count == 0 or value[prev.count - 1] is prev.last)):
+            return self._append(name, prev, value, labels, pending)
+        return self._value(name, value, labels, pending)
+
+    def _append(self, name: str, prev: _Prev, value: list[Any], labels: dict[str, str],
+                pending: list[tuple[Digest, bytes | memoryview]]) -> Captured:
+        """``value`` is the committed list plus ``value[prev.count:]``: encode only those."""
+        what = f"state[{name!r}]"
+        k = prev.count
+        if k == len(value) and labels == dict(prev.entry.labels):
+            return prev.entry
+        new = value[k:]
+        for i, x in enumerate(new, k):
+            cbor.check_plain(x, what=f"{what}[{i}]", max_depth=cbor.SEQ_ITEM_DEPTH)
+        add = b"".join([cbor.encode(x) for x in new])
+        fast_add = b"".join([cbor2.dumps(x) for x in new])
+        old = len(prev.content)
+        if old + len(add) > MAX_VALUE_SIZE:
+            raise FormatError(
+                f"{what}: {old + len(add)} bytes of CBOR, more than the {MAX_VALUE_SIZE} bytes "
+                "a plain value may hold (spec/format.md 'Limits'). Store large data as "
+                "ckptfs.Blob or split it into several entries.")
+        assert prev.fast is not None
+        content = prev.content if type(prev.content) is bytearray else bytearray(prev.content)
+        fast = prev.fast if type(prev.fast) is bytearray else bytearray(prev.fast)
+        content += add
+        fast += fast_add
+        h = prev.hash_state.copy()
+        h.update(add)
+        if len(content) <= INLINE_MAX:
+            entry = Captured(kind="value", type=VALUE_TYPES["cbor-seq"], size=len(content),
+                             digest=Digest(h.digest()), chunks=(), encoding="cbor-seq",
+                             labels=labels, inline=bytes(content))
+            sealed = 0
+        else:
+            if prev.entry.inline is not None:
+                chunks, sealed = self._fresh_chunks(bytes(content), pending)
+            else:
+                chunks, sealed = self._append_chunks(prev, content, pending, old=old)
+            entry = Captured(kind="value", type=VALUE_TYPES["cbor-seq"], size=len(content),
+                             digest=Digest(h.digest()), chunks=tuple(chunks),
+                             encoding="cbor-seq", labels=labels)
+        self.prev[name] = _Prev(entry, content, fast, len(value), sealed, h, value, _last(value),
+                                prev.audit_i, prev.audit_off)  # the committed prefix is kept
+        return entry
+
+    # -- audit -------------------------------------------------------------------------------
+    def audit(self, state: Mapping[str, Any], names: Iterable[str] | None, *, window: int,
+              run: str) -> int:
+        """Re-encode up to ``window`` committed items of each list entry (a cursor that
+        wraps around) and every other remembered value entry whole, and compare with the bytes
+        last committed; StateMismatch at the first difference. Returns the items compared."""
+        compared = 0
+        for name in (list(state) if names is None else list(names)):
+            prev = self.prev.get(name)
+            value = state.get(name)
+            if prev is None or prev.entry.kind != "value" or prev.obj is not value:
+                continue  # not committed through this writer's memory: the full path ran
+            where = f"run {run!r}: entry {name!r}"
+            fix = ("it was changed in place after it was committed, which an O(change) commit "
+                   "(checkpoint(changed=) or append) cannot see; commit it with "
+                   "run.checkpoint(state) (no changed=) to store what you hold")
+            if prev.fast is None or type(value) is not list:
+                try:
+                    same = cbor.encode(value) == prev.content
+                except Exception:
+                    same = False
+                if not same:
+                    raise StateMismatch(f"{where} no longer equals its committed value: {fix}")
+                compared += 1
+                continue
+            count = min(prev.count, len(value))
+            if count == 0:
+                continue
+            i, off = prev.audit_i, prev.audit_off
+            if i >= count:
+                i, off = 0, 0
+            view = memoryview(prev.content)
+            try:
+                for _ in range(min(window, count)):
+                    try:
+                        enc = cbor.encode(value[i])
+                    except Exception:
+                        enc = b""
+                    if not enc or view[off:off + len(enc)] != enc:
+                        raise StateMismatch(f"{where} item {i} differs from what was committed: "
+                                            f"{fix}")
+                    off += len(enc)
+                    i += 1
+                    compared += 1
+                    if i >= count:
+                        i, off = 0, 0
+            finally:
+                view.release()
+            prev.audit_i, prev.audit_off = i, off
+        return compared
 
     # -- values ------------------------------------------------------------------------------
     def _value(self, name: str, value: Any, labels: dict[str, str],
@@ -135,7 +271,7 @@ class EntryWriter:
                 for i in range(k, len(value)):
                     cbor.check_plain(value[i], what=f"{what}[{i}]",
                                      max_depth=cbor.SEQ_ITEM_DEPTH)
-                content = prev.content + b"".join(cbor.encode(x) for x in value[k:])
+                content = b"".join([prev.content, *(cbor.encode(x) for x in value[k:])])
                 appended = True
             else:
                 cbor.check_plain(value, what=what)
@@ -153,6 +289,7 @@ class EntryWriter:
         if prev is not None and prev.entry.encoding == encoding and prev.content == content:
             entry = attrs.evolve(prev.entry, labels=labels)
             prev.entry, prev.fast, prev.count = entry, fast, len(value) if fast is not None else 0
+            prev.obj, prev.last = value, _last(value)
             return entry
         if len(content) <= INLINE_MAX:
             h = hasher()
@@ -161,7 +298,7 @@ class EntryWriter:
                              digest=Digest(h.digest()), chunks=(), encoding=encoding,
                              labels=labels, inline=content)
             self.prev[name] = _Prev(entry, content, fast, len(value) if fast is not None else 0,
-                                    0, h)
+                                    0, h, value, _last(value))
             return entry
         if appended and prev is not None and prev.entry.inline is None:
             h = prev.hash_state.copy()
@@ -175,12 +312,17 @@ class EntryWriter:
                          digest=Digest(h.digest()), chunks=tuple(chunks), encoding=encoding,
                          labels=labels)
         self.prev[name] = _Prev(entry, content, fast, len(value) if fast is not None else 0,
-                                sealed, h)
+                                sealed, h, value, _last(value))
         return entry
 
-    def _piece(self, content: bytes, start: int, length: int,
+    def _piece(self, content: bytes | bytearray, start: int, length: int,
                pending: list[tuple[Digest, bytes | memoryview]]) -> ChunkRef:
-        view = memoryview(content)[start:start + length]
+        view: bytes | memoryview
+        if type(content) is bytearray:
+            # a copy: a view would pin the buffer that the next append grows (BufferError)
+            view = bytes(content[start:start + length])
+        else:
+            view = memoryview(content)[start:start + length]
         d = Digest.of(view)
         if d not in self.objects.known:
             pending.append((d, view))
@@ -201,18 +343,21 @@ class EntryWriter:
         avg = self.params.avg_size
         return 2 if size >= avg else 1 if size >= avg // MERGE_FANOUT else 0
 
-    def _append_chunks(self, prev: _Prev, content: bytes,
-                       pending: list[tuple[Digest, bytes | memoryview]]) -> tuple[list[ChunkRef], int]:
+    def _append_chunks(self, prev: _Prev, content: bytes | bytearray,
+                       pending: list[tuple[Digest, bytes | memoryview]], *,
+                       old: int | None = None) -> tuple[list[ChunkRef], int]:
         """Keep every previous chunk; add the appended bytes as new piece(s); then merge the
         trailing pieces of one size class once there are ``MERGE_FANOUT`` of them (size-tiered
         compaction: each byte is rewritten about log16(max / append) times, and the chunk list
         stays short)."""
         chunks = list(prev.entry.chunks)
         sealed = prev.sealed
-        old, new = len(prev.content), len(content) - len(prev.content)
+        if old is None:
+            old = len(prev.content)
+        new = len(content) - old
         if new > self.params.avg_size:  # a large append is cut like fresh content
             pos = old
-            for length in cut_lengths(memoryview(content)[old:], self.params):
+            for length in cut_lengths(bytes(content[old:]), self.params):
                 chunks.append(self._piece(content, pos, length, pending))
                 pos += length
             return chunks, len(chunks) - 1
@@ -283,6 +428,10 @@ class EntryWriter:
         self.objects.put_chunks(batch)
         return Captured(kind="blob", type=typ, size=size, digest=Digest(h.digest()),
                         chunks=tuple(chunks), labels=labels)
+
+
+def _last(value: Any) -> Any:
+    return value[-1] if type(value) is list and value else None
 
 
 def _restored_blob(blob: StoredBlob, labels: dict[str, str]) -> Captured:

@@ -10,6 +10,7 @@ from ckptfs.errors import CorruptObject, CorruptSnapshot, MissingObject
 from ckptfs.format import framing
 from ckptfs.format.digest import Digest
 from ckptfs.format.models import MAX_CHUNK_SIZE, MAX_MANIFEST_SIZE, Captured, ChunkRef, Manifest
+from ckptfs.format.manifest_bytes import ManifestEncoder
 from ckptfs.format.names import chunk_path, snapshot_path
 from ckptfs.storage.base import Storage
 from ckptfs.format.containers import MAX_RECORD_BODIES, Location, frame_bodies
@@ -98,6 +99,8 @@ class ObjectStore:
         self.sweeps.missing = self._unlocatable
         #: the name packs carry as their writer
         self.writer = "ckptfs"
+        #: canonical manifest bytes from the previous commit's cached entry encodings
+        self.manifest_bytes = ManifestEncoder()
 
     def _unlocatable(self, digests: list[Digest]) -> list[Digest] | None:
         """v2: the digests no container, forward or loose object holds (None on v1 stores)."""
@@ -109,7 +112,7 @@ class ObjectStore:
                    ) -> tuple[Digest, bytes, list[tuple[str, bytes]], dict[Digest, Location]]:
         """A v2 commit of ``manifest``: its id, the record's bytes, the packs to write before
         it (bulk beyond ``record_bulk_max``), and where the record's own bodies will be."""
-        data = manifest.to_bytes()
+        data = self.manifest_bytes.to_bytes(manifest)
         if len(data) > MAX_MANIFEST_SIZE:
             raise CorruptObject(f"manifest would be {len(data)} bytes, over {MAX_MANIFEST_SIZE}")
         d = Digest.of(data)
@@ -200,7 +203,7 @@ class ObjectStore:
 
     def manifest_object(self, manifest: Manifest) -> tuple[Digest, int, tuple[str, bytes]]:
         """The snapshot id, uncompressed size and framed object of a manifest."""
-        data = manifest.to_bytes()
+        data = self.manifest_bytes.to_bytes(manifest)
         if len(data) > MAX_MANIFEST_SIZE:
             raise CorruptObject(f"manifest would be {len(data)} bytes, over {MAX_MANIFEST_SIZE}")
         d = Digest.of(data)
