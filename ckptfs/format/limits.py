@@ -7,6 +7,7 @@ chunk list that repeats one 16 MiB chunk can name gigabytes with a small manifes
 
 from __future__ import annotations
 
+from ckptfs.format import containers as _ct
 from ckptfs.format.lifecycle import MAX_CONTROL_SIZE
 from ckptfs.format.models import MAX_CHUNK_SIZE, MAX_CONFIG_SIZE, MAX_MANIFEST_SIZE, MAX_RECORD_SIZE
 from ckptfs.format.names import CHUNKS, CONFIG_PATH, RUNS, SNAPSHOTS, parse_seq_name
@@ -19,6 +20,12 @@ MAX_VALUE_SIZE = 64 * 1024 * 1024
 FRAMING_MARGIN = 1024 * 1024
 MAX_CHUNK_FILE = MAX_CHUNK_SIZE + FRAMING_MARGIN
 MAX_MANIFEST_FILE = MAX_MANIFEST_SIZE + FRAMING_MARGIN
+#: a file at a run record's path: a v1 record is at most MAX_RECORD_SIZE (64 KiB, which
+#: ``RunRecord.from_bytes`` enforces), but a v2 record is a container (spec/v2.md section 3.1:
+#: 45 bytes of framing, a header of at most MAX_HEADER_SIZE, a body area of at most
+#: MAX_BODY_AREA) that writers fill with up to 8 MiB of new chunk bodies. The path does not say
+#: which layout the store has, so the bound is the larger one.
+MAX_RECORD_FILE = max(MAX_RECORD_SIZE, 45 + _ct.MAX_HEADER_SIZE + _ct.MAX_BODY_AREA)
 
 
 def stored_size_limit(path: str) -> int:
@@ -33,7 +40,7 @@ def stored_size_limit(path: str) -> int:
     if parts[0] == SNAPSHOTS:
         return MAX_MANIFEST_FILE
     if parts[0] == RUNS and len(parts) == 3 and parse_seq_name(parts[2]) is not None:
-        return MAX_RECORD_SIZE
+        return MAX_RECORD_FILE
     return MAX_CONTROL_SIZE
 
 
