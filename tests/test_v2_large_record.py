@@ -40,3 +40,31 @@ def test_record_over_64k_reads_back_local(tmp_path: Any) -> None:
 
 def test_record_over_64k_reads_back_s3(s3_options: dict[str, Any]) -> None:
     _roundtrip(new_s3_url(), **s3_options)
+
+
+def _blob_roundtrip(url: str, **opts: Any) -> None:
+    data = os.urandom(20 * 1024 * 1024)  # over pack_target: a pack of 16 MiB of bodies + header
+    store = ckptfs.open_store(url, **opts)
+    run = store.start_run("blob", schema=("bulk", 1))
+    run.checkpoint({"data": ckptfs.Blob(data)})
+    store.close()
+    fresh = ckptfs.open_store(url, **opts)
+    assert fresh.read("blob")["data"].read() == data
+    fresh.close()
+
+
+def test_a_pack_past_16_mib_is_readable_local(tmp_path: Any) -> None:
+    """A pack holds up to pack_target (16 MiB) of bodies plus its header, so it can exceed
+    16 MiB (a 128 MiB W2 blob wrote a 16,785,369-byte pack); readers must not refuse it as an
+    oversized control object."""
+    from ckptfs.storage.local import LocalStorage
+
+    storage = LocalStorage(str(tmp_path / "s"))
+    path = "packs/ab/" + "ab" * 32
+    storage.write(path, bytes(16 * 1024 * 1024 + 8192))
+    assert storage.read_range(path, 16 * 1024 * 1024, 16 * 1024 * 1024 + 10) == bytes(10)
+    assert len(storage.read(path)) == 16 * 1024 * 1024 + 8192
+
+
+def test_full_pack_reads_back_s3(s3_options: dict[str, Any]) -> None:
+    _blob_roundtrip(new_s3_url(), **s3_options)

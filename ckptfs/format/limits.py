@@ -10,7 +10,7 @@ from __future__ import annotations
 from ckptfs.format import containers as _ct
 from ckptfs.format.lifecycle import MAX_CONTROL_SIZE
 from ckptfs.format.models import MAX_CHUNK_SIZE, MAX_CONFIG_SIZE, MAX_MANIFEST_SIZE, MAX_RECORD_SIZE
-from ckptfs.format.names import CHUNKS, CONFIG_PATH, RUNS, SNAPSHOTS, parse_seq_name
+from ckptfs.format.names import CHUNKS, CONFIG_PATH, PACKS, RUNS, SNAPSHOTS, parse_seq_name
 
 #: the content of a value entry (``cbor``/``cbor-seq``) or of a ledger, assembled in memory to be
 #: decoded. Larger data is a Blob, which readers stream chunk by chunk.
@@ -25,7 +25,10 @@ MAX_MANIFEST_FILE = MAX_MANIFEST_SIZE + FRAMING_MARGIN
 #: 45 bytes of framing, a header of at most MAX_HEADER_SIZE, a body area of at most
 #: MAX_BODY_AREA) that writers fill with up to 8 MiB of new chunk bodies. The path does not say
 #: which layout the store has, so the bound is the larger one.
-MAX_RECORD_FILE = max(MAX_RECORD_SIZE, 45 + _ct.MAX_HEADER_SIZE + _ct.MAX_BODY_AREA)
+MAX_CONTAINER_FILE = 45 + _ct.MAX_HEADER_SIZE + _ct.MAX_BODY_AREA
+MAX_RECORD_FILE = max(MAX_RECORD_SIZE, MAX_CONTAINER_FILE)
+#: a pack (packs/xx/<id>) is a container too: writers fill it up to pack_target (16 MiB) of
+#: bodies plus its header, so it is bounded by MAX_CONTAINER_FILE, not by the control limit
 
 
 def stored_size_limit(path: str) -> int:
@@ -39,6 +42,8 @@ def stored_size_limit(path: str) -> int:
         return MAX_CHUNK_FILE
     if parts[0] == SNAPSHOTS:
         return MAX_MANIFEST_FILE
+    if parts[0] == PACKS:
+        return MAX_CONTAINER_FILE
     if parts[0] == RUNS and len(parts) == 3 and parse_seq_name(parts[2]) is not None:
         return MAX_RECORD_FILE
     return MAX_CONTROL_SIZE
