@@ -36,6 +36,20 @@ hypothesis.settings.load_profile("ckptfs")
 DEFAULT_LAYOUT = os.environ.get("CKPTFS_TEST_LAYOUT", "1")
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _module_layout(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The same pin for the module-scoped fixtures of a module (stores built once per module):
+    autouse fixtures of a scope run before its other fixtures."""
+    mark = request.node.get_closest_marker("layout")
+    before = os.environ.get("CKPTFS_FORMAT_VERSION")
+    os.environ["CKPTFS_FORMAT_VERSION"] = str(mark.args[0]) if mark is not None else DEFAULT_LAYOUT
+    yield
+    if before is None:
+        os.environ.pop("CKPTFS_FORMAT_VERSION", None)
+    else:
+        os.environ["CKPTFS_FORMAT_VERSION"] = before
+
+
 @pytest.fixture(autouse=True)
 def _layout(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Pin the layout of the stores a test creates (in-process and in subprocesses)."""

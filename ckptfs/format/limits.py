@@ -8,7 +8,7 @@ chunk list that repeats one 16 MiB chunk can name gigabytes with a small manifes
 from __future__ import annotations
 
 from ckptfs.format.lifecycle import MAX_CONTROL_SIZE
-from ckptfs.format.models import MAX_CHUNK_SIZE, MAX_CONFIG_SIZE, MAX_MANIFEST_SIZE, MAX_RECORD_SIZE
+from ckptfs.format.models import MAX_CHUNK_SIZE, MAX_CONFIG_SIZE, MAX_MANIFEST_SIZE
 from ckptfs.format.containers import MAX_FORWARD_SIZE, MAX_PACK_FILE, MAX_RECORD_FILE
 from ckptfs.format.names import CHUNKS, CONFIG_PATH, MOVED, PACKS, RUNS, SNAPSHOTS, parse_seq_name
 
@@ -20,6 +20,9 @@ MAX_VALUE_SIZE = 64 * 1024 * 1024
 FRAMING_MARGIN = 1024 * 1024
 MAX_CHUNK_FILE = MAX_CHUNK_SIZE + FRAMING_MARGIN
 MAX_MANIFEST_FILE = MAX_MANIFEST_SIZE + FRAMING_MARGIN
+#: v2 containers at a run record's path, under packs/ and forwards under moved/ have bounds of
+#: their own (ckptfs.format.containers; spec/v2.md 3): a v1 record's 64 KiB is enforced when a
+#: file is parsed as one (``RunRecord.from_bytes``), since the path does not say the layout
 
 
 def stored_size_limit(path: str) -> int:
