@@ -32,7 +32,7 @@ from ckptfs.ops.retention import forget_snapshots
 from ckptfs.runtime.migrations import Migrations
 from ckptfs.store.lifecycle import write_retired
 from conformance.gen_commit import commit_vectors, reproducible_nonces
-from conformance import gen_hostile
+from conformance import gen_hostile, gen_spec16
 from conformance.gen_leases import lease_vectors
 from conformance.render import canonical_json, render_store, symbolic, tagged
 
@@ -92,7 +92,7 @@ def digests(g: Gen) -> None:
            "parse-short": good[:-1], "parse-no-prefix-colon": good.replace(":", "")}
     for name, text in bad.items():
         g.vector("digest", name, "not a digest text (format.md 3.3): reject",
-                 ["parse-digest", text], {"error": "corrupt"}, ["digest"])
+                 ["parse-digest", text], {"error": "path"}, ["digest"])
 
 
 def _hexs(*parts: str) -> str:
@@ -1384,6 +1384,7 @@ def generate(out: Path = OUT) -> dict[str, int]:
     gen_hostile.depth_vectors(g)
     framing_vectors(g)
     chunker_vectors(g)
+    gen_spec16.primitive_vectors(g)  # issue 16: rules the spec left to guesses
     valid_stores(g)
     commit_vectors(g)  # conformance/gen_commit.py: record nonces
     gen_hostile.depth_valid_store(g, content_entry, manifest_map, commit_raw, init_store, NOW)
@@ -1399,6 +1400,7 @@ def generate(out: Path = OUT) -> dict[str, int]:
     lifecycle_invalid_stores(g)
     from conformance.gen_limits import LIMITS_INVALID  # spec/format.md "Limits" (issue 13)
     invalid_stores(g, base, LIMITS_INVALID)
+    gen_spec16.vectors(g, base)  # issue 16: stores and lookups (conformance/gen_spec16.py)
     shutil.rmtree(base)
     writer_vectors(g)
     lease_vectors(g)

@@ -229,8 +229,7 @@ class Repository:
             raise NonCanonical(f"{e} (the record was edited or written by a broken writer)") from e
         except FormatError as e:
             raise CorruptSnapshot(f"{e} (the file may be truncated or edited)") from e
-        if rec.run != run_id or rec.seq != seq:
-            raise CorruptSnapshot(f"{what}: names run {rec.run!r} seq {rec.seq}, not its own path")
+        check_record_path(rec, run_id, seq, what)
         return rec
 
     def head(self, run_id: str) -> RunRecord | None:
@@ -306,8 +305,14 @@ class Repository:
             if rec.snapshot != d:
                 raise NotFound(f"snapshot {d} lost the race for run {m.run!r} seq {m.seq} "
                                f"to {rec.snapshot}; it was never committed")
+            self.check_record_size(d, rec)
             self._check_retained(m.run, m.seq)
         return Snapshot(d, m)
+
+    def check_record_size(self, d: Digest, rec: RunRecord) -> None:
+        """By id as by run (format.md 8.1, issue 16): the manifest is as long as its record
+        says (read again with that expected size; ``corrupt`` otherwise)."""
+        self.objects.get_manifest(d, rec.size)
 
     def _check_retained(self, run_id: str, seq: int) -> None:
         """ErasedError or NotFound when the record at ``seq`` is a stray in a retired range
@@ -390,3 +395,9 @@ class Repository:
 
 def _is_hex(s: str) -> bool:
     return bool(s) and all(c in "0123456789abcdef" for c in s)
+
+
+def check_record_path(rec: RunRecord, run_id: str, seq: int, what: str) -> None:
+    """A record names the run and seq of its own path (format.md 8.1), else ``corrupt``."""
+    if rec.run != run_id or rec.seq != seq:
+        raise CorruptSnapshot(f"{what}: names run {rec.run!r} seq {rec.seq}, not its own path")
