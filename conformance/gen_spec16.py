@@ -388,4 +388,33 @@ def vectors(g: Any, base: Path) -> None:
     lookup_vectors(g, base)
 
 
-__all__ = ["primitive_vectors", "vectors", "invalid_cases", "VALID"]
+__all__ = ["primitive_vectors", "vectors", "invalid_cases", "VALID", "WRITER_CASES"]
+
+
+# -- writer cases ------------------------------------------------------------------------------
+def _list_append_case() -> dict[str, Any]:
+    """A list of 14 items (chunked), then 36 commits each appending one 9-byte item (every 16
+    such pieces merge into one), resumed in the middle (the resumed writer derives the sealed
+    chunks from the list), then one append of three large items (cut as fresh content)."""
+    G = _g()
+    steps: list[dict[str, Any]] = [{"op": "start", "run": "r1", "time": G.T0,
+                                    "schema": {"name": "s", "version": 1}}]
+    items = [G.prng(f"item{j}", 75).hex() for j in range(14)]
+    for i in range(38):
+        if i == 20:
+            steps.append({"op": "resume", "run": "r1", "time": G.T0 + 99})
+        if 1 <= i <= 36:
+            items.append(G.prng(f"tiny{i}", 4).hex())
+        elif i == 37:
+            items += [G.prng(f"large{k}", 75).hex() for k in range(3)]
+        steps.append(G._cp("r1", G.T0 + 100 + i, {"log": G._v(list(items))}))
+    return {"chunker": G.SMALL_CBOR, "steps": steps}
+
+
+WRITER_CASES: dict[str, tuple[str, bool, list[str], dict[str, Any]]] = {
+    "list-append-tiered": ("format.md 10 'Appending to a list': a list grown by one small item "
+                           "per commit (pieces merge by 16), resumed in the middle, then by "
+                           "three large items; the -exact variant pins the chunk lists of the "
+                           "reference profile", True, ["writer"],
+                           _list_append_case()),
+}

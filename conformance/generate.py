@@ -32,7 +32,7 @@ from ckptfs.ops.retention import forget_snapshots
 from ckptfs.runtime.migrations import Migrations
 from ckptfs.store.lifecycle import write_retired
 from conformance.gen_commit import commit_vectors, reproducible_nonces
-from conformance import gen_hostile, gen_spec16
+from conformance import gen_hostile
 from conformance.gen_leases import lease_vectors
 from conformance.render import canonical_json, render_store, symbolic, tagged
 
@@ -1346,10 +1346,11 @@ def writer_vectors(g: Gen) -> None:
     from conformance.adapters.ckptfs_adapter import write_case
 
     tmp = g.out / "_tmp"
-    from conformance import gen_ledger_lease
+    from conformance import gen_ledger_lease, gen_spec16
 
     for name, (desc, exact, requires, case) in {**WRITER_CASES,
-                                                **gen_ledger_lease.WRITER_CASES}.items():
+                                                **gen_ledger_lease.WRITER_CASES,
+                                                **gen_spec16.WRITER_CASES}.items():
         case = dict(case, writer=WRITER)
         case_path = tmp / f"{name}.json"
         case_path.parent.mkdir(parents=True, exist_ok=True)
@@ -1375,7 +1376,7 @@ def generate(out: Path = OUT) -> dict[str, int]:
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    from conformance import gen_ledger_lease
+    from conformance import gen_ledger_lease, gen_spec16  # they import this module
 
     gen_ledger_lease.fix_owner()  # effect intents name a fixed owner (spec/ledger.md 4.1)
     g = Gen(out)

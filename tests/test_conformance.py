@@ -84,6 +84,7 @@ LIFECYCLE_BREAKS = {
     "ignore-tombstones": {
         "store-valid/lifecycle-run-erased", "store-valid/lifecycle-snapshot-erased",
         "store-valid/lifecycle-erase-interrupted", "lookup/lifecycle-gone",
+        "store-valid/lifecycle-tombstone-without-fence",
         "lookup/lifecycle-gone-at-1", "lookup/lifecycle-part-at-2", "lookup/lifecycle-halted",
         "lookup/lifecycle-halted-at-1", "lookup/lifecycle-by-id-halted",
         "store-invalid/lifecycle-snapshot-tombstone-truncated",
