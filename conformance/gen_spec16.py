@@ -166,6 +166,14 @@ def _rec(key: str, status: str, **kw: Any) -> dict[str, Any]:
     return {k: v for k, v in r.items() if v is not ...}
 
 
+#: an entry name of exactly 255 bytes (two segments of 127 and a "/"; a segment may be 128)
+_NAME_255 = "a" * 127 + "/" + "b" * 127
+
+
+def _blob(p: Path, **kw: Any) -> dict[str, Any]:
+    return dict(_g().content_entry(p, "blob", b"abc"), **kw)
+
+
 def invalid_cases() -> dict[str, tuple[str, str, Damage]]:
     G = _g()
     err = {"type": "E", "message": "m"}
@@ -194,6 +202,38 @@ def invalid_cases() -> dict[str, tuple[str, str, Damage]]:
                                    "characters", lambda p: G._with_entry(p, "v", dict(
                                        G.content_entry(p, "value", b"\x01", encoding="cbor"),
                                        labels={"a": "x" * 1025}))),
+        # other reader MUSTs of format.md 3.3, 6 and 7 that no vector tested
+        "entry-name-dash-segment": ("corrupt", "format.md 3.3: an entry name segment starting "
+                                    "with '-'", lambda p: G._with_entry(p, "a/-b", _blob(p))),
+        "entry-name-256-bytes": ("corrupt", "format.md 3.3: an entry name of 256 bytes",
+                                 lambda p: G._with_entry(p, _NAME_255 + "b", _blob(p))),
+        "ref-uri-empty": ("corrupt", "format.md 6.2: an empty URI",
+                          lambda p: G._with_entry(p, "r", {"kind": "ref", "uri": ""})),
+        "ref-uri-4097": ("corrupt", "format.md 6.2: a URI of 4097 characters",
+                         lambda p: G._with_entry(p, "r", {"kind": "ref", "uri": "x" * 4097})),
+        "ref-digest-null": ("corrupt", "format.md 6.2: an optional key is absent, never null",
+                            lambda p: G._with_entry(p, "r", {"kind": "ref", "uri": "x",
+                                                             "digest": None})),
+        "blob-type-empty": ("corrupt", "format.md 6.1: an empty media type",
+                            lambda p: G._with_entry(p, "b", _blob(p, type=""))),
+        "blob-type-256": ("corrupt", "format.md 6.1: a media type of 256 characters",
+                          lambda p: G._with_entry(p, "b", _blob(p, type="x" * 256))),
+        "entry-inline-and-chunks": ("corrupt", "format.md 6.1: both inline and chunks",
+                                    lambda p: G._with_entry(p, "b", _blob(p, chunks=[]))),
+        "entry-no-content": ("corrupt", "format.md 6.1: neither inline nor chunks",
+                             lambda p: G._with_entry(p, "b", {k: v for k, v in _blob(p).items()
+                                                              if k != "inline"})),
+        "value-type-mismatch": ("corrupt", "format.md 6.1: a cbor value typed "
+                                "application/cbor-seq", lambda p: G._with_entry(p, "v", dict(
+                                    G.content_entry(p, "value", b"\x01", encoding="cbor"),
+                                    type="application/cbor-seq"))),
+        "manifest-boundary-uppercase": ("corrupt", "format.md 3.3: boundary 'Step'",
+                                        _manifest(boundary="Step")),
+        "manifest-attempt-zero": ("corrupt", "format.md 7: attempt 0", _manifest(attempt=0)),
+        "manifest-labels-null": ("corrupt", "format.md 7: labels is a map (may be empty), not "
+                                 "null", _manifest(labels=None)),
+        "schema-name-empty": ("corrupt", "format.md 7: an empty schema name",
+                              _manifest(schema={"name": "", "version": 1})),
         # folders where files belong (format.md 9.2)
         "chunk-is-folder": ("storage", "format.md 9.2: a folder where a chunk file belongs",
                             _is_folder(lambda p: G._entry_chunk(p, "big"))),
@@ -304,6 +344,16 @@ def _label_limits(p: Path) -> list[str]:
     return []
 
 
+def _name_limits(p: Path) -> list[str]:
+    G = _g()
+    _, m, _ = G._head_manifest(p)
+    m["entries"][_NAME_255] = _blob(p, type="x/" + "y" * 253)
+    m["entries"]["uri"] = {"kind": "ref", "uri": "\u00e9" * 4096}
+    m["boundary"] = "b" + "0" * 63
+    G._recommit(p, m)
+    return []
+
+
 def _tombstone_without_fence(p: Path) -> list[str]:
     """tombstones/r2.cbor (erasing) with no retired marker: visibility is the markers'."""
     stone = {"run": "r2", "seq": None, "reason": "asked", "requested": _g().T0,
@@ -331,6 +381,8 @@ VALID: dict[str, tuple[str, Callable[[Path], list[str]]]] = {
                           _schema_extra),
     "label-limits": ("format.md 3.3: a label key of 128 characters and a value of 1024 "
                      "(2048 bytes of UTF-8), and an empty value", _label_limits),
+    "name-limits": ("format.md 3.3, 6: an entry name of 255 bytes, a media type of 255 "
+                    "characters, a URI of 4096 (8192 bytes), a boundary of 64", _name_limits),
     "lifecycle-tombstone-without-fence": ("retention.md 5: a run tombstone without a fence (no "
                                           "conforming erase leaves one): visibility is decided "
                                           "by retired markers, so the run is served and the "
