@@ -39,7 +39,8 @@ SPEC16_BREAKS = ("by-id-skip-record-size", "skip-record-path", "skip-chunk-diges
                  "check-content-canonical", "keep-nan-payload", "seq-names-unbounded",
                  "digest-text-corrupt", "lenient-ledger-fields", "open-ledger-maps",
                  "tombstone-hides-run", "check-record-created", "strict-schema-keys",
-                 "chunker-before-required", "expiry-before-required", "folder-is-missing")
+                 "chunker-before-required", "expiry-before-required", "folder-is-missing",
+                 "request-of-last-record")
 BREAKS += SPEC16_BREAKS
 
 
@@ -232,6 +233,15 @@ def _break_spec16(rule: str) -> None:
             finally:
                 _EXPIRED["now"] = False
         setattr(models.Manifest, "from_cbor", classmethod(manifest2))
+    elif rule == "request-of-last-record":  # the fold shows the last record's request
+        import attrs
+
+        fold = ledger.fold
+
+        def last_request(effect: Any, r: Any, *, what: str = "ledger") -> Any:
+            out = fold(effect, r, what=what)
+            return attrs.evolve(out, request=r.request) if r.request is not None else out
+        setattr(ledger, "fold", last_request)
     elif rule == "folder-is-missing":  # a folder where a file belongs read as absent
         from ckptfs.errors import StorageError
         from ckptfs.storage import local
