@@ -606,19 +606,11 @@ def _ambiguous(d: Path, new_store: Any, ids: dict[str, Digest]) -> None:
     r = s.start_run("amb")
     targets = {x.raw[:3] for x in ids.values()}
     seen: dict[str, Any] = {}
-    real = Manifest.to_bytes
-
-    def capture(m: Manifest) -> bytes:
-        data = real(m)
-        seen["data"] = data
-        return data
-
-    setattr(Manifest, "to_bytes", capture)
-    try:  # the bytes of the manifest with salt 00000000 (then committed for real below)
-        r2 = s.start_run("amb-probe")
-        r2.checkpoint({"k": 1}, labels={"salt": "00000000"})
-    finally:
-        setattr(Manifest, "to_bytes", real)
+    # the bytes of the manifest with salt 00000000 (then committed for real below), as the
+    # probe's record carries them
+    r2 = s.start_run("amb-probe")
+    r2.checkpoint({"k": 1}, labels={"salt": "00000000"})
+    seen["data"] = s.repo.record("amb-probe", 1).manifest
     shutil.rmtree(d / "runs" / "amb-probe")
     template = seen["data"].replace(b"\x69amb-probe", b"\x63amb")
     at = template.index(b"00000000")

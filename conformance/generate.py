@@ -93,7 +93,7 @@ def digests(g: Gen) -> None:
            "parse-short": good[:-1], "parse-no-prefix-colon": good.replace(":", "")}
     for name, text in bad.items():
         g.vector("digest", name, "not a digest text (format.md 3.3): reject",
-                 ["parse-digest", text], {"error": "corrupt"}, ["digest"])
+                 ["parse-digest", text], {"error": "path"}, ["digest"])
 
 
 def _hexs(*parts: str) -> str:
@@ -1348,10 +1348,11 @@ def writer_vectors(g: Gen) -> None:
     from conformance.adapters.ckptfs_adapter import write_case
 
     tmp = g.out / "_tmp"
-    from conformance import gen_ledger_lease
+    from conformance import gen_ledger_lease, gen_spec16
 
     for name, (desc, exact, requires, case) in {**WRITER_CASES,
-                                                **gen_ledger_lease.WRITER_CASES}.items():
+                                                **gen_ledger_lease.WRITER_CASES,
+                                                **gen_spec16.WRITER_CASES}.items():
         case = dict(case, writer=WRITER)
         case_path = tmp / f"{name}.json"
         case_path.parent.mkdir(parents=True, exist_ok=True)
@@ -1391,7 +1392,7 @@ def _generate(out: Path) -> dict[str, int]:
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    from conformance import gen_ledger_lease
+    from conformance import gen_ledger_lease, gen_spec16  # they import this module
 
     gen_ledger_lease.fix_owner()  # effect intents name a fixed owner (spec/ledger.md 4.1)
     g = Gen(out)
@@ -1400,6 +1401,7 @@ def _generate(out: Path) -> dict[str, int]:
     gen_hostile.depth_vectors(g)
     framing_vectors(g)
     chunker_vectors(g)
+    gen_spec16.primitive_vectors(g)  # issue 16: rules the spec left to guesses
     valid_stores(g)
     commit_vectors(g)  # conformance/gen_commit.py: record nonces
     gen_hostile.depth_valid_store(g, content_entry, manifest_map, commit_raw, init_store, NOW)
@@ -1415,6 +1417,7 @@ def _generate(out: Path) -> dict[str, int]:
     lifecycle_invalid_stores(g)
     from conformance.gen_limits import LIMITS_INVALID  # spec/format.md "Limits" (issue 13)
     invalid_stores(g, base, LIMITS_INVALID)
+    gen_spec16.vectors(g, base)  # issue 16: stores and lookups (conformance/gen_spec16.py)
     shutil.rmtree(base)
     writer_vectors(g)
     lease_vectors(g)

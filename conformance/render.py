@@ -33,8 +33,8 @@ def tagged(v: Any) -> Any:
         return v
     if isinstance(v, int):
         return v if -SAFE_INT < v < SAFE_INT else {"$int": str(v)}
-    if isinstance(v, float):
-        return {"$float": struct.pack(">d", v).hex()}
+    if isinstance(v, float):  # every NaN is one value: payload and sign are not data (5.1)
+        return {"$float": "7ff8000000000000" if v != v else struct.pack(">d", v).hex()}
     if isinstance(v, bytes):
         return {"$bytes": v.hex()}
     if isinstance(v, list):

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ckptfs.errors import FormatError
+from ckptfs.errors import FormatError, InvalidName
 from ckptfs.format.digest import Digest, hasher
 
 
@@ -39,7 +39,8 @@ def test_known_vector() -> None:
     " blake3:" + "0" * 64, "blake3:" + "g" * 64, "blake3: " + "0" * 63,
 ])
 def test_parse_refuses_anything_but_the_text_form(text: str) -> None:
-    with pytest.raises(FormatError):
+    # a caller's text that is no digest is a bad name (`path`, format.md 3.3; issue 16)
+    with pytest.raises(InvalidName):
         Digest.parse(text)
 
 

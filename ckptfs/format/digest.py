@@ -8,7 +8,7 @@ from typing import Any
 import attrs
 import blake3
 
-from ckptfs.errors import FormatError
+from ckptfs.errors import FormatError, InvalidName
 
 ALGORITHM = "blake3"
 DIGEST_SIZE = 32
@@ -47,10 +47,11 @@ class Digest:
 
     @classmethod
     def parse(cls, text: str) -> Digest:
-        """Parse ``blake3:<hex>``; a bare 64-hex string is accepted too."""
+        """Parse ``blake3:<hex>``; a bare 64-hex string is accepted too. Text that is neither is
+        a name the caller got wrong: ``InvalidName`` (category ``path``, spec/format.md 3.3)."""
         m = _TEXT.match(text) or re.match(r"^([0-9a-f]{64})\Z", text)
         if not m:
-            raise FormatError(
+            raise InvalidName(
                 f"not a digest: {text!r:.100}; expected 'blake3:' followed by 64 lowercase hex digits"
             )
         return cls(bytes.fromhex(m.group(1)))

@@ -85,9 +85,36 @@ def _inflate(body: memoryview, size: int, what: str) -> bytes:
                             "requires it); the object was not written by a conforming writer")
     if declared != size:
         raise CorruptObject(f"{what}: zstd frame declares {declared} bytes, expected {size}")
+    length = _frame_length(body, what)
+    if length > len(body):
+        raise CorruptObject(f"{what}: zstd frame is cut short")
+    if length != len(body):
+        raise CorruptObject(f"{what}: {len(body) - length} bytes after the zstd frame (the "
+                            "payload is exactly one frame, spec/format.md 4)")
     try:
         # the frame declares exactly ``size`` bytes (checked above), so this allocates no more
         out: bytes = _decompressor().decompress(body, max_output_size=size)
     except zstandard.ZstdError as e:
         raise CorruptObject(f"{what}: zstd data is damaged ({e})") from e
     return out
+
+
+def _frame_length(body: memoryview, what: str) -> int:
+    """The length of the zstd frame at the start of ``body`` (RFC 8878 3.1.1: its header, its
+    blocks up to the last one, and the optional 4-byte checksum), from the block headers alone:
+    no inflating. Bytes after it are not part of the object."""
+    try:
+        pos = zstandard.frame_header_size(body)
+    except zstandard.ZstdError as e:
+        raise CorruptObject(f"{what}: zstd frame header is damaged ({e})") from e
+    checksum = 4 if len(body) > 4 and body[4] & 0x04 else 0  # Content_Checksum_flag
+    while True:
+        if pos + 3 > len(body):
+            raise CorruptObject(f"{what}: zstd frame is cut short")
+        header = int.from_bytes(body[pos:pos + 3], "little")
+        kind, n = (header >> 1) & 3, header >> 3
+        if kind == 3:
+            raise CorruptObject(f"{what}: zstd frame has a reserved block type")
+        pos += 3 + (1 if kind == 1 else n)  # an RLE block holds one byte
+        if header & 1:  # Last_Block
+            return pos + checksum

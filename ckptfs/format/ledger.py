@@ -118,11 +118,24 @@ class Record:
             raise FormatError(f"{what}: 'via' must be one of {', '.join(VIAS)}")
         if via is not None and status == "intended":
             raise FormatError(f"{what}: an intended record has no 'via'")
+        check_record_fields(m, kind, status, what)
         owner, deadline = _lease(m, what, kind=kind, status=status, at=at)
         return cls(key=key, kind=kind, name=_text(m, "name", what, MAX_NAME), args=Digest(args),
                    status=status, at=at, attempt=attempt, result=m.get("result"),
                    result_content=result_content, error=error, request=m.get("request"),
                    via=via, owner=owner, deadline=deadline)
+
+
+def check_record_fields(m: Mapping[str, Any], kind: str, status: str, what: str) -> None:
+    """Fields a record MUST carry or MUST NOT (ledger.md 1, issue 16): a completed record has
+    ``result`` or ``result_content``, a settling record ``via``, and only approvals a
+    ``request``."""
+    if status == "completed" and "result" not in m and "result_content" not in m:
+        raise FormatError(f"{what}: a completed record carries 'result' or 'result_content'")
+    if status != "intended" and m.get("via") is None:
+        raise FormatError(f"{what}: a {status} record says how it became known ('via')")
+    if "request" in m and kind != "approval":
+        raise FormatError(f"{what}: only an approval record carries a 'request'")
 
 
 def _lease(m: Mapping[str, Any], what: str, *, kind: str, status: str, at: int

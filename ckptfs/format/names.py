@@ -85,9 +85,9 @@ def seq_name(seq: int) -> str:
 
 def parse_seq_name(name: str) -> int | None:
     """The sequence number a run-record file name stands for, or None if it is not one."""
-    if len(name) == SEQ_WIDTH and name.isascii() and name.isdigit():
+    if len(name) == SEQ_WIDTH and name.isascii() and name.isdigit() and int(name) < 1 << 64:
         return int(name)
-    return None
+    return None  # 20 digits above 2^64-1 stand for no seq (spec/format.md 3.1, issue 16)
 
 
 def chunk_path(d: Digest) -> str:

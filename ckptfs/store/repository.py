@@ -256,8 +256,7 @@ class Repository:
             raise (self.erased(run_id, seq) or self.erased(run_id) or NotFound(
                 f"run {run_id!r} has no snapshot with sequence number {seq}")) from None
         rec, container = parse_record(data, what=what)
-        if rec.run != run_id or rec.seq != seq:
-            raise CorruptSnapshot(f"{what}: names run {rec.run!r} seq {rec.seq}, not its own path")
+        check_record_path(rec, run_id, seq, what)
         if container is not None:
             self.objects.locations.learn(container, RecordRef(run_id, seq))
             self._ids[rec.snapshot] = (run_id, seq)
@@ -413,6 +412,7 @@ class Repository:
             if rec.snapshot != d:
                 raise NotFound(f"snapshot {d} lost the race for run {m.run!r} seq {m.seq} "
                                f"to {rec.snapshot}; it was never committed")
+            self.check_record_size(d, rec)
             self._check_retained(m.run, m.seq)
         return Snapshot(d, m)
 
@@ -452,6 +452,11 @@ class Repository:
                 if got is not None and got.hex.startswith(prefix):
                     out.add(got)
         return sorted(out)
+
+    def check_record_size(self, d: Digest, rec: RunRecord) -> None:
+        """By id as by run (format.md 8.1, issue 16): the manifest is as long as its record
+        says (read again with that expected size; ``corrupt`` otherwise)."""
+        self.objects.get_manifest(d, rec.size)
 
     def _check_retained(self, run_id: str, seq: int) -> None:
         """ErasedError or NotFound when the record at ``seq`` is a stray in a retired range
@@ -549,3 +554,9 @@ class Repository:
 
 def _is_hex(s: str) -> bool:
     return bool(s) and all(c in "0123456789abcdef" for c in s)
+
+
+def check_record_path(rec: RunRecord, run_id: str, seq: int, what: str) -> None:
+    """A record names the run and seq of its own path (format.md 8.1), else ``corrupt``."""
+    if rec.run != run_id or rec.seq != seq:
+        raise CorruptSnapshot(f"{what}: names run {rec.run!r} seq {rec.seq}, not its own path")

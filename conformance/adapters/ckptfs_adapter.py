@@ -6,6 +6,9 @@ and stdout, or many requests at once with ``batch`` (one JSON request per stdin 
 records in retired ranges), ``ignore-tombstones`` (as if nothing had been erased),
 ``ignore-expiry-overrides`` (only the manifest's ``expires`` counts), ``ignore-lease-deadline``
 (an effect intent's lease never runs: every intent is in doubt at once, as in v1).
+
+Issue 16 added one rule per check it pinned (``SPEC16_BREAKS``, conformance/gen_spec16.py):
+each skips that check, or applies the other reading of a point the spec used to leave open.
 """
 
 from __future__ import annotations
@@ -28,10 +31,20 @@ from ckptfs.store import repository
 from conformance import render
 from conformance.render import canonical_json, render_ref, render_store, tagged, untagged
 
-BREAKS = ("accept-non-canonical", "skip-digests", "ignore-required", "ignore-retired",
-          "ignore-tombstones", "ignore-expiry-overrides", "ignore-lease-deadline",
-          *("v2-" + r for r in ("trust-head-hint", "skip-header-digest", "lenient-body-table",
-                                "no-forwards", "unbounded-forwards", "no-loose-fallback")))
+BREAKS: tuple[str, ...] = (
+    "accept-non-canonical", "skip-digests", "ignore-required", "ignore-retired",
+    "ignore-tombstones", "ignore-expiry-overrides", "ignore-lease-deadline",
+    *("v2-" + r for r in ("trust-head-hint", "skip-header-digest", "lenient-body-table",
+                          "no-forwards", "unbounded-forwards", "no-loose-fallback")))
+#: issue 16: one per rule it settled (skip the check, or read the point the other way)
+SPEC16_BREAKS = ("by-id-skip-record-size", "skip-record-path", "skip-chunk-digest",
+                 "skip-chunker-order", "skip-label-rules", "allow-after-zstd-frame",
+                 "check-content-canonical", "keep-nan-payload", "seq-names-unbounded",
+                 "digest-text-corrupt", "lenient-ledger-fields", "open-ledger-maps",
+                 "tombstone-hides-run", "check-record-created", "strict-schema-keys",
+                 "chunker-before-required", "expiry-before-required", "folder-is-missing",
+                 "request-of-last-record")
+BREAKS += SPEC16_BREAKS
 
 
 def apply_break(rule: str) -> None:
@@ -61,6 +74,8 @@ def apply_break(rule: str) -> None:
         setattr(Effect, "running", lambda self, now: False)
     elif rule.startswith("v2-"):
         _break_v2(rule[3:])
+    elif rule in SPEC16_BREAKS:
+        _break_spec16(rule)
     else:
         raise SystemExit(f"unknown --break rule {rule!r}; known: {', '.join(BREAKS)}")
 
@@ -116,6 +131,191 @@ def _or_none(f: Callable[[], Any]) -> Any:
         return f()
     except Exception:
         return None
+def _break_spec16(rule: str) -> None:
+    """The issue-16 rules (see SPEC16_BREAKS)."""
+    import struct
+
+    from ckptfs.errors import CorruptSnapshot, FormatError, MissingObject, UnsupportedFeature
+    from ckptfs.format import ledger
+    from ckptfs.format.lifecycle import FENCE_ALL, Retired
+    from ckptfs.format.models import RunRecord, StoreConfig
+    from ckptfs.store import entries, lifecycle, objects
+
+    if rule == "by-id-skip-record-size":
+        setattr(repository.Repository, "check_record_size", lambda self, d, rec: None)
+    elif rule == "skip-record-path":
+        setattr(repository, "check_record_path", lambda rec, run_id, seq, what: None)
+    elif rule == "skip-chunk-digest":  # the whole-content digest is still checked
+        def check_chunk(ref: Any, stored: bytes | None, *, where: str) -> bytes:
+            if stored is None:
+                raise MissingObject(f"{where}: chunk missing")
+            return framing.unframe(stored, ref.size, what=where)
+        for module in (objects, entries):
+            if hasattr(module, "check_chunk"):
+                setattr(module, "check_chunk", check_chunk)
+    elif rule == "skip-chunker-order":  # each size in its range, but not min <= avg <= max
+        def post_init(self: ChunkerParams) -> None:
+            if self.algorithm != "fastcdc-2020":
+                raise UnsupportedFeature(f"unknown chunker algorithm {self.algorithm!r}")
+            if not (64 <= self.min_size <= 1 << 20 and 256 <= self.avg_size <= 1 << 22
+                    and 1024 <= self.max_size <= 1 << 24 and self.normalization in range(4)):
+                raise FormatError("chunker sizes out of range")
+        setattr(ChunkerParams, "__attrs_post_init__", post_init)
+    elif rule == "skip-label-rules":
+        setattr(models, "_labels", lambda v, what: dict(v or {}))
+    elif rule == "allow-after-zstd-frame":
+        setattr(framing, "_frame_length", lambda body, what: len(body))
+    elif rule == "check-content-canonical":
+        strict = cbor.decode
+
+        def canonical(data: Any, *, what: str, allow_bignum: bool = False,
+                      check_canonical: bool = True) -> Any:
+            return strict(data, what=what, allow_bignum=allow_bignum, check_canonical=True)
+        cbor.decode = canonical
+    elif rule == "keep-nan-payload":
+        def raw_tagged(v: Any) -> Any:
+            if isinstance(v, float):
+                return {"$float": struct.pack(">d", v).hex()}
+            if isinstance(v, list):
+                return [raw_tagged(x) for x in v]
+            if isinstance(v, dict):
+                return {("$" + k if k.startswith("$") else k): raw_tagged(x)
+                        for k, x in v.items()}
+            return orig_tagged(v)
+        orig_tagged = render.tagged
+        setattr(render, "tagged", raw_tagged)
+        globals()["tagged"] = raw_tagged
+    elif rule == "seq-names-unbounded":
+        from ckptfs.format import names
+
+        def unbounded(name: str) -> int | None:
+            return int(name) if len(name) == 20 and name.isascii() and name.isdigit() else None
+        for module in (names, repository, lifecycle):
+            if hasattr(module, "parse_seq_name"):
+                setattr(module, "parse_seq_name", unbounded)
+    elif rule == "digest-text-corrupt":
+        orig_parse = Digest.parse.__func__  # type: ignore[attr-defined]
+
+        def parse(cls: type[Digest], text: str) -> Digest:
+            try:
+                return orig_parse(cls, text)  # type: ignore[no-any-return]
+            except CkptfsError as e:
+                raise FormatError(str(e)) from e
+        setattr(Digest, "parse", classmethod(parse))
+    elif rule == "lenient-ledger-fields":
+        setattr(ledger, "check_record_fields", lambda m, kind, status, what: None)
+    elif rule == "open-ledger-maps":  # unknown keys in ledger-ref and error ignored
+        ref_from = ledger.LedgerRef.from_cbor.__func__  # type: ignore[attr-defined]
+        rec_from = ledger.Record.from_cbor.__func__  # type: ignore[attr-defined]
+        known = {"count", "size", "digest", "chunks", "inline"}
+
+        def ref_cbor(cls: Any, m: Any, *, what: str = "manifest ledger") -> Any:
+            return ref_from(cls, {k: v for k, v in m.items() if k in known}
+                            if isinstance(m, dict) else m, what=what)
+
+        def rec_cbor(cls: Any, m: Any, *, what: str = "ledger record") -> Any:
+            if isinstance(m, dict) and isinstance(m.get("error"), dict):
+                m = dict(m, error={k: v for k, v in m["error"].items()
+                                   if k in ("type", "message")})
+            return rec_from(cls, m, what=what)
+        setattr(ledger.LedgerRef, "from_cbor", classmethod(ref_cbor))
+        setattr(ledger.Record, "from_cbor", classmethod(rec_cbor))
+        ledger_read = entries.read_ledger
+
+        def read_ledger(objs: Any, field: Any, *, where: str) -> Any:
+            if isinstance(field, dict):
+                field = {k: v for k, v in field.items() if k in known}
+            return ledger_read(objs, field, where=where)
+        for module in (entries, render):
+            setattr(module, "read_ledger", read_ledger)
+    elif rule == "tombstone-hides-run":  # a run tombstone hides every record (a fence)
+        read_retired = getattr(repository, "read_retired")
+
+        def retired(storage: Any, run_id: str) -> Any:
+            marker = read_retired(storage, run_id)
+            if marker is None and lifecycle.read_tombstone(storage, run_id) is not None:
+                return Retired(run=run_id, through=FENCE_ALL, kept=(), created=0)
+            return marker
+        setattr(repository, "read_retired", retired)
+    elif rule == "check-record-created":
+        recorded = repository.Repository._recorded
+
+        def checked(self: Any, rec: RunRecord) -> Any:
+            snap = recorded(self, rec)
+            if snap.manifest.created != rec.created:
+                raise CorruptSnapshot("record created is not the manifest's")
+            return snap
+        setattr(repository.Repository, "_recorded", checked)
+    elif rule == "strict-schema-keys":
+        man_from = models.Manifest.from_cbor.__func__  # type: ignore[attr-defined]
+
+        def manifest(cls: Any, m: Any, *, what: str = "manifest") -> Any:
+            if isinstance(m, dict) and isinstance(m.get("schema"), dict) \
+                    and set(m["schema"]) != {"name", "version"}:
+                raise FormatError(f"{what}: schema has exactly name and version")
+            return man_from(cls, m, what=what)
+        setattr(models.Manifest, "from_cbor", classmethod(manifest))
+    elif rule == "chunker-before-required":  # validity of the chunker checked first
+        cfg_from = StoreConfig.from_bytes.__func__  # type: ignore[attr-defined]
+
+        def config(cls: Any, data: bytes, *, what: str = "store config") -> Any:
+            import cbor2
+
+            try:
+                m = cbor2.loads(data)
+            except Exception:
+                m = None
+            if isinstance(m, dict) and isinstance(m.get("chunker"), dict):
+                c = m["chunker"]
+                if all(type(c.get(k)) is int for k in ("min", "avg", "max")) \
+                        and not c["min"] <= c["avg"] <= c["max"]:
+                    raise FormatError(f"{what}: chunker min <= avg <= max")
+            return cfg_from(cls, data, what=what)
+        setattr(StoreConfig, "from_bytes", classmethod(config))
+    elif rule == "expiry-before-required":  # an expired snapshot is not looked into further
+        check = models.check_features
+
+        def features(required: Any, what: str) -> tuple[str, ...]:
+            return () if _EXPIRED.get("now") else check(required, what)
+        setattr(models, "check_features", features)
+        man_from2 = models.Manifest.from_cbor.__func__  # type: ignore[attr-defined]
+
+        def manifest2(cls: Any, m: Any, *, what: str = "manifest") -> Any:
+            now = _EXPIRED.get("clock", 0)
+            _EXPIRED["now"] = isinstance(m, dict) and isinstance(m.get("expires"), int) \
+                and m["expires"] <= now
+            try:
+                return man_from2(cls, m, what=what)
+            finally:
+                _EXPIRED["now"] = False
+        setattr(models.Manifest, "from_cbor", classmethod(manifest2))
+    elif rule == "request-of-last-record":  # the fold shows the last record's request
+        import attrs
+
+        fold = ledger.fold
+
+        def last_request(effect: Any, r: Any, *, what: str = "ledger") -> Any:
+            out = fold(effect, r, what=what)
+            return attrs.evolve(out, request=r.request) if r.request is not None else out
+        setattr(ledger, "fold", last_request)
+    elif rule == "folder-is-missing":  # a folder where a file belongs read as absent
+        from ckptfs.errors import StorageError
+        from ckptfs.storage import local
+
+        read = local.LocalStorage.read
+
+        def lenient_read(self: Any, path: str, *a: Any, **kw: Any) -> Any:
+            try:
+                return read(self, path, *a, **kw)
+            except StorageError as e:
+                if "folder" in str(e):
+                    raise FileNotFoundError(path) from e
+                raise
+        setattr(local.LocalStorage, "read", lenient_read)
+
+
+#: the reading time, for ``expiry-before-required``
+_EXPIRED: dict[str, Any] = {}
 
 
 class _Crash(BaseException):
@@ -251,8 +451,8 @@ def _typed_roundtrip(data: bytes, unknown: Literal["error", "raw"]) -> str:
 OPS: dict[str, Callable[..., str]] = {
     "digest": lambda f: Digest.of(_read(f)).text,
     "parse-digest": lambda text: Digest.parse(text).text,
-    "cbor-decode": lambda f: canonical_json(tagged(cbor.decode(_read(f), what="input"))),
-    "value-decode": lambda f: canonical_json(tagged(cbor.decode(
+    "cbor-decode": lambda f: canonical_json(render.tagged(cbor.decode(_read(f), what="input"))),
+    "value-decode": lambda f: canonical_json(render.tagged(cbor.decode(
         _read(f), what="value", allow_bignum=True, check_canonical=False))),
     "cbor-encode": lambda f: cbor.encode(untagged(json.loads(_read(f)))).hex(),
     "typed-roundtrip": lambda f: _typed_roundtrip(_read(f), "error"),
@@ -260,7 +460,8 @@ OPS: dict[str, Callable[..., str]] = {
     "unframe": lambda f, size: framing.unframe(_read(f), int(size), what="object").hex(),
     "cut": lambda mn, avg, mx, nc, f: json.dumps(cut_lengths(_read(f), ChunkerParams(
         min_size=int(mn), avg_size=int(avg), max_size=int(mx), normalization=int(nc)))),
-    "read": lambda store, now: canonical_json(render_store(store, int(now))),
+    "read": lambda store, now: (_EXPIRED.update(clock=int(now)),
+                                canonical_json(render_store(store, int(now))))[1],
     "snapshot": lambda store, now, ref: canonical_json(render_ref(store, ref, int(now))),
     "write": write_case,
     "lease": lambda f, now: _lease(_read(f), int(now)),
