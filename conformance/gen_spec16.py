@@ -259,15 +259,15 @@ def invalid_cases() -> dict[str, tuple[str, str, Damage]]:
                                             "required feature and chunker min > avg: required "
                                             "first", _cfg(required=["x-unknown"],
                                                           chunker=_chunker(min=300))),
-        "two-config-version-and-required": ("unsupported-version", "format.md 13.1: version 2 "
+        "two-config-version-and-required": ("unsupported-version", "format.md 13.1: version 3 "
                                             "and an unknown required feature: version first",
-                                            _cfg(version=2, required=["x-unknown"])),
+                                            _cfg(version=3, required=["x-unknown"])),
         "two-config-version-and-missing-key": ("unsupported-version", "format.md 13.1: version "
-                                               "2 without 'created': version before fields",
-                                               _cfg_without("created", version=2)),
+                                               "3 without 'created': version before fields",
+                                               _cfg_without("created", version=3)),
         "two-config-noncanonical-and-version": ("non-canonical", "format.md 13.1: keys out of "
-                                                "order and version 2: canonical form first",
-                                                _cfg_noncanonical(version=2)),
+                                                "order and version 3: canonical form first",
+                                                _cfg_noncanonical(version=3)),
         "two-manifest-format-and-required": ("unsupported-version", "format.md 13.1: manifest "
                                              "format 2 and an unknown required feature",
                                              _manifest(format=2, required=["x-unknown"])),
