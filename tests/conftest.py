@@ -33,7 +33,7 @@ hypothesis.settings.load_profile("ckptfs")
 
 #: the store layout new stores get in tests that do not choose one (``@pytest.mark.layout(N)``
 #: or the ``any_layout`` fixture); CKPTFS_TEST_LAYOUT overrides it for a whole run
-DEFAULT_LAYOUT = os.environ.get("CKPTFS_TEST_LAYOUT", "1")
+DEFAULT_LAYOUT = os.environ.get("CKPTFS_TEST_LAYOUT", "2")
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -280,6 +280,7 @@ HOSTILE_DOCS = st.builds(lambda p, v: (p, v), st.lists(st.integers(0, 50), min_s
 
 @settings(max_examples=fuzz_examples(200))
 @given(where=st.sampled_from(["manifest", "record", "config"]), change=HOSTILE_DOCS)
+@pytest.mark.layout(1)  # tampers with v1 manifest and record files
 def test_hostile_documents_in_place(sandbox: tuple[Path, Path, dict[str, Any]], where: str,
                                     change: tuple[list[int], Any]) -> None:
     """A hostile but well-formed document written where a real one is (manifest with a correct

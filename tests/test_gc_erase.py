@@ -23,6 +23,9 @@ from ckptfs.storage.local import LocalStorage
 from ckptfs.store.repository import Repository
 from tests.retention_helpers import CrashingStorage, InjectedCrash, age_tree, files_containing
 
+#: format v1 layout on purpose: its schedules count and age loose chunk and manifest files (v2 gc: tests/test_v2_layout.py, test_crash_points_ops.py)
+pytestmark = pytest.mark.layout(1)
+
 SHARED = "SHARED-PREFIX-CONTENT"
 SECRET = "ERASE-ME-7f3a9c"
 

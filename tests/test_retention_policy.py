@@ -97,12 +97,17 @@ def test_stale_writer_cannot_fill_a_forgotten_gap(store: ckptfs.Store) -> None:
     live.checkpoint({"i": 11})  # seq 5 is the head, seq 4 will be forgotten
     forget(store.repo, Policy(keep_last=1))
     assert store.repo.seqs("r") == [5]
-    with pytest.raises(ConflictError, match="retired"):
+    # v1: the record lands in the gap and is withdrawn; v2: the forgotten record is still
+    # there (a stray until gc), so the create itself fails
+    with pytest.raises(ConflictError, match="retired|another writer"):
         stale.checkpoint({"i": "stale"})
-    assert store.repo.record_seqs("r") == [5]  # the stale record was withdrawn
+    assert store.repo.seqs("r") == [5]
+    if store.repo.config.version < 2:
+        assert store.repo.record_seqs("r") == [5]  # the stale record was withdrawn
     assert store.read("r") == {"i": 11}
 
 
+@pytest.mark.layout(1)  # v2 gc also moves live bodies out
 def test_dry_run_changes_nothing_and_predicts_gc_bytes(store: ckptfs.Store) -> None:
     _fill(store, "r", 6)
     before = store.repo.seqs("r")
