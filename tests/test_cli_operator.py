@@ -163,6 +163,7 @@ def _files(root: Path) -> tuple[int, int]:
     return len(sizes), sum(sizes)
 
 
+@pytest.mark.layout(1)  # compares with loose v1 chunk files on disk
 def test_du_counts_ledger_chunks(tmp_path: Path) -> None:
     url = _effect_store(tmp_path)
     out = json.loads(cli("du", url, "--json").stdout)

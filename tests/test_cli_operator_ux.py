@@ -295,6 +295,7 @@ def test_du_and_gc_speak_human_units(tmp_path: Path) -> None:
     assert "0 expired snapshots, 0 stray records; would delete 0 manifests" in gc, gc
 
 
+@pytest.mark.layout(1)  # counts loose v1 objects gc frees
 def test_forget_summary_prune_and_when_space_is_free(tmp_path: Path) -> None:
     url = _store(tmp_path, runs=("a", "b"), steps=6)
     out = cli("forget", url, "--keep-last", "2", "--dry-run").stdout
@@ -316,6 +317,7 @@ def test_forget_summary_prune_and_when_space_is_free(tmp_path: Path) -> None:
     assert json.loads(cli("gc", url, "--grace", "0s", "--json").stdout)["bytes_freed"] > 0
 
 
+@pytest.mark.layout(1)  # deletes a loose v1 chunk file
 def test_verify_groups_a_problem_by_object(tmp_path: Path) -> None:
     url = str(tmp_path / "store")
     run = ckptfs.open_store(url).start_run("r")

@@ -31,11 +31,18 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
 def run(args: argparse.Namespace) -> int:
     from ckptfs.ops.inspect import run_log
 
-    store = human.open_existing(args.store)
+    import os
+
+    from ckptfs.cli.stores import STORE_ENV
+
+    if args.run_id is None and args.thread is None and os.environ.get(STORE_ENV):
+        # 'CKPTFS_STORE=... ckptfs log RUN': RUN is optional (--thread), so it parsed as STORE
+        args.store, args.run_id = os.environ[STORE_ENV], args.store
     if (args.run_id is None) == (args.thread is None):
-        print("ckptfs log: give RUN or --thread ID (a LangGraph thread id), one of the two",
-              file=sys.stderr)
+        print("ckptfs log: the following arguments are required: RUN (or --thread ID, a "
+              "LangGraph thread id; one of the two)", file=sys.stderr)
         return EXIT_USAGE
+    store = human.open_existing(args.store)
     run_id = args.run_id if args.thread is None else human.thread_run(store, args.thread, args.ns)
     log = run_log(store.repo, run_id, allow_expired=args.allow_expired)
     if args.latest is not None and args.latest < 1:
