@@ -136,9 +136,9 @@ def actor(url: str, name: str, program: str, sched: Scheduler, clock: Clock, wor
         store = ckptfs.open_store(url, clock=clock)
         real = store.repo.commit
 
-        def commit(manifest: Any, chunks: Any = None) -> Any:
+        def commit(manifest: Any, chunks: Any = None, **kw: Any) -> Any:
             sched.point(name, f"commit:{manifest.boundary}")
-            snap = real(manifest, chunks)
+            snap = real(manifest, chunks, **kw)
             if manifest.boundary == "before_effect":
                 out.intent_committed = True
             return snap

@@ -272,10 +272,10 @@ def test_a_call_is_not_started_when_its_intent_commit_outlasted_the_lease(url: s
     run = process(url, clock, owner="proc-a")
     real = run.store.repo.commit
 
-    def slow_commit(manifest: Any, chunks: Any = None) -> Any:
+    def slow_commit(manifest: Any, chunks: Any = None, **kw: Any) -> Any:
         if manifest.boundary == "before_effect":
             clock.t += 2000  # longer than the 1 s lease
-        return real(manifest, chunks)
+        return real(manifest, chunks, **kw)
 
     setattr(run.store.repo, "commit", slow_commit)
     calls: list[int] = []

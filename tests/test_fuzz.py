@@ -30,6 +30,10 @@ from ckptfs.format.names import record_path, snapshot_path
 from ckptfs.ops.verify import verify
 from tests.conftest import TALLY, fuzz_examples
 
+#: format v1 layout on purpose: its module-scoped sandbox store is tampered with at v1
+#: manifest and record paths (v2 containers: the conformance v2 vectors and fuzz-free tests)
+pytestmark = pytest.mark.layout(1)
+
 EVIL_NAMES = ["..", "../x", "a/../../etc/passwd", "/abs", "/etc/passwd", "a\x00b", "x" * 300,
               "a" * 129, "", ".", "./a", "a//b", "a\\b", "C:\\x", "\u202e", "runs", "-x",
               "~root", "a/", "é" * 100]
@@ -280,7 +284,6 @@ HOSTILE_DOCS = st.builds(lambda p, v: (p, v), st.lists(st.integers(0, 50), min_s
 
 @settings(max_examples=fuzz_examples(200))
 @given(where=st.sampled_from(["manifest", "record", "config"]), change=HOSTILE_DOCS)
-@pytest.mark.layout(1)  # tampers with v1 manifest and record files
 def test_hostile_documents_in_place(sandbox: tuple[Path, Path, dict[str, Any]], where: str,
                                     change: tuple[list[int], Any]) -> None:
     """A hostile but well-formed document written where a real one is (manifest with a correct

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pytest
+
 import ckptfs
 from ckptfs.format.digest import Digest
 from ckptfs.ops.chunks import snapshot_chunks
@@ -128,6 +130,7 @@ def reckless_collect(root: Path) -> None:
             repo.storage.delete(path)
 
 
+@pytest.mark.layout(1)  # the reckless collector deletes loose v1 chunks
 def test_a_collector_that_ignores_the_rules_is_caught(tmp_path: Path) -> None:
     """The check can fail: collecting with no lease and no grace while the writer runs breaks
     its store. (gc with grace 0 does not: the writers' handshake restores what it took.)"""

@@ -298,6 +298,7 @@ def test_stategraph_interrupt_then_resume_from_a_reopened_store(tmp_path: Path) 
     assert cli("verify", "--read-data", url).returncode == 0
 
 
+@pytest.mark.layout(1)  # measures loose chunk files
 def test_stategraph_appended_messages_dedup(tmp_path: Path) -> None:
     """40 steps appending a 2 KB message each: the store holds about the messages once, not the
     40 growing copies a per-step full snapshot would (about 20x more)."""

@@ -88,12 +88,12 @@ def _instrument(store: ckptfs.Store, kill_at: str | None, kill_key: str | None) 
     """Report every commit, and SIGKILL this process around the commit ``kill_at`` names."""
     real = store.repo.commit
 
-    def commit(manifest: Manifest, chunks: Any = None) -> Snapshot:
+    def commit(manifest: Manifest, chunks: Any = None, **kw: Any) -> Snapshot:
         hit = kill_key is not None and manifest.labels.get("ckptfs.effect") == kill_key
         point = {"before_effect": "intent", "after_effect": "result"}.get(manifest.boundary)
         if hit and kill_at == f"before-{point}":
             _die(kill_at, kill_key or "")
-        snap = real(manifest, chunks)
+        snap = real(manifest, chunks, **kw)
         emit("snapshot", **_snap_fields(snap))
         if hit and kill_at == f"after-{point}":
             _die(kill_at, kill_key or "")
