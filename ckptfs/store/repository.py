@@ -416,12 +416,10 @@ class Repository:
             self._check_retained(m.run, m.seq)
         return Snapshot(d, m)
 
-    def _find_v2(self, d: Digest) -> tuple[str, int] | None:
-        """Where snapshot ``d``'s record is: known to this process, else by reading the head of
-        every record (O(records) requests; spec/v2.md "Lookup by id")."""
-        hit = self._ids.get(d)
-        if hit is not None:
-            return hit
+    def _record_ids(self) -> Iterator[tuple[str, int, Digest]]:
+        """Every v2 record's (run, seq, snapshot id), from the head of each record file (the
+        whole record when its header is longer), each remembered in ``_ids``. O(records)
+        requests: the cost of a lookup by id (spec/v2.md "Lookup by id")."""
         for run_id, seq, first in scan_records(self.storage, self.run_ids()):
             got = header_snapshot(first)
             if got is None and is_container(first):
@@ -431,9 +429,15 @@ class Repository:
                     continue
             if got is not None:
                 self._ids[got] = (run_id, seq)
-                if got == d:
-                    return run_id, seq
-        return None
+                yield run_id, seq, got
+
+    def _find_v2(self, d: Digest) -> tuple[str, int] | None:
+        """Where snapshot ``d``'s record is: known to this process, else by reading the head of
+        every record until one names it."""
+        hit = self._ids.get(d)
+        if hit is not None:
+            return hit
+        return next(((r, s) for r, s, got in self._record_ids() if got == d), None)
 
     def snapshot_ids(self, prefix: str) -> list[Digest]:
         """Ids of v1 manifest objects and v2 records starting with hex ``prefix``."""
@@ -442,15 +446,7 @@ class Repository:
                  if n.startswith(prefix))  # names that are no object's are ignored (3.1)
         out = {d for d in found if d is not None}
         if self.config.version >= 2:
-            for run_id, seq, first in scan_records(self.storage, self.run_ids()):
-                got = header_snapshot(first)
-                if got is None and is_container(first):
-                    try:
-                        got = self.record(run_id, seq).snapshot
-                    except (NotFound, FormatError):
-                        continue
-                if got is not None and got.hex.startswith(prefix):
-                    out.add(got)
+            out |= {got for _, _, got in self._record_ids() if got.hex.startswith(prefix)}
         return sorted(out)
 
     def check_record_size(self, d: Digest, rec: RunRecord) -> None:
