@@ -69,12 +69,31 @@ def any_layout(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--fuzz-long", action="store_true", default=False,
                      help="run the fuzz tests with 50x more generated cases (slow)")
+    parser.addoption("--long", action="store_true", default=False,
+                     help="also run the long enumerations (tests marked 'long'; CKPTFS_LONG=1)")
+
+
+#: the long enumerations (``@pytest.mark.long``) run with --long or CKPTFS_LONG=1; the default
+#: suite keeps a sample of each so that it stays within about ten minutes on two cores
+LONG = bool(os.environ.get("CKPTFS_LONG"))
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "layout(n): create stores of format version n (1 or 2)")
+    config.addinivalue_line("markers", "long: a long enumeration, run with --long or CKPTFS_LONG=1")
+    if config.getoption("--long"):
+        os.environ["CKPTFS_LONG"] = "1"
     if config.getoption("--fuzz-long") and not os.environ.get("CKPTFS_FUZZ_SCALE"):
         os.environ["CKPTFS_FUZZ_SCALE"] = "50"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--long") or os.environ.get("CKPTFS_LONG"):
+        return
+    skip = pytest.mark.skip(reason="long enumeration: run with --long or CKPTFS_LONG=1")
+    for item in items:
+        if item.get_closest_marker("long") is not None:
+            item.add_marker(skip)
 
 
 def fuzz_examples(n: int) -> int:
