@@ -11,7 +11,7 @@ S3 so that the run has the head hint an S3 writer leaves; the resume is a fresh 
 object's ``resume``); W3 (a 1 MB Blob, 16 chunks) commit vs one plain 1 MB
 PUT; a 100 MiB blob's PUT count; ``forget`` of 500 snapshots and ``gc`` after it; copy of a
 ~100 MB local store to S3 vs concurrent plain PUTs of the same bytes in 16 MiB objects; W3
-through a loopback proxy (bench/faultproxy.py) adding 20 ms to every request.
+through a loopback proxy (tests/faultproxy.py, the proxy of the S3 fault tests) adding 20 ms to every request.
 """
 
 from __future__ import annotations
@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> None:
             mb = res["copy-v2"][-1]["mb"]
             res["plaincopy"] = [plain_copy(env, mb, 16 * MiB) for _ in range(a.rounds)]
         if want("proxy"):
-            from bench.faultproxy import FaultProxy, Rule
+            from tests.faultproxy import FaultProxy, Rule
 
             with FaultProxy(server.url, [Rule(action="delay", delay=a.proxy_ms / 1000)]) as px:
                 penv = Env({**opts, "endpoint_url": px.url})
