@@ -42,6 +42,7 @@ from ckptfs.format.limits import kind_of, stored_size_limit
 from ckptfs.storage.base import Capabilities, ObjectStat, Storage, check_path
 
 READ_ONLY_PROTOCOLS = {"zip", "tar", "http", "https", "github", "libarchive"}
+GCS_PROTOCOLS = {"gs", "gcs"}
 #: whole probes tried before giving up (each request inside is retried by the backend)
 PROBE_ATTEMPTS = 2
 PROBE_BACKOFF_S = 0.5
@@ -69,6 +70,8 @@ class FsspecStorage(Storage):
         self.protocol = protocol
         self._cat_kw = _whole_object_reads(fs)
         self.lists_after = _takes_refresh(fs)
+        #: gcsfs: create-only as one multipart upload with ifGenerationMatch=0 (_exclusive_put)
+        self._create_by_pipe = protocol in GCS_PROTOCOLS
         writable = protocol not in READ_ONLY_PROTOCOLS
         self._probed = not writable
         self._lock = threading.Lock()
@@ -174,7 +177,9 @@ class FsspecStorage(Storage):
         try:
             try:
                 data: bytes = self.fs.cat_file(full, start=0, end=limit + 1, **self._cat_kw)
-            except OSError as e:
+            except FileNotFoundError:
+                raise
+            except Exception as e:  # adlfs: azure.core's HttpResponseError, not an OSError
                 if not _range_refused(e):
                     raise
                 data = self.fs.cat_file(full, **self._cat_kw)  # an empty object has no range
@@ -198,7 +203,7 @@ class FsspecStorage(Storage):
             v = got.get(f)
             if isinstance(v, FileNotFoundError) or v is None:
                 out.append(None)
-            elif isinstance(v, OSError) and _range_refused(v):
+            elif isinstance(v, Exception) and _range_refused(v):
                 out.append(self.read(p))  # empty: read it without a range
             elif isinstance(v, Exception):
                 raise _wrap(v, self.url, p)
@@ -216,11 +221,9 @@ class FsspecStorage(Storage):
             data: bytes = self.fs.cat_file(full, start=start, end=end, **self._cat_kw)
         except FileNotFoundError:
             raise
-        except OSError as e:
+        except Exception as e:
             if _range_refused(e):
                 return b""  # the object ends before ``start``
-            raise _wrap(e, self.url, path) from e
-        except Exception as e:
             raise _wrap(e, self.url, path) from e
         if len(data) > end - start:  # a server that ignores Range sends the whole object
             data = data[start:end]
@@ -310,8 +313,7 @@ class FsspecStorage(Storage):
         full = self._abs(path)
         failure: Exception | None = None
         try:
-            with self.fs.open(full, "xb") as f:
-                f.write(data)
+            self._exclusive_put(full, data)
             return
         except FileExistsError:
             pass  # another writer's object, or our own request retried after a lost answer
@@ -337,6 +339,21 @@ class FsspecStorage(Storage):
         raise StorageError(f"{_wrap(failure, self.url, path)} The object is absent when read "
                            "back: this create-only write did not happen.") from failure
 
+    def _exclusive_put(self, full: str, data: bytes) -> None:
+        """One create-only write; FileExistsError when the object is present.
+
+        gcsfs: ``pipe_file(mode="create")``, one multipart upload with ``ifGenerationMatch=0``
+        (objects here are far below its 50 MiB simple-upload limit). Its ``open("xb")`` makes a
+        resumable upload (two requests) whose precondition fake-gcs-server ignores: the probe
+        then found the emulator not exclusive and refused to write. Everything else: fsspec's
+        exclusive open (s3fs: ``If-None-Match: *``; adlfs: ``If-None-Match: *`` on the block
+        list commit; memory: under its lock)."""
+        if self._create_by_pipe:
+            self.fs.pipe_file(full, data, mode="create")
+            return
+        with self.fs.open(full, "xb") as f:
+            f.write(data)
+
     def _read_back(self, path: str) -> bytes | None:
         """The object's bytes (through ``read``: bounded like every read), None when absent;
         any other failure is a ckptfs.errors exception."""
@@ -357,6 +374,9 @@ class FsspecStorage(Storage):
                 names = [e["name"] for e in sync(self.fs.loop, self.fs._lsdir, full,
                                                   refresh=True)]
             else:
+                # gcsfs and adlfs answer ``ls`` from a listing cache: another writer's objects
+                # created since would be missing (a run's newest record, a lease)
+                self.fs.invalidate_cache(full)
                 names = self.fs.ls(full, detail=False)
         except FileNotFoundError:
             return []
@@ -406,8 +426,11 @@ class FsspecStorage(Storage):
 
     def _info(self, path: str) -> dict[str, Any] | None:
         full = self._abs(path)
-        # a cached listing of the parent (s3fs) would hide objects other writers created since
+        # a cached listing of the parent would hide objects other writers created since:
+        # s3fs's invalidate_cache drops the parents' listings too, adlfs's only the path's own
+        # (and its ``info`` then calls an object missing from the parent's listing a folder)
         self.fs.invalidate_cache(full)
+        self.fs.invalidate_cache(full.rsplit("/", 1)[0])
         try:
             info: dict[str, Any] = self.fs.info(full)
         except FileNotFoundError:
@@ -436,6 +459,8 @@ class FsspecStorage(Storage):
             return {}
         except Exception as e:
             raise _wrap(e, self.url, prefix) from e
+        if not isinstance(found, dict):  # adlfs: [path] when the prefix is an object itself
+            return {}
         base = self.fs._strip_protocol(full).rstrip("/") + "/"
         out: dict[str, ObjectStat] = {}
         for name, info in found.items():
