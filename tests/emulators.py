@@ -181,3 +181,29 @@ def make_bucket(kind: str, emu: Emulator) -> None:
 def new_url(kind: str) -> str:
     """A fresh prefix in the emulator's test bucket (or container)."""
     return f"{'gs' if kind == 'gcs' else 'az'}://{BUCKET}/{uuid.uuid4().hex}"
+
+
+def through(kind: str, emu: Emulator, proxy_url: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """storage_options and subprocess environment that reach ``emu`` through a proxy at
+    ``proxy_url`` (tests/faultproxy.py) instead of directly."""
+    if kind == "gcs":
+        return {**emu.options, "endpoint_url": proxy_url}, gcs_env(proxy_url)
+    cs = azure_connection_string(f"{proxy_url}/{AZURITE_ACCOUNT}")
+    return {"connection_string": cs}, {"AZURE_STORAGE_CONNECTION_STRING": cs}
+
+
+#: what a record's create-only write looks like on the wire (for tests/faultproxy.py rules):
+#: gcsfs POSTs a multipart upload with ifGenerationMatch=0 and names the object in the body;
+#: adlfs stages a block, then commits the block list with If-None-Match: *
+RECORD_CREATE: dict[str, dict[str, Any]] = {
+    "gcs": {"method": "POST", "query": r"ifGenerationMatch=0",
+            "body": r'"name": "[^"]*/runs/[^/"]+/\d{20}"'},
+    "azure": {"method": "PUT", "path": r"/runs/[^/]+/\d{20}$", "query": r"comp=blocklist",
+              "header": "If-None-Match"},
+}
+PROBE_CREATE: dict[str, dict[str, Any]] = {
+    "gcs": {"method": "POST", "query": r"ifGenerationMatch=0",
+            "body": r'"name": "[^"]*/tmp/probe-[0-9a-f]+"'},
+    "azure": {"method": "PUT", "path": r"/tmp/probe-", "query": r"comp=blocklist",
+              "header": "If-None-Match"},
+}
