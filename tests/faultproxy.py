@@ -127,6 +127,9 @@ class FaultProxy:
         #: faults injected, by action
         self.faults: collections.Counter[str] = collections.Counter()
         self.requests = 0
+        #: requests being served now, and the most at once (how concurrent a client is)
+        self.inflight = 0
+        self.max_inflight = 0
         #: the last requests: (method, path, action or "forward")
         self.log: collections.deque[tuple[str, str, str]] = collections.deque(maxlen=2000)
         self._server: ThreadingHTTPServer | None = None
@@ -237,6 +240,17 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         rule = self.owner.decide(self.command, self.path, self.headers, body)
+        owner = self.owner
+        with owner.lock:
+            owner.inflight += 1
+            owner.max_inflight = max(owner.max_inflight, owner.inflight)
+        try:
+            self._act(rule, body)
+        finally:
+            with owner.lock:
+                owner.inflight -= 1
+
+    def _act(self, rule: Rule | None, body: bytes) -> None:
         action = rule.action if rule else None
         if action == "drop_request":
             self._hang_up()

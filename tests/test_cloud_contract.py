@@ -46,3 +46,23 @@ def test_the_probe_finds_exclusive_creates(cloud_backend: tuple[str, dict[str, A
     s.write("chunks/aa/x", b"x")  # the first write probes
     assert s.capabilities.create_only and s.capabilities.create_only_how == "exclusive open ('xb')"
     assert s.list("tmp") == []  # the probe object is gone
+
+
+def test_ranged_reads(cloud_backend: tuple[str, dict[str, Any]]) -> None:
+    """``read_range`` and ``read_ranges`` (format v2 reads chunk bodies out of containers):
+    one ranged GET each, fewer bytes when the object ends early, nothing past its end or of an
+    empty object, None for a missing one."""
+    url, opts = cloud_backend
+    s = open_storage(url, **opts)
+    body = bytes(range(256)) * 8
+    s.write("packs/aa/p", body)
+    s.write("packs/aa/empty", b"")
+    assert s.read_range("packs/aa/p", 10, 20) == body[10:20]
+    assert s.read_range("packs/aa/p", 2040, 4000) == body[2040:]
+    assert s.read_range("packs/aa/p", 5000, 6000) == b""
+    assert s.read_range("packs/aa/empty", 0, 10) == b""
+    with pytest.raises(FileNotFoundError):
+        s.read_range("packs/aa/missing", 0, 10)
+    got = s.read_ranges([("packs/aa/p", 0, 3), ("packs/aa/missing", 0, 3), ("packs/aa/p", 100, 356),
+                         ("packs/aa/empty", 0, 1)])
+    assert got == [body[:3], None, body[100:356], b""]

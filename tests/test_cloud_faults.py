@@ -113,3 +113,22 @@ def race_through_drops(proxied: Proxied, tmp_path: Path, *, writers: int, attemp
     print(f"\nlost answers while racing on {proxied.kind}: {tally['landed']} landed on the shared "
           f"run, {tally['refused']} refused, {tally['unknown']} unknown, {sum(READ_BACKS)} "
           f"proved by a read-back, {proxied.proxy.faults['drop_response']} answers dropped")
+
+
+def test_delete_many_overlaps_its_requests(proxied: Proxied) -> None:
+    """GC deletes many objects at once: several DELETEs in flight at a time (gcsfs: 5 at once
+    against an emulator, the JSON batch API of 100 a request on Google's service; adlfs: all
+    at once), with no HEAD per object first; an absent object among them is fine. Counted at
+    the proxy."""
+    from ckptfs.storage import open_storage
+
+    s = open_storage(new_url(proxied.kind), **proxied.options)
+    paths = [f"chunks/{i % 4:02x}/obj{i}" for i in range(60)]
+    s.write_many([(p, b"x") for p in paths])
+    before = proxied.proxy.requests
+    proxied.proxy.max_inflight = 0
+    s.delete_many(paths + ["chunks/00/absent"])
+    sent = list(proxied.proxy.log)[-(proxied.proxy.requests - before):]
+    assert proxied.proxy.max_inflight >= 4, proxied.proxy.max_inflight
+    assert [m for m, _, _ in sent].count("DELETE") == 61 and len(sent) <= 64, sent
+    assert s.scan("chunks") == {}
