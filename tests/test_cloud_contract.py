@@ -66,3 +66,22 @@ def test_ranged_reads(cloud_backend: tuple[str, dict[str, Any]]) -> None:
     got = s.read_ranges([("packs/aa/p", 0, 3), ("packs/aa/missing", 0, 3), ("packs/aa/p", 100, 356),
                          ("packs/aa/empty", 0, 1)])
     assert got == [body[:3], None, body[100:356], b""]
+
+
+def test_list_after_from_a_key(cloud_backend: tuple[str, dict[str, Any]]) -> None:
+    """GCS lists from a key (``startOffset``, paginated): every object below the folder whose
+    relative name sorts after ``after``, ascending, in one request per 1,000 names. Azure's
+    List Blobs has no start key: None, and callers probe names instead (RELIABILITY.md)."""
+    url, opts = cloud_backend
+    s = open_storage(url, **opts)
+    names = [f"{i:020d}" for i in range(1, 8)] + ["retired/00000000000000000002", "zz"]
+    s.write_many([(f"runs/r/{n}", b"x") for n in names] + [("runs/r0/x", b"y"),
+                                                            ("runs/rr/00000000000000000009", b"z")])
+    got = s.list_after("runs/r", f"{3:020d}")
+    if url.startswith("az://"):
+        assert got is None and not s.lists_after
+        return
+    assert s.lists_after
+    assert got == [f"{i:020d}" for i in range(4, 8)] + ["retired/00000000000000000002", "zz"]
+    assert s.list_after("runs/r", "zz") == [] and s.list_after("runs/none", "") == []
+    assert s.list_after("runs/r", "") == sorted(names)

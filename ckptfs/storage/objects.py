@@ -71,9 +71,9 @@ class FsspecStorage(Storage):
         protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
         self.protocol = protocol
         self._cat_kw = _whole_object_reads(fs)
-        self.lists_after = _takes_refresh(fs)
         #: gcsfs: create-only as one multipart upload with ifGenerationMatch=0 (_exclusive_put)
         self._create_by_pipe = protocol in GCS_PROTOCOLS
+        self.lists_after = _takes_refresh(fs) or self._create_by_pipe
         writable = protocol not in READ_ONLY_PROTOCOLS
         self._probed = not writable
         self._lock = threading.Lock()
@@ -249,8 +249,11 @@ class FsspecStorage(Storage):
         return out
 
     def list_after(self, prefix: str, after: str) -> list[str] | None:
-        """S3: ListObjectsV2 with ``StartAfter`` (no delimiter), paginated; other fsspec
-        backends: None (the caller probes names)."""
+        """S3: ListObjectsV2 with ``StartAfter`` (no delimiter), paginated; GCS: objects.list
+        with ``startOffset`` (``_gcs_list_after``); other fsspec backends (Azure's List Blobs
+        has no start key): None (the caller probes names)."""
+        if self.protocol in GCS_PROTOCOLS:
+            return self._gcs_list_after(prefix, after)
         if not _takes_refresh(self.fs):
             return None
         full = self.fs._strip_protocol(self._abs(prefix)).rstrip("/") + "/"
@@ -268,6 +271,30 @@ class FsspecStorage(Storage):
                 token = page.get("NextContinuationToken")
                 if not page.get("IsTruncated") or not token:
                     return names
+        except Exception as e:
+            raise _wrap(e, self.url, prefix) from e
+
+    def _gcs_list_after(self, prefix: str, after: str) -> list[str]:
+        """GCS objects.list with ``prefix`` and ``startOffset`` (inclusive, so the name
+        ``after`` itself is dropped), 1,000 names a page, never cached."""
+        full = self.fs._strip_protocol(self._abs(prefix)).rstrip("/") + "/"
+        bucket, _, key_prefix = full.partition("/")
+        start = key_prefix + after
+        names: list[str] = []
+        token: str | None = None
+        try:
+            while True:
+                kw: dict[str, Any] = {"prefix": key_prefix, "startOffset": start,
+                                      "maxResults": 1000}
+                if token:
+                    kw["pageToken"] = token
+                page = sync(self.fs.loop, self.fs._call, "GET", "b/{}/o", bucket,
+                            json_out=True, **kw)
+                names += [o["name"][len(key_prefix):] for o in page.get("items", [])
+                          if o["name"] > start]
+                token = page.get("nextPageToken")
+                if not token:
+                    return sorted(names)
         except Exception as e:
             raise _wrap(e, self.url, prefix) from e
 
