@@ -32,7 +32,7 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from fsspec.asyn import sync
@@ -40,6 +40,7 @@ from fsspec.asyn import sync
 from ckptfs.errors import CapabilityError, CorruptObject, OutcomeUnknown, StorageError
 from ckptfs.format.limits import kind_of, stored_size_limit
 from ckptfs.storage.base import Capabilities, ObjectStat, Storage, check_path
+from ckptfs.storage.cloud import gcs_list_after
 
 READ_ONLY_PROTOCOLS = {"zip", "tar", "http", "https", "github", "libarchive"}
 GCS_PROTOCOLS = {"gs", "gcs"}
@@ -275,26 +276,9 @@ class FsspecStorage(Storage):
             raise _wrap(e, self.url, prefix) from e
 
     def _gcs_list_after(self, prefix: str, after: str) -> list[str]:
-        """GCS objects.list with ``prefix`` and ``startOffset`` (inclusive, so the name
-        ``after`` itself is dropped), 1,000 names a page, never cached."""
         full = self.fs._strip_protocol(self._abs(prefix)).rstrip("/") + "/"
-        bucket, _, key_prefix = full.partition("/")
-        start = key_prefix + after
-        names: list[str] = []
-        token: str | None = None
         try:
-            while True:
-                kw: dict[str, Any] = {"prefix": key_prefix, "startOffset": start,
-                                      "maxResults": 1000}
-                if token:
-                    kw["pageToken"] = token
-                page = sync(self.fs.loop, self.fs._call, "GET", "b/{}/o", bucket,
-                            json_out=True, **kw)
-                names += [o["name"][len(key_prefix):] for o in page.get("items", [])
-                          if o["name"] > start]
-                token = page.get("nextPageToken")
-                if not token:
-                    return sorted(names)
+            return gcs_list_after(self.fs, full, after)
         except Exception as e:
             raise _wrap(e, self.url, prefix) from e
 
@@ -457,7 +441,7 @@ class FsspecStorage(Storage):
                                    f"{errors[0].get('Key')}: {errors[0].get('Message')}")
         self.fs.invalidate_cache()
 
-    def _rm_batched(self, paths: list[str]) -> None:
+    def _rm_batched(self, paths: Sequence[str]) -> None:
         """gcsfs and adlfs: ``rm`` of a list overlaps the deletes (gcsfs: the JSON batch API of
         100 deletes a request on Google's service, 5 DELETEs at a time against an emulator;
         adlfs: every DELETE at once); an absent object is fine."""
