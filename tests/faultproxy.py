@@ -2,10 +2,12 @@
 
 s3fs talks to the proxy as if it were the S3 endpoint (``endpoint_url``); the proxy forwards
 each request to the real server unless a rule matching it fires. A rule matches on method, path
-(regex), query (regex) and the presence of a request header, and fires for a share of matching
+(regex), query (regex), the presence of a request header and the request body (regex, for
+APIs that name the object in the body: a GCS multipart upload), and fires for a share of matching
 requests (``rate``, drawn from a seeded RNG), for the Nth matching requests (``nth``), or for
 the first request to each distinct path (``first_per_path``: the first attempt of every object,
-so that its retry goes through), at most ``limit`` times. What it does when it fires:
+so that its retry goes through; with ``body``, the first request to each distinct body match),
+at most ``limit`` times. What it does when it fires:
 
 - ``drop_request``: read the request, close the connection, forward nothing;
 - ``drop_response``: forward the request (the server acts on it), then close the client's
@@ -53,6 +55,7 @@ class Rule:
     path: str | None = None
     query: str | None = None
     header: str | None = None
+    body: str | None = None
     rate: float | None = None
     nth: tuple[int, ...] = ()
     first_per_path: bool = False
@@ -73,11 +76,19 @@ class Rule:
             raise ValueError("strip_header needs header=")
         self._rng = random.Random(self.seed)
 
-    def matches(self, method: str, path: str, query: str, headers: Any) -> bool:
-        return ((self.method is None or method == self.method)
+    def matches(self, method: str, path: str, query: str, headers: Any, body: bytes = b""
+                ) -> str | None:
+        """None when the request does not match, else its key for ``first_per_path`` (the
+        path, or the body match when ``body`` is set)."""
+        if not ((self.method is None or method == self.method)
                 and (self.path is None or re.search(self.path, path) is not None)
                 and (self.query is None or re.search(self.query, query) is not None)
-                and (self.header is None or headers.get(self.header) is not None))
+                and (self.header is None or headers.get(self.header) is not None)):
+            return None
+        if self.body is None:
+            return path
+        m = re.search(self.body, body.decode("latin-1"))
+        return None if m is None else m.group(0)
 
     def fires(self, path: str) -> bool:
         """Called under the proxy's lock for a matching request: does the fault happen?"""
@@ -116,6 +127,9 @@ class FaultProxy:
         #: faults injected, by action
         self.faults: collections.Counter[str] = collections.Counter()
         self.requests = 0
+        #: requests being served now, and the most at once (how concurrent a client is)
+        self.inflight = 0
+        self.max_inflight = 0
         #: the last requests: (method, path, action or "forward")
         self.log: collections.deque[tuple[str, str, str]] = collections.deque(maxlen=2000)
         self._server: ThreadingHTTPServer | None = None
@@ -172,13 +186,14 @@ class FaultProxy:
         return {"AWS_ENDPOINT_URL_S3": self.url}
 
     # -- per request ---------------------------------------------------------------------------
-    def decide(self, method: str, target: str, headers: Any) -> Rule | None:
+    def decide(self, method: str, target: str, headers: Any, body: bytes = b"") -> Rule | None:
         u = urllib.parse.urlsplit(target)
         path = urllib.parse.unquote(u.path)
         with self.lock:
             self.requests += 1
             for rule in self.rules:
-                if rule.matches(method, path, u.query, headers) and rule.fires(path):
+                key = rule.matches(method, path, u.query, headers, body)
+                if key is not None and rule.fires(key):
                     self.faults[rule.action] += 1
                     self.log.append((method, path, rule.action))
                     return rule
@@ -224,7 +239,18 @@ class _Handler(BaseHTTPRequestHandler):
         except (ValueError, OSError):
             self.close_connection = True
             return
-        rule = self.owner.decide(self.command, self.path, self.headers)
+        rule = self.owner.decide(self.command, self.path, self.headers, body)
+        owner = self.owner
+        with owner.lock:
+            owner.inflight += 1
+            owner.max_inflight = max(owner.max_inflight, owner.inflight)
+        try:
+            self._act(rule, body)
+        finally:
+            with owner.lock:
+                owner.inflight -= 1
+
+    def _act(self, rule: Rule | None, body: bytes) -> None:
         action = rule.action if rule else None
         if action == "drop_request":
             self._hang_up()

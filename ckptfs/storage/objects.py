@@ -32,7 +32,7 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from fsspec.asyn import sync
@@ -40,8 +40,12 @@ from fsspec.asyn import sync
 from ckptfs.errors import CapabilityError, CorruptObject, OutcomeUnknown, StorageError
 from ckptfs.format.limits import kind_of, stored_size_limit
 from ckptfs.storage.base import Capabilities, ObjectStat, Storage, check_path
+from ckptfs.storage.cloud import gcs_list_after
 
 READ_ONLY_PROTOCOLS = {"zip", "tar", "http", "https", "github", "libarchive"}
+GCS_PROTOCOLS = {"gs", "gcs"}
+#: fsspec plugins whose ``rm`` of a list batches or overlaps the deletes
+BATCH_RM_PROTOCOLS = GCS_PROTOCOLS | {"az", "abfs", "abfss"}
 #: whole probes tried before giving up (each request inside is retried by the backend)
 PROBE_ATTEMPTS = 2
 PROBE_BACKOFF_S = 0.5
@@ -68,7 +72,9 @@ class FsspecStorage(Storage):
         protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
         self.protocol = protocol
         self._cat_kw = _whole_object_reads(fs)
-        self.lists_after = _takes_refresh(fs)
+        #: gcsfs: create-only as one multipart upload with ifGenerationMatch=0 (_exclusive_put)
+        self._create_by_pipe = protocol in GCS_PROTOCOLS
+        self.lists_after = _takes_refresh(fs) or self._create_by_pipe
         writable = protocol not in READ_ONLY_PROTOCOLS
         self._probed = not writable
         self._lock = threading.Lock()
@@ -174,7 +180,9 @@ class FsspecStorage(Storage):
         try:
             try:
                 data: bytes = self.fs.cat_file(full, start=0, end=limit + 1, **self._cat_kw)
-            except OSError as e:
+            except FileNotFoundError:
+                raise
+            except Exception as e:  # adlfs: azure.core's HttpResponseError, not an OSError
                 if not _range_refused(e):
                     raise
                 data = self.fs.cat_file(full, **self._cat_kw)  # an empty object has no range
@@ -198,7 +206,7 @@ class FsspecStorage(Storage):
             v = got.get(f)
             if isinstance(v, FileNotFoundError) or v is None:
                 out.append(None)
-            elif isinstance(v, OSError) and _range_refused(v):
+            elif isinstance(v, Exception) and _range_refused(v):
                 out.append(self.read(p))  # empty: read it without a range
             elif isinstance(v, Exception):
                 raise _wrap(v, self.url, p)
@@ -216,11 +224,9 @@ class FsspecStorage(Storage):
             data: bytes = self.fs.cat_file(full, start=start, end=end, **self._cat_kw)
         except FileNotFoundError:
             raise
-        except OSError as e:
+        except Exception as e:
             if _range_refused(e):
                 return b""  # the object ends before ``start``
-            raise _wrap(e, self.url, path) from e
-        except Exception as e:
             raise _wrap(e, self.url, path) from e
         if len(data) > end - start:  # a server that ignores Range sends the whole object
             data = data[start:end]
@@ -244,8 +250,11 @@ class FsspecStorage(Storage):
         return out
 
     def list_after(self, prefix: str, after: str) -> list[str] | None:
-        """S3: ListObjectsV2 with ``StartAfter`` (no delimiter), paginated; other fsspec
-        backends: None (the caller probes names)."""
+        """S3: ListObjectsV2 with ``StartAfter`` (no delimiter), paginated; GCS: objects.list
+        with ``startOffset`` (``_gcs_list_after``); other fsspec backends (Azure's List Blobs
+        has no start key): None (the caller probes names)."""
+        if self.protocol in GCS_PROTOCOLS:
+            return self._gcs_list_after(prefix, after)
         if not _takes_refresh(self.fs):
             return None
         full = self.fs._strip_protocol(self._abs(prefix)).rstrip("/") + "/"
@@ -263,6 +272,13 @@ class FsspecStorage(Storage):
                 token = page.get("NextContinuationToken")
                 if not page.get("IsTruncated") or not token:
                     return names
+        except Exception as e:
+            raise _wrap(e, self.url, prefix) from e
+
+    def _gcs_list_after(self, prefix: str, after: str) -> list[str]:
+        full = self.fs._strip_protocol(self._abs(prefix)).rstrip("/") + "/"
+        try:
+            return gcs_list_after(self.fs, full, after)
         except Exception as e:
             raise _wrap(e, self.url, prefix) from e
 
@@ -310,8 +326,7 @@ class FsspecStorage(Storage):
         full = self._abs(path)
         failure: Exception | None = None
         try:
-            with self.fs.open(full, "xb") as f:
-                f.write(data)
+            self._exclusive_put(full, data)
             return
         except FileExistsError:
             pass  # another writer's object, or our own request retried after a lost answer
@@ -337,6 +352,21 @@ class FsspecStorage(Storage):
         raise StorageError(f"{_wrap(failure, self.url, path)} The object is absent when read "
                            "back: this create-only write did not happen.") from failure
 
+    def _exclusive_put(self, full: str, data: bytes) -> None:
+        """One create-only write; FileExistsError when the object is present.
+
+        gcsfs: ``pipe_file(mode="create")``, one multipart upload with ``ifGenerationMatch=0``
+        (objects here are far below its 50 MiB simple-upload limit). Its ``open("xb")`` makes a
+        resumable upload (two requests) whose precondition fake-gcs-server ignores: the probe
+        then found the emulator not exclusive and refused to write. Everything else: fsspec's
+        exclusive open (s3fs: ``If-None-Match: *``; adlfs: ``If-None-Match: *`` on the block
+        list commit; memory: under its lock)."""
+        if self._create_by_pipe:
+            self.fs.pipe_file(full, data, mode="create")
+            return
+        with self.fs.open(full, "xb") as f:
+            f.write(data)
+
     def _read_back(self, path: str) -> bytes | None:
         """The object's bytes (through ``read``: bounded like every read), None when absent;
         any other failure is a ckptfs.errors exception."""
@@ -357,6 +387,9 @@ class FsspecStorage(Storage):
                 names = [e["name"] for e in sync(self.fs.loop, self.fs._lsdir, full,
                                                   refresh=True)]
             else:
+                # gcsfs and adlfs answer ``ls`` from a listing cache: another writer's objects
+                # created since would be missing (a run's newest record, a lease)
+                self.fs.invalidate_cache(full)
                 names = self.fs.ls(full, detail=False)
         except FileNotFoundError:
             return []
@@ -382,8 +415,12 @@ class FsspecStorage(Storage):
 
     def delete_many(self, paths: Iterable[str]) -> None:
         """S3: DeleteObjects with up to 1,000 keys a request (a key that is absent is fine; any
-        other per-key error raises StorageError). Other backends: one delete each."""
+        other per-key error raises StorageError). GCS, Azure: the SDK's batch requests
+        (``_rm_batched``). Other backends: one delete each."""
         paths = list(paths)
+        if len(paths) > 1 and self.protocol in BATCH_RM_PROTOCOLS:
+            self._rm_batched(paths)
+            return
         if len(paths) <= 1 or not _takes_refresh(self.fs):
             for p in paths:
                 self.delete(p)
@@ -404,10 +441,30 @@ class FsspecStorage(Storage):
                                    f"{errors[0].get('Key')}: {errors[0].get('Message')}")
         self.fs.invalidate_cache()
 
+    def _rm_batched(self, paths: Sequence[str]) -> None:
+        """gcsfs and adlfs: ``rm`` of a list overlaps the deletes (gcsfs: the JSON batch API of
+        100 deletes a request on Google's service, 5 DELETEs at a time against an emulator;
+        adlfs: every DELETE at once); an absent object is fine."""
+        self._need_write()
+        full = [self._abs(p) for p in paths]
+        # adlfs would first ask for each path whether it is a folder (a HEAD each)
+        kw = {} if self.protocol in GCS_PROTOCOLS else {"expand_path": False}
+        for i in range(0, len(full), 1000):
+            try:
+                self.fs.rm(full[i:i + 1000], **kw)
+            except FileNotFoundError:
+                pass
+            except Exception as e:
+                raise _wrap(e, self.url, "(batch delete)") from e
+        self.fs.invalidate_cache()
+
     def _info(self, path: str) -> dict[str, Any] | None:
         full = self._abs(path)
-        # a cached listing of the parent (s3fs) would hide objects other writers created since
+        # a cached listing of the parent would hide objects other writers created since:
+        # s3fs's invalidate_cache drops the parents' listings too, adlfs's only the path's own
+        # (and its ``info`` then calls an object missing from the parent's listing a folder)
         self.fs.invalidate_cache(full)
+        self.fs.invalidate_cache(full.rsplit("/", 1)[0])
         try:
             info: dict[str, Any] = self.fs.info(full)
         except FileNotFoundError:
@@ -436,6 +493,8 @@ class FsspecStorage(Storage):
             return {}
         except Exception as e:
             raise _wrap(e, self.url, prefix) from e
+        if not isinstance(found, dict):  # adlfs: [path] when the prefix is an object itself
+            return {}
         base = self.fs._strip_protocol(full).rstrip("/") + "/"
         out: dict[str, ObjectStat] = {}
         for name, info in found.items():
