@@ -144,8 +144,24 @@ def azurite_script() -> str:
     found = shutil.which("azurite-blob")
     if found:
         return found
-    raise Unavailable("Azurite is not installed: npm install --prefix .emulators azurite "
-                      "(.ci/run does it when npm is on the machine)")
+    npm = shutil.which("npm")
+    if npm is None:
+        raise Unavailable("Azurite is not installed and npm is not on PATH to install it: "
+                          "npm install --prefix .emulators azurite@3")
+    # README's test command alone must run these tests on a fresh machine: install it once
+    # (a lock, since pytest-xdist workers start their sessions at the same time)
+    import filelock
+
+    REPO.joinpath(".emulators").mkdir(exist_ok=True)
+    with filelock.FileLock(str(REPO / ".emulators" / "install.lock"), timeout=600):
+        if not local.exists():
+            done = subprocess.run([npm, "install", "--prefix", str(REPO / ".emulators"),
+                                   "--no-audit", "--no-fund", "--loglevel=error", "azurite@3"],
+                                  capture_output=True, text=True, timeout=540)
+            if done.returncode != 0 or not local.exists():
+                raise Unavailable(f"npm could not install Azurite (exit {done.returncode}): "
+                                  f"{done.stderr.strip()[-500:]}")
+    return str(local)
 
 
 def azure_connection_string(url: str) -> str:
