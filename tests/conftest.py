@@ -101,6 +101,19 @@ def fuzz_examples(n: int) -> int:
     return n * max(1, int(os.environ.get("CKPTFS_FUZZ_SCALE") or 1))
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Under pytest-xdist, a worker hands its tally to the controller (pytest_testnodedown)."""
+    out = getattr(session.config, "workeroutput", None)
+    if out is not None:
+        out["ckptfs_tally"] = dict(TALLY)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """The controller adds up the tallies of its workers for the summary line."""
+    TALLY.update(getattr(node, "workeroutput", {}).get("ckptfs_tally", {}))
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     if TALLY:
         fuzz = sum(v for k, v in TALLY.items() if k.startswith("fuzz:"))

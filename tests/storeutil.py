@@ -6,17 +6,12 @@ from ckptfs.storage import Storage
 
 
 def walk(storage: Storage, prefix: str = "") -> list[str]:
-    """Every object path under ``prefix``, depth first."""
-    out = []
-    for name in storage.list(prefix):
-        path = f"{prefix}/{name}" if prefix else name
-        if storage.size(path) is None:
-            out.extend(walk(storage, path))
-        else:
-            out.append(path)
-    return out
+    """Every object path under ``prefix``, sorted (one listing on object stores)."""
+    return sorted(storage.scan(prefix))
 
 
 def contents(storage: Storage) -> dict[str, bytes]:
     """Path -> bytes of every object in the store (to prove a failing read changed nothing)."""
-    return {p: storage.read(p) for p in walk(storage)}
+    paths = walk(storage)
+    return {p: data for p, data in zip(paths, storage.read_many(paths), strict=True)
+            if data is not None}

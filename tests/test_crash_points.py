@@ -31,6 +31,7 @@ from ckptfs.ops.verify import verify
 from ckptfs.runtime.effects import NOT_DONE
 from ckptfs.storage import Storage, open_storage
 from tests.conftest import TALLY
+from tests.sampling import long_only
 from tests.faults import Crash, FaultyStorage
 
 SMALL = ChunkerParams(min_size=64, avg_size=256, max_size=1024)
@@ -171,6 +172,8 @@ def scratch(tmp_path: Path) -> Iterator[Path]:
 @pytest.mark.parametrize("kind", ["local", "memory"])
 def test_every_crash_point(any_layout: int, kind: str, scratch: Path) -> None:
     tmp_path = scratch
+    if any_layout == 1 and kind == "memory":
+        long_only("format v1 dies at every point on local disk by default (and v2 on both)")
     counting = FaultyStorage(reopen(kind, fresh(kind, tmp_path)))
     script(ckptfs.Store(counting, chunker=SMALL), Journal())
     assert counting.ops >= 100, counting.ops

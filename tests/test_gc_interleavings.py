@@ -3,8 +3,9 @@
 The writer re-creates chunks that already lie in the store as old garbage (a forgotten run's
 content), so it finds them present and relies on them: the dangerous case for a collector. For
 every storage operation k of a scripted writer (checkpoints, a resume, more checkpoints), and
-for every pair of operations, a full `forget` + `gc` runs just before them, from another store
-object, as another process would: over a thousand interleavings. After each one the store
+for pairs of operations (every neighbouring pair and a seeded sample of 120 others by default;
+every pair, over a thousand interleavings, with --long), a full `forget` + `gc` runs just before
+them, from another store object, as another process would. After each one the store
 must verify with every byte read, the writer's final state must restore exactly, and a last
 gc must leave it verifying. CKPTFS_GC_INTERLEAVINGS=single runs the single points only.
 """
@@ -31,6 +32,7 @@ from ckptfs.store.repository import Repository
 from tests.faults import FaultyStorage
 from tests.retention_helpers import age_tree
 from tests.retention_writer import POOL
+from tests.sampling import long_run, sample
 
 T = TypeVar("T")
 
@@ -104,7 +106,11 @@ def test_gc_at_every_point_of_a_writer(tmp_path: Path) -> None:
     assert total > 30  # the script really exercises the storage
     points = [{k} for k in range(total)]
     if os.environ.get("CKPTFS_GC_INTERLEAVINGS") != "single":
-        points += [{a, b} for a in range(total) for b in range(a + 1, total)]
+        # every single point, every pair of neighbours, and a seeded sample of the other pairs
+        # (all of them with --long: about 1,800)
+        points += [{a, a + 1} for a in range(total - 1)]
+        points += [set(p) for p in sample([(a, b) for a in range(total)
+                                           for b in range(a + 2, total)], 120, seed="gc-pairs")]
     for i, at in enumerate(points):
         one_interleaving(template, tmp_path / f"s{i}", at)
     print(f"gc interleavings checked: {len(points)} over {total} writer operations")
@@ -263,7 +269,7 @@ def test_gc_at_every_point_of_a_forking_writer(tmp_path: Path) -> None:
     make_fork_template(template)
     total = one_fork_interleaving(template, tmp_path / "dry", set())
     points = [{k} for k in range(total)]
-    if os.environ.get("CKPTFS_GC_INTERLEAVINGS") == "long":
+    if os.environ.get("CKPTFS_GC_INTERLEAVINGS") == "long" or long_run():
         points += [{a, b} for a in range(total) for b in range(a + 1, total)]
     for i, at in enumerate(points):
         one_fork_interleaving(template, tmp_path / f"s{i}", at)
