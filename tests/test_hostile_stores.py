@@ -15,8 +15,8 @@ store, and in its own process on one store of each (kind, mutation).
 ``python -m tests.test_hostile_stores [--full]`` prints the figures for RELIABILITY.md.
 
 Both store layouts: a format v2 store (run records that carry manifests and bodies, packs, a
-forward, a head hint) gets every case; a format v1 store gets the cases of the objects and
-folders only v1 has (chunks, manifests, v1 records) by default, and every case with --long.
+forward, a head hint, the next record's path) by default; the format v1 store (loose chunks and
+manifests) as well with --long.
 """
 
 from __future__ import annotations
@@ -33,12 +33,6 @@ import pytest
 
 from tests import hostile_corpus as hc
 
-from tests.sampling import long_run
-
-#: the v1 cases of the default suite: the objects and folders only v1 stores have (every v1 case
-#: with --long); format v2 stores, the default, get every case
-V1_KINDS = {"chunk", "manifest", "record", "future-chunk", "semantic"}
-V1_FOLDERS = {"chunks", "snapshots"}
 
 FULL = os.environ.get("CKPTFS_HOSTILE_FULL") == "1"
 MEM_CAP = 3 << 30  # RLIMIT_AS of each child: a 6 GiB read or assembly cannot fit
@@ -64,15 +58,12 @@ def _cli_for(case: hc.Case, full: bool, seen: set[tuple[str, str]]) -> bool:
 
 
 def run_corpus(tmp: str, *, full: bool, timeout: float = CALL_TIMEOUT,
-               with_control: bool = True, only_v1_kinds: bool = False
-               ) -> tuple[list[dict[str, Any]], list[hc.Case]]:
+               with_control: bool = True) -> tuple[list[dict[str, Any]], list[hc.Case]]:
     """Build the corpus under ``tmp`` (in the layout CKPTFS_FORMAT_VERSION says) and run it;
-    one result row per call. ``only_v1_kinds``: only the cases of V1_KINDS and V1_FOLDERS."""
+    one result row per call."""
     base = os.path.join(tmp, "base")
     facts = hc.build_base(base)
     cases = hc.cases(base, facts, full=full)
-    if only_v1_kinds:
-        cases = [c for c in cases if c.kind in V1_KINDS or c.target in V1_FOLDERS]
     if with_control:
         cases.insert(0, hc.Case("control", "-", "none"))
     jobs: list[dict[str, Any]] = []
@@ -219,15 +210,14 @@ def summarize(rows: list[dict[str, Any]], cases: list[hc.Case]) -> dict[str, int
     return dict(c)
 
 
-@pytest.fixture(scope="module", params=["v2", "v1"])
+@pytest.fixture(scope="module", params=["v2", pytest.param("v1", marks=pytest.mark.long)])
 def corpus(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
            ) -> tuple[list[dict[str, Any]], list[hc.Case]]:
     """The corpus of each store layout (the children inherit the layout's environment)."""
     before = os.environ.get("CKPTFS_FORMAT_VERSION")
     os.environ["CKPTFS_FORMAT_VERSION"] = request.param[1:]
     try:
-        return run_corpus(str(tmp_path_factory.mktemp(f"hostile-{request.param}")), full=FULL,
-                          only_v1_kinds=request.param == "v1" and not (FULL or long_run()))
+        return run_corpus(str(tmp_path_factory.mktemp(f"hostile-{request.param}")), full=FULL)
     finally:
         if before is None:
             os.environ.pop("CKPTFS_FORMAT_VERSION", None)
@@ -249,9 +239,7 @@ def test_hostile_stores_fail_cleanly(corpus: Any) -> None:
     rows, cases = corpus
     failures = [r for r in rows if bad(r)]
     summary = summarize(rows, cases)
-    v1_sample = {c.kind for c in cases} <= V1_KINDS | {"control", "folder"}
-    assert summary["stores"] >= (25 if v1_sample else 80) and summary["entry points"] >= 30, \
-        summary
+    assert summary["stores"] >= 80 and summary["entry points"] >= 30, summary
     assert not failures, (summary, failures[:40])
 
 
