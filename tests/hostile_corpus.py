@@ -20,6 +20,7 @@ import attrs
 
 import ckptfs
 from ckptfs.format import cbor, framing
+from ckptfs.format import containers as ct
 from ckptfs.format.digest import Digest
 from ckptfs.format.lifecycle import Lease
 from ckptfs.format.models import Manifest, RunRecord
@@ -37,8 +38,12 @@ def build_base(root: str) -> dict[str, str]:
     from ckptfs.ops.erase import erase
     from ckptfs.ops.expire import set_expiry
     from ckptfs.ops.retention import forget_snapshots
+    from ckptfs.store.repository import now_ms
 
     store = ckptfs.open_store(root)
+    v2 = layout() >= 2
+    if v2:  # small bulk thresholds: the store also holds packs (and, after gc, a forward)
+        store.init(settings={"record_bulk_max": 4096, "pack_target": 65536})
     r1 = store.start_run("r1", schema=("agent", 1))
     r1.checkpoint({"messages": MSGS[:20], "plan": {"step": 0}})
     r1.checkpoint({"messages": MSGS[:40], "plan": {"step": 1},
@@ -50,6 +55,14 @@ def build_base(root: str) -> dict[str, str]:
     for i in range(4):
         r3.checkpoint({"i": i, "text": "x" * 3000})
     forget_snapshots(store.repo, {"r3": [1]})
+    if v2:  # collect r3@1 at once: its live bodies move to a pack, a forward says where
+        from ckptfs.format.containers import HeadHint
+        from ckptfs.format.names import head_hint_path
+        from ckptfs.ops.gc import gc
+
+        gc(store.repo, grace_ms=0, now=now_ms() + 3_600_000)
+        store.repo.storage.hint(head_hint_path("r1"),
+                                HeadHint("r1", head.seq, head.digest, head.created).to_bytes())
     set_expiry(store.repo, "r3", 2**62)
     set_expiry(store.repo, "r3@3", 2**62)
     erase(store.repo, "r3", seq=2, reason="hostile corpus: a per-snapshot tombstone")
@@ -59,7 +72,20 @@ def build_base(root: str) -> dict[str, str]:
     with open(os.path.join(lease_dir, "00000000000000000009"), "wb") as f:
         f.write(Lease("gone:1:1", 1, 2).to_bytes())
     store.close()
-    return {"head_id": str(head.id), "future_chunks": ",".join(_future_chunks(root))}
+    if v2:
+        kinds = {k for p in _files(root) for k in ("packs", "moved") if p.startswith(k + "/")}
+        assert kinds == {"packs", "moved"}, kinds
+        future = [record_path("r1", head.seq + 1)]  # the record the writer entry point makes
+    else:
+        future = _future_chunks(root)
+    return {"head_id": str(head.id), "future_chunks": ",".join(future)}
+
+
+def layout() -> int:
+    """The format version new stores get (the test suite pins CKPTFS_FORMAT_VERSION)."""
+    from ckptfs.store.repository import default_version
+
+    return default_version()
 
 
 def _future_chunks(root: str) -> list[str]:
@@ -86,8 +112,11 @@ def objects(root: str, facts: dict[str, str]) -> dict[str, list[str]]:
         parts = p.split("/")
         if p == "ckptfs.cbor":
             kind = "config"
-        elif parts[0] in ("chunks", "snapshots"):
-            kind = {"chunks": "chunk", "snapshots": "manifest"}[parts[0]]
+        elif parts[0] in ("chunks", "snapshots", "packs", "moved"):
+            kind = {"chunks": "chunk", "snapshots": "manifest", "packs": "pack",
+                    "moved": "forward"}[parts[0]]
+        elif parts[0] == "runs" and parts[-1] == "head":
+            kind = "head-hint"
         elif parts[0] == "runs" and "retired" in parts:
             kind = "retired"
         elif parts[0] == "runs" and parts[-1].startswith("expiry"):
@@ -101,12 +130,16 @@ def objects(root: str, facts: dict[str, str]) -> dict[str, list[str]]:
         else:
             continue
         kinds.setdefault(kind, []).append(p)
-    kinds["future-chunk"] = facts["future_chunks"].split(",")
+    future = facts["future_chunks"].split(",")
+    kinds["future-record" if future[0].startswith("runs/") else "future-chunk"] = future
     return kinds
 
 
 FOLDERS = ["runs", "runs/r1", "runs/r3/retired", "chunks", "snapshots", "tmp", "leases",
            "leases/maintenance", "tombstones"]
+#: format v2 stores have no chunks/ or snapshots/ folders but packs/ and moved/
+FOLDERS_V2 = ["runs", "runs/r1", "runs/r3/retired", "packs", "moved", "tmp", "leases",
+              "leases/maintenance", "tombstones"]
 
 
 # -- mutations of one object ------------------------------------------------------------------
@@ -223,8 +256,6 @@ def repeated_chunk(store: str, what: str, outside: str) -> None:
     st = ckptfs.open_store(store)
     head = st.head("r1")
     rpath = os.path.join(store, record_path("r1", head.seq))
-    with open(rpath, "rb") as f:
-        rec = RunRecord.from_bytes(f.read(), what="record")
     m = head.manifest
     raw = cbor.decode(m.to_bytes(), what="manifest")
     chunks = [[d.raw, BIG_CHUNK]] * n
@@ -240,10 +271,23 @@ def repeated_chunk(store: str, what: str, outside: str) -> None:
     data = cbor.encode(raw)
     Manifest.from_bytes(data, what="hostile manifest")  # still well-formed
     md = Digest.of(data)
+    with open(rpath, "rb") as f:
+        old = f.read()
+    if ct.is_container(old):  # v2: the record carries the manifest; its bodies stay as they are
+        c = ct.decode(old, what="record")
+        assert isinstance(c.header, ct.RecordHeader)
+        header = attrs.evolve(c.header, manifest=data, snapshot=md)
+        new_bytes, _ = ct.encode_record(header, old[c.body_start:])  # the zeros: a loose chunk
+        os.unlink(rpath)
+        with open(rpath, "wb") as f:
+            f.write(new_bytes)
+        st.close()
+        return
     mpath = os.path.join(store, snapshot_path(md))
     os.makedirs(os.path.dirname(mpath), exist_ok=True)
     with open(mpath, "wb") as f:
         f.write(framing.frame(data))
+    rec = RunRecord.from_bytes(old, what="record")
     new = attrs.evolve(rec, snapshot=md, size=len(data))
     os.unlink(rpath)
     with open(rpath, "wb") as f:
@@ -275,7 +319,7 @@ def cases(root: str, facts: dict[str, str], *, full: bool) -> list[Case]:
         for p in (paths if full else paths[:1]):
             for mut in OBJECT_MUTATIONS:
                 out.append(Case(kind, p, mut))
-    for f in FOLDERS:
+    for f in (FOLDERS_V2 if os.path.isdir(os.path.join(root, "packs")) else FOLDERS):
         for mut in FOLDER_MUTATIONS:
             out.append(Case("folder", f, mut))
     for name in SEMANTIC:

@@ -249,6 +249,7 @@ class Store:
         if m.ledger is None:
             return Ledger(), writer
         where = f"snapshot {snap.digest.short} (run {m.run!r} seq {m.seq}) ledger"
+        self.repo.ensure_located(snap)  # a Snapshot another Store read: learn its locators
         ledger, entry, content, items = read_ledger(self.repo.objects, m.ledger, where=where)
         if writer is not None:
             writer.seed("ledger", entry, content, items)

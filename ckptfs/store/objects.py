@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ckptfs.errors import CorruptObject, CorruptSnapshot, MissingObject
@@ -86,13 +86,14 @@ class KnownChunks:
 class ObjectStore:
     """Chunks and manifests over a storage backend. Remembers which chunks it knows exist."""
 
-    def __init__(self, storage: Storage) -> None:
+    def __init__(self, storage: Storage, read_layout: Callable[[], object] | None = None) -> None:
         self.storage = storage
+        #: reads the store config (which sets ``layout``) the first time the layout is needed
+        self._read_layout = read_layout
+        self._layout: int | None = None
         self.known = KnownChunks()
         #: the writer's side of the collector handshake (spec/retention.md "Sweeps and writers")
         self.sweeps = SweepGuard(storage)
-        #: the store layout (1: loose objects; 2: containers), set when the config is read
-        self.layout = 1
         #: v2: where chunk bodies were seen (hints, verified on read)
         self.locations = Locations()
         self.reader = ChunkReader(storage, self.locations)
@@ -101,6 +102,19 @@ class ObjectStore:
         self.writer = "ckptfs"
         #: canonical manifest bytes from the previous commit's cached entry encodings
         self.manifest_bytes = ManifestEncoder()
+
+    @property
+    def layout(self) -> int:
+        """The store layout (1: loose objects; 2: containers), from the store config: read on
+        first use, so that a Snapshot another Store read is never looked for as loose v1 objects
+        in a v2 store (a store without a config yet counts as v1 until one is written)."""
+        if self._layout is None and self._read_layout is not None:
+            self._read_layout()
+        return 1 if self._layout is None else self._layout
+
+    @layout.setter
+    def layout(self, version: int) -> None:
+        self._layout = version
 
     def _unlocatable(self, digests: list[Digest]) -> list[Digest] | None:
         """v2: the digests no container, forward or loose object holds (None on v1 stores)."""

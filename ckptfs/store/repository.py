@@ -149,7 +149,7 @@ class Repository:
 
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
-        self.objects = ObjectStore(storage)
+        self.objects = ObjectStore(storage, read_layout=self.load_config)
         self._config: StoreConfig | None = None
         #: where record nonces come from; replaceable for reproducible stores (the conformance
         #: generator), never shared between two writers
