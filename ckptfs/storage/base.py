@@ -38,6 +38,10 @@ class ObjectStat:
     size: int
     #: seconds since the epoch, or None when the backend does not say
     mtime: float | None
+    #: the object store's entity tag from the same listing (S3: the MD5 of a single-part
+    #: object's bytes), or None (local disk); maintenance uses it to tell an object it read
+    #: from one rewritten since
+    etag: str | None = None
 
 
 def check_path(path: str) -> str:

@@ -443,7 +443,9 @@ class FsspecStorage(Storage):
             if info.get("type") == "directory" or not name.startswith(base) or name.endswith("/"):
                 continue
             path = f"{prefix}/{name[len(base):]}" if prefix else name[len(base):]
-            out[path] = ObjectStat(int(info.get("size") or 0), _mtime_of(info))
+            etag = info.get("ETag")
+            out[path] = ObjectStat(int(info.get("size") or 0), _mtime_of(info),
+                                   etag if isinstance(etag, str) else None)
         return out
 
 
