@@ -249,8 +249,13 @@ def repack(storage: Storage, victims: list[Held], keep: Callable[[Digest], bool]
         storage.replace(forward_path(path), ct.Forward(rows).to_bytes())
         report.forwards_written += 1
     lease_keep()
-    gone = [container_path(h.ref) for h in victims]
-    storage.delete_many(gone)
+    # conditional where the backend offers it: a container whose ETag changed since it was
+    # judged is kept (it cannot be the bytes judged; spec/v2.md 9.2 says why it cannot happen
+    # under the protocol: a pack's name is its digest, a record is created once)
+    changed: set[str] = set(storage.delete_many_if((container_path(h.ref), h.etag) for h in victims))
+    if changed:
+        report.problems += [f"{p}: changed since gc judged it; kept" for p in sorted(changed)]
+        victims = [h for h in victims if container_path(h.ref) not in changed]
     storage.delete_many(deletes)
     report.forwards_deleted += len(deletes)
     report.containers_deleted += len(victims)
