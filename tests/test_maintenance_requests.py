@@ -115,3 +115,19 @@ def test_gc_second_mark_reads_a_record_that_changed(
     st.repo.storage.create(record_path("r", 2), data[:-1] + bytes([data[-1] ^ 1]))
     changed = cache.records(repo, list_run(repo.storage, "r"), [2])  # other bytes, other ETag
     assert changed[0] is not same[0] and changed[0].error is not None  # read again: damaged
+
+
+def test_gc_after_forget_in_one_process_reads_no_header_again(
+        s3_store: tuple[str, dict[str, Any]]) -> None:
+    """``forget --prune``: the gc after the forget, in the same process, finds every record
+    header it needs under the ETag the forget read it by: no GET per record."""
+    url, opts = s3_store
+    _history(url, opts, N)
+    st = ckptfs.open_store(url, **opts)
+    forget(st.repo, Policy(keep_last=1))
+    c = Counted(st)
+    rep = gc(st.repo, grace_ms=0)
+    got = c.take()
+    assert rep.containers.containers_deleted == N - 1 and not rep.problems, rep
+    assert got["GetObject"] <= 6, got  # the lease and the retired markers
+    assert verify(ckptfs.open_store(url, **opts).repo, read_data=True).ok

@@ -316,7 +316,7 @@ def v2_victims(repo: Repository, mark: _Mark, cutoff_s: float, report: GcReport,
     refs += list(packs(st).items())
     out = []
     plain: list[str] = []  # v1 strays of an upgraded store: no bodies, deleted as in v1
-    found = held(st, refs, report.problems, plain)
+    found = held(st, refs, report.problems, plain, repo=repo)
     if plain and not report.dry_run:
         st.delete_many(plain)
     for h in found:

@@ -25,6 +25,8 @@ from ckptfs.format.digest import Digest
 from ckptfs.format.names import MOVED, PACKS, forward_path, parse_seq_name
 from ckptfs.store.containers import PACK_TARGET, container_path, header_from, pack_bodies
 from ckptfs.storage.base import ObjectStat, Storage
+from ckptfs.store.repository import Repository
+from ckptfs.ops.runscan import known_header, remember_header
 
 #: container headers read per batch (each at most a 64 KiB range)
 BATCH = 256
@@ -76,13 +78,21 @@ def packs(storage: Storage) -> dict[PackRef, ObjectStat]:
 
 
 def held(storage: Storage, refs: Iterable[tuple[ContainerRef, ObjectStat | None]],
-         problems: list[str], v1_records: list[str] | None = None) -> list[Held]:
+         problems: list[str], v1_records: list[str] | None = None,
+         repo: Repository | None = None) -> list[Held]:
     """The headers of ``refs``, by ranged reads of their first 64 KiB made ``BATCH`` at a time
     (overlapped); unreadable ones are reported, not held. The age and size come from the
     listing stat given with a ref (no request), else are asked. Version 1 records among them
-    (an upgraded store) hold no bodies: their paths go to ``v1_records`` when given."""
-    todo = list(refs)
+    (an upgraded store) hold no bodies: their paths go to ``v1_records`` when given.
+    ``repo``: headers this process read before under the same ETag are not read again."""
     out = []
+    todo = []
+    for ref, stat in refs:
+        c = known_header(repo, container_path(ref), stat) if repo is not None else None
+        if c is not None and stat is not None:
+            out.append(Held(ref, c, stat.mtime, stat.size, stat.etag))
+        else:
+            todo.append((ref, stat))
     for i in range(0, len(todo), BATCH):
         part = todo[i:i + BATCH]
         try:
@@ -111,6 +121,8 @@ def held(storage: Storage, refs: Iterable[tuple[ContainerRef, ObjectStat | None]
                 mtime, size, etag = storage.mtime(path), storage.size(path) or 0, None
             else:
                 mtime, size, etag = stat.mtime, stat.size, stat.etag
+                if repo is not None:
+                    remember_header(repo, path, stat, c)
             out.append(Held(ref, c, mtime, size, etag))
     return out
 

@@ -12,6 +12,7 @@ once (``Storage.read_ranges`` overlaps them), and an operation keeps what it rea
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable
 
 import attrs
@@ -110,6 +111,32 @@ class Read:
     error: CkptfsError | None
 
 
+#: headers this process read, by (path, ETag), per repository: the same ETag is the same
+#: bytes (a record's nonce makes each unique; a pack's name is its digest), so a later
+#: operation of this process (``forget --prune``'s gc after its forget) need not read them
+#: again. Object stores only (local disk lists no ETag; its reads are cheap). Bounded.
+_HEADS: weakref.WeakKeyDictionary[Repository, dict[tuple[str, str], ct.Container]] = (
+    weakref.WeakKeyDictionary())
+HEADS_MAX = 100_000
+
+
+def known_header(repo: Repository, path: str, stat: ObjectStat | None) -> ct.Container | None:
+    """The header of ``path`` this process read under the ETag ``stat`` shows, if any."""
+    if stat is None or stat.etag is None:
+        return None
+    return _HEADS.get(repo, {}).get((path, stat.etag))
+
+
+def remember_header(repo: Repository, path: str, stat: ObjectStat | None,
+                    c: ct.Container) -> None:
+    if stat is None or stat.etag is None:
+        return
+    heads = _HEADS.setdefault(repo, {})
+    if len(heads) >= HEADS_MAX:
+        heads.clear()
+    heads[(path, stat.etag)] = c
+
+
 def read_records(repo: Repository, run_id: str, seqs: Iterable[tuple[int, ObjectStat | None]]
                  ) -> list[Read]:
     """The records ``seqs`` of ``run_id`` by their headers, ``BATCH`` ranged reads at a time,
@@ -119,12 +146,36 @@ def read_records(repo: Repository, run_id: str, seqs: Iterable[tuple[int, Object
     todo = list(seqs)
     out: list[Read] = []
     st = repo.storage
-    for i in range(0, len(todo), BATCH):
-        part = todo[i:i + BATCH]
-        got = st.read_ranges([(record_path(run_id, s), 0, ct.HEAD_READ) for s, _ in part])
-        for (seq, stat), first in zip(part, got):
-            out.append(_parse(repo, run_id, seq, stat, first))
-    return out
+    reads: dict[int, Read] = {}
+    ask = []
+    for seq, stat in todo:
+        c = known_header(repo, record_path(run_id, seq), stat)
+        got = _from_header(repo, run_id, seq, stat, c) if c is not None else None
+        if got is not None:
+            reads[seq] = got
+        else:
+            ask.append((seq, stat))
+    for i in range(0, len(ask), BATCH):
+        part = ask[i:i + BATCH]
+        data = st.read_ranges([(record_path(run_id, s), 0, ct.HEAD_READ) for s, _ in part])
+        for (seq, stat), first in zip(part, data):
+            r = reads[seq] = _parse(repo, run_id, seq, stat, first)
+            if r.container is not None:
+                remember_header(repo, record_path(run_id, seq), stat, r.container)
+    return [reads[s] for s, _ in todo]
+
+
+def _from_header(repo: Repository, run_id: str, seq: int, stat: ObjectStat | None,
+                 c: ct.Container) -> Read | None:
+    """A record from a header read before (checked then); None if it is no record of here."""
+    h = c.header
+    if not isinstance(h, ct.RecordHeader) or h.run != run_id or h.seq != seq:
+        return None
+    rec = RunRecord(run=h.run, seq=h.seq, snapshot=h.snapshot, size=h.size,
+                    created=h.created, nonce=h.nonce, manifest=h.manifest)
+    repo.objects.locations.learn(c, RecordRef(run_id, seq))
+    repo._ids[rec.snapshot] = (run_id, seq)
+    return Read(seq, stat, rec, c, None)
 
 
 def _parse(repo: Repository, run_id: str, seq: int, stat: ObjectStat | None,
