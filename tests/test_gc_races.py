@@ -221,7 +221,8 @@ def test_a_fork_at_each_phase_of_gc(tmp_path: Any, where: str) -> None:
         return (name == "replace" and path.startswith("leases/") and data is not None
                 and cbor2.loads(data).get("deletes") is True)
 
-    when = {"mark": lambda n, p: n == "read" and p.startswith("runs/"),
+    # "mark": the collector's first look at a run's folder (a listing or a read of runs/...)
+    when = {"mark": lambda n, p: n in ("read", "scan") and p.startswith("runs/"),
             "before-sweep": lambda n, p: announced(),
             "sweep": _first_chunk_delete}[where]
     beside: list[Beside] = []

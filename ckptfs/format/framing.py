@@ -18,6 +18,7 @@ CODECS = {CODEC_RAW: "raw", CODEC_ZSTD: "zstd"}
 ZSTD_LEVEL = 3
 _MIN_GAIN = 0.95  # keep zstd only when it saves at least 5 %
 _PROBE = 4096
+_RAW = bytes([CODEC_RAW])
 
 _local = threading.local()
 
@@ -37,7 +38,7 @@ def frame(data: bytes | memoryview, *, compress: bool = True) -> bytes:
         z = _compressor().compress(data)
         if len(z) < len(data) * _MIN_GAIN:
             return bytes([CODEC_ZSTD]) + z
-    return bytes([CODEC_RAW]) + bytes(data)
+    return _RAW + data  # one copy (bytes + a buffer is bytes), not two
 
 
 def _decompressor() -> zstandard.ZstdDecompressor:

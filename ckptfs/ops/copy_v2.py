@@ -13,11 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import attrs
+
 from ckptfs.errors import ConflictError, CorruptSnapshot, MissingObject
 from ckptfs.format import framing
 from ckptfs.format.containers import MAX_RECORD_BODIES, frame_bodies
 from ckptfs.format.digest import Digest
-from ckptfs.format.models import Manifest, RunRecord
+from ckptfs.format.models import ChunkRef, Manifest, RunRecord
 from ckptfs.format.names import record_path, snapshot_path
 from ckptfs.ops.chunks import snapshot_chunks
 from ckptfs.ops.copy_history import diverged
@@ -30,6 +32,13 @@ from ckptfs.store.repository import Repository, Snapshot
 
 #: the report type of ckptfs.ops.copy (not imported: that module imports this one)
 Report = object
+
+#: a batch: snapshots prepared before their bulk is written (one overlapped write of packs)
+BATCH_BYTES = 64 * 1024 * 1024
+BATCH_SNAPSHOTS = 64
+#: a snapshot whose new bodies reach this many bytes sends them to the batch's packs (written
+#: together, overlapped) rather than in its own record (written alone, in seq order)
+PACK_MIN = 1024 * 1024
 
 
 def source_manifest(src: Repository, rec: RunRecord, where: str) -> bytes:
@@ -63,12 +72,33 @@ class RunCopyV2:
                 pass
 
     def copy(self, seqs: list[int]) -> None:
-        for seq in seqs:
-            self._one(seq)
-            self.handled += 1
-            self.tick(1)
+        """In batches: every snapshot of a batch is prepared (its new bodies framed), the
+        bulk of the whole batch is written as packs in one overlapped ``write_many``, then
+        the records are created one by one, in seq order, each locating its bodies in those
+        packs. A crash leaves packs without records (garbage for gc) and a prefix of the
+        records: running the copy again resumes after the last record."""
+        i = 0
+        while i < len(seqs):
+            batch: list[_Prepared | None] = []
+            bulk = 0
+            while i < len(seqs) and (not batch or (bulk < BATCH_BYTES
+                                                   and len(batch) < BATCH_SNAPSHOTS)):
+                p = self._prepare(seqs[i], {d for q in batch if q is not None
+                                            for d, _, _ in q.bulk})
+                i += 1
+                batch.append(p)
+                bulk += 0 if p is None else sum(len(b) for _, _, b in p.bulk)
+            self._write_bulk([p for p in batch if p is not None])
+            for p in batch:
+                if p is not None:
+                    self._commit(p)
+                self.handled += 1
+                self.tick(1)
 
-    def _one(self, seq: int) -> None:
+    def _prepare(self, seq: int, pending: set[Digest]) -> _Prepared | None:
+        """Read and frame what snapshot ``seq`` needs; None when there is nothing to create
+        (present in the destination, or expired and skipped). ``pending``: bodies an earlier
+        snapshot of this batch will write (not framed twice)."""
         src, dst, run_id, report = self.src, self.dst, self.run_id, self.report
         _, rec = self.life.history.record(seq)
         where = f"run {run_id!r} seq {seq} (snapshot {rec.snapshot.short})"
@@ -78,7 +108,7 @@ class RunCopyV2:
             self.life.admit(seq, lambda: src.snapshot_at(run_id, seq).manifest.expires,
                             present=True)
             report.snapshots_present += 1  # type: ignore[attr-defined]
-            return
+            return None
         data = source_manifest(src, rec, where)
         manifest = Manifest.from_bytes(data, what=where)
         if manifest.run != run_id or manifest.seq != seq:
@@ -88,11 +118,11 @@ class RunCopyV2:
                 "copied from elsewhere, and is not copied. Run 'ckptfs verify' on the source.")
         if not self.life.admit(seq, lambda: manifest.expires, present=False):
             report.snapshots_skipped += 1  # type: ignore[attr-defined]
-            return
+            return None
         snap = Snapshot(rec.snapshot, manifest)
         refs = {c.digest: c for _, c in snapshot_chunks(src, snap, ledgers=self.ledgers)}
         loc = dst.objects.locations
-        need = [c for d, c in refs.items() if loc.get(d) is None]
+        need = [c for d, c in refs.items() if loc.get(d) is None and d not in pending]
         report.chunks_present += len(refs) - len(need)  # type: ignore[attr-defined]
         try:
             contents = src.objects.get_chunks(need, where=f"{src.url}: {where}")
@@ -100,32 +130,55 @@ class RunCopyV2:
             raise CorruptSnapshot(f"{e} Nothing of this snapshot was committed to the "
                                   "destination.") from e
         framed = frame_bodies((c.digest, b) for c, b in zip(need, contents))
+        size = sum(len(b) for _, _, b in framed)
         settings = dst.config.settings
-        packs: list[tuple[str, bytes]] = []
-        if sum(len(b) for _, _, b in framed) > min(MAX_RECORD_BODIES, int(settings.get(
-                "record_bulk_max", RECORD_BULK_MAX))):
-            packs, placed = pack_bodies(framed, target=int(settings.get("pack_target",
-                                                                         PACK_TARGET)),
-                                        writer=dst.objects.writer)
-            loc.add(placed)
-            framed = []
+        bulk: list[tuple[Digest, int, bytes]] = []
+        if size > min(MAX_RECORD_BODIES, int(settings.get("record_bulk_max", RECORD_BULK_MAX))
+                      ) or size >= PACK_MIN:
+            bulk, framed = framed, []  # to the batch's packs, written before any record
+        return _Prepared(seq, rec, data, manifest, refs, framed, bulk, len(need))
+
+    def _write_bulk(self, batch: list[_Prepared]) -> None:
+        """The packs of a batch's bulk, durable (overlapped writes) before its records."""
+        bodies = [b for p in batch for b in p.bulk]
+        if not bodies:
+            return
+        dst = self.dst
+        packs, placed = pack_bodies(bodies, target=int(dst.config.settings.get(
+            "pack_target", PACK_TARGET)), writer=dst.objects.writer)
+        dst.objects.sweeps.before_write([])
+        dst.storage.write_many(packs)
+        dst.objects.locations.add(placed)
+        self.report.bytes_copied += sum(len(b) for _, b in packs)  # type: ignore[attr-defined]
+
+    def _commit(self, p: _Prepared) -> None:
+        """Create the record of a prepared snapshot (its bulk is in packs already)."""
+        src, dst, run_id, report = self.src, self.dst, self.run_id, self.report
+        seq, rec, data, manifest = p.seq, p.rec, p.data, p.manifest
+        loc = dst.objects.locations
+        framed = list(p.framed)
         own = {d for d, _, _ in framed}
-        where_of = {d: x for d in refs if d not in own and (x := loc.get(d)) is not None}
+        lost = [c for d, c in p.refs.items() if d not in own and loc.get(d) is None]
+        if lost:  # left to an earlier record of the batch that was not created: carry them
+            got = src.objects.get_chunks(lost, where=f"{src.url}: run {run_id!r} seq {seq}")
+            framed += frame_bodies((c.digest, b) for c, b in zip(lost, got))
+            own |= {c.digest for c in lost}
+        where_of = {d: x for d in p.refs if d not in own and (x := loc.get(d)) is not None}
         new = RunRecord(run=run_id, seq=seq, snapshot=rec.snapshot, size=len(data),
                         created=rec.created, nonce=dst.nonce())
         rec_bytes, placed_own = build_record(new, data, framed, where_of)
         dst.objects.sweeps.before_write([])
         self.life.ready(seq)
         try:
-            dst.storage.commit(packs, record_path(run_id, seq), rec_bytes)
+            dst.storage.commit([], record_path(run_id, seq), rec_bytes)
         except FileExistsError:
             if dst.record(run_id, seq).snapshot != rec.snapshot:
                 raise diverged(src, dst, run_id, seq) from None
             report.snapshots_present += 1  # type: ignore[attr-defined]
             return
         loc.add(placed_own)
-        report.chunks_copied += len(need)  # type: ignore[attr-defined]
-        report.bytes_copied += len(rec_bytes) + sum(len(b) for _, b in packs)  # type: ignore[attr-defined]
+        report.chunks_copied += p.copied  # type: ignore[attr-defined]
+        report.bytes_copied += len(rec_bytes)  # type: ignore[attr-defined]
         objects = dst.objects
         try:
             objects.sweeps.after_record(
@@ -136,3 +189,18 @@ class RunCopyV2:
                 f"The {report.snapshots_copied} snapshot(s) copied before it stand; run the "  # type: ignore[attr-defined]
                 "same copy again to continue.") from e
         report.snapshots_copied += 1  # type: ignore[attr-defined]
+
+
+@attrs.frozen
+class _Prepared:
+    """One snapshot ready to commit: its source record and manifest, the chunks it names,
+    the bodies its record carries (``framed``) and those bound for the batch's packs."""
+
+    seq: int
+    rec: RunRecord
+    data: bytes
+    manifest: Manifest
+    refs: dict[Digest, ChunkRef]
+    framed: list[tuple[Digest, int, bytes]]
+    bulk: list[tuple[Digest, int, bytes]]
+    copied: int

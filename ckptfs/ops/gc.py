@@ -22,11 +22,12 @@ from ckptfs.ops.chunks import snapshot_chunks
 from ckptfs.ops.lease import DEFAULT_TTL_MS, MaintenanceLease, NoLease, describe
 from ckptfs.storage.base import ObjectStat, Storage
 from ckptfs.store.ledgers import LedgerScanner
-from ckptfs.store.lifecycle import effective_expiry, read_retired, retire
+from ckptfs.store.lifecycle import retire
 from ckptfs.store.listing import object_digest
 from ckptfs.store.repository import Repository, Snapshot
 from ckptfs.format.containers import PackRef, RecordRef
 from ckptfs.ops.repack import Held, RepackReport, held, packs, repack
+from ckptfs.ops.runscan import RecordCache
 
 #: the writer name packs written by maintenance carry
 WRITER = "ckptfs gc"
@@ -110,22 +111,27 @@ class _Mark:
 
 
 def _mark(repo: Repository, into: _Mark, ledgers: LedgerScanner, problems: list[str],
-          lease: MaintenanceLease | None, skip: frozenset[str] | set[str] = frozenset()) -> None:
+          lease: MaintenanceLease | None, skip: frozenset[str] | set[str] = frozenset(),
+          cache: RecordCache | None = None) -> None:
     """Mark what every visible record not yet in ``into.seen`` uses. A record whose manifest
     cannot be read still marks that manifest (its id is in the record); any failure clears
-    ``sound``: then nothing may be deleted, since what the unread snapshot uses is unknown."""
+    ``sound``: then nothing may be deleted, since what the unread snapshot uses is unknown.
+    One listing per run; records read in batches, and (``cache``) a record this collection
+    read already is read again only when the listing's ETag says it changed."""
+    cache = RecordCache() if cache is None else cache
     for run_id in repo.run_ids():
         if lease is not None:
             lease.keep()
-        for seq in repo.seqs(run_id):
-            if f"{run_id}@{seq}" in skip:
-                continue
-            try:
-                rec = repo.record(run_id, seq)
-            except CkptfsError as e:
-                problems.append(f"{run_id}@{seq}: {e}")
+        listing = cache.listing(repo.storage, run_id)
+        seqs = [s for s in listing.visible if f"{run_id}@{s}" not in skip]
+        for got in cache.records(repo, listing, seqs):
+            seq = got.seq
+            if got.error is not None:
+                problems.append(f"{run_id}@{seq}: {got.error}")
                 into.sound = False
                 continue
+            rec = got.record
+            assert rec is not None
             if into.seen.get((run_id, seq)) == rec.snapshot:
                 continue  # marked already (a record withdrawn and made again is marked anew)
             into.manifests.add(rec.snapshot)
@@ -156,17 +162,23 @@ def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
         t0 = int(time.time() * 1000) if now is None else now
         cutoff_s = (t0 - grace) / 1000
         # 1. records: strays in retired ranges, then expired snapshots (a head only with its run)
+        cache = RecordCache()  # what this collection read: records, run listings
         for run_id in repo.run_ids():
             lease.keep()
-            retired = read_retired(st, run_id)
-            visible = repo.seqs(run_id)
-            strays = [s for s in repo.record_seqs(run_id) if s not in visible]
+            listing = cache.listing(st, run_id)
+            retired = listing.retired
+            visible = listing.visible
+            strays = listing.strays
             report.stray_records += len(strays)
             expired = set()
-            for seq in visible:
+            for got in cache.records(repo, listing, visible):
+                seq = got.seq
                 try:
-                    m = repo.snapshot_at(run_id, seq).manifest
-                    exp = effective_expiry(st, run_id, seq, m.expires)
+                    if got.error is not None:
+                        raise got.error
+                    assert got.record is not None
+                    m = repo._recorded(got.record).manifest
+                    exp = listing.expiry(st, seq, m.expires)
                 except CkptfsError:
                     continue  # unreadable: verify reports it; never collected on a guess
                 if exp is not None and exp <= t0:
@@ -179,13 +191,14 @@ def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
             if v1:  # v2 strays hold bodies: the container sweep repacks them (spec/v2.md)
                 st.delete_many(record_path(run_id, s)
                                for s in (strays if retired is not None else []))
-            retire(st, run_id, visible, expired, t0, delete_records=v1)
+            if retire(st, run_id, visible, expired, t0, delete_records=v1) or expired:
+                cache.relist(run_id)  # its retired range changed: the mark lists it again
         # 2. mark: everything the retained snapshots use
         lease.check()
         ledgers = LedgerScanner(repo.objects)
         mark = _Mark()
         _mark(repo, mark, ledgers, report.problems, lease,
-              skip=set(report.expired) if dry_run else set())
+              skip=set(report.expired) if dry_run else set(), cache=cache)
         # 3. candidates: old manifests nobody commits to (young ones may be in flight, so their
         #    chunks stay), then old chunks nothing marked names
         lease.check()
@@ -218,7 +231,7 @@ def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
             report.problems.append("nothing swept (no manifest, no chunk): some snapshots could "
                                    "not be read; fix or erase them (see 'ckptfs verify')")
             manifests = {}
-        victims = (v2_victims(repo, mark, cutoff_s, report)
+        victims = (v2_victims(repo, mark, cutoff_s, report, cache)
                    if not v1 and mark.sound else [])
         if dry_run:
             if victims:
@@ -229,7 +242,8 @@ def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
             report.bytes_freed = sum(st.size(p) or 0 for p in [*manifests.values(),
                                                                *chunks.values()])
         elif manifests or chunks or victims:
-            _sweep(repo, lease, mark, ledgers, manifests, chunks, cutoff_s, report, victims)
+            _sweep(repo, lease, mark, ledgers, manifests, chunks, cutoff_s, report, victims,
+                   cache)
         # 5. temp files abandoned by crashed writers
         for name in st.list(TMP):
             path = f"{TMP}/{name}"
@@ -242,14 +256,17 @@ def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
 
 def _sweep(repo: Repository, lease: MaintenanceLease, mark: _Mark, ledgers: LedgerScanner,
            manifests: dict[Digest, str], chunks: dict[Digest, str], cutoff_s: float,
-           report: GcReport, victims: list[Held] | None = None) -> None:
+           report: GcReport, victims: list[Held] | None = None,
+           cache: RecordCache | None = None) -> None:
     """4. Announce the sweep, mark again what was committed since the mark, then delete
     (spec/retention.md "Sweeps and writers"): a writer whose record the second mark misses sees
     the announcement after its record and waits for this sweep, then restores what it needs."""
     st = repo.storage
     lease.set_deletes(True)
     before = (set(manifests), set(chunks))
-    _mark(repo, mark, ledgers, report.problems, lease)
+    if cache is not None:
+        cache.relist_all()  # the second mark lists every run again, after the announcement
+    _mark(repo, mark, ledgers, report.problems, lease, cache=cache)
     if not mark.sound:
         report.problems.append("nothing swept: a snapshot committed during the collection "
                                "could not be read")
@@ -285,20 +302,21 @@ def _sweep(repo: Repository, lease: MaintenanceLease, mark: _Mark, ledgers: Ledg
                 report.chunks_deleted += 1
 
 
-def v2_victims(repo: Repository, mark: _Mark, cutoff_s: float, report: GcReport) -> list[Held]:
+def v2_victims(repo: Repository, mark: _Mark, cutoff_s: float, report: GcReport,
+               cache: RecordCache | None = None) -> list[Held]:
     """Containers to delete or repack (spec/v2.md "Maintenance"): stray records (forgotten,
     expired, withdrawn: invisible, never read again as snapshots) and packs at least half
     dead, both older than the grace period (younger ones may belong to a commit in flight)."""
     st = repo.storage
     refs: list[tuple[RecordRef | PackRef, ObjectStat | None]] = []
-    for run_id in repo.run_ids():
-        visible = set(repo.seqs(run_id))
-        refs += [(RecordRef(run_id, s), None) for s in repo.record_seqs(run_id)
-                 if s not in visible]
+    cache = RecordCache() if cache is None else cache
+    for run_id in repo.run_ids():  # the mark's listings: their stats, no request per record
+        listing = cache.listing(st, run_id)
+        refs += [(RecordRef(run_id, s), listing.records[s]) for s in listing.strays]
     refs += list(packs(st).items())
     out = []
     plain: list[str] = []  # v1 strays of an upgraded store: no bodies, deleted as in v1
-    found = held(st, refs, report.problems, plain)
+    found = held(st, refs, report.problems, plain, repo=repo)
     if plain and not report.dry_run:
         st.delete_many(plain)
     for h in found:

@@ -23,8 +23,13 @@ from ckptfs.format import containers as ct
 from ckptfs.format.containers import Body, Container, ContainerRef, Location, PackRef, RecordRef
 from ckptfs.format.digest import Digest
 from ckptfs.format.names import MOVED, PACKS, forward_path, parse_seq_name
-from ckptfs.store.containers import PACK_TARGET, container_path, pack_bodies, read_header
+from ckptfs.store.containers import PACK_TARGET, container_path, header_from, pack_bodies
 from ckptfs.storage.base import ObjectStat, Storage
+from ckptfs.store.repository import Repository
+from ckptfs.ops.runscan import known_header, remember_header
+
+#: container headers read per batch (each at most a 64 KiB range)
+BATCH = 256
 
 
 @attrs.frozen
@@ -35,6 +40,8 @@ class Held:
     container: Container
     mtime: float | None
     stored: int
+    #: the ETag of the listing it was judged by (object stores), for a conditional delete
+    etag: str | None = None
 
 
 @attrs.define
@@ -71,37 +78,67 @@ def packs(storage: Storage) -> dict[PackRef, ObjectStat]:
 
 
 def held(storage: Storage, refs: Iterable[tuple[ContainerRef, ObjectStat | None]],
-         problems: list[str], v1_records: list[str] | None = None) -> list[Held]:
-    """The headers of ``refs`` (one ranged read each); unreadable ones are reported, not held.
-    Version 1 records among them (an upgraded store) hold no bodies: their paths go to
-    ``v1_records`` when given."""
+         problems: list[str], v1_records: list[str] | None = None,
+         repo: Repository | None = None) -> list[Held]:
+    """The headers of ``refs``, by ranged reads of their first 64 KiB made ``BATCH`` at a time
+    (overlapped); unreadable ones are reported, not held. The age and size come from the
+    listing stat given with a ref (no request), else are asked. Version 1 records among them
+    (an upgraded store) hold no bodies: their paths go to ``v1_records`` when given.
+    ``repo``: headers this process read before under the same ETag are not read again."""
     out = []
+    todo = []
     for ref, stat in refs:
-        path = container_path(ref)
-        try:
-            c = read_header(storage, path, what=path)
-        except FileNotFoundError:
-            continue
-        except CkptfsError as e:
-            if v1_records is not None and isinstance(ref, RecordRef) and _is_v1(storage, path):
-                v1_records.append(path)
-            else:
-                problems.append(f"{path}: {e}")
-            continue
-        except (CkptfsError, OSError) as e:
-            problems.append(f"{path}: {e}")
-            continue
-        if stat is None:
-            mtime, size = storage.mtime(path), storage.size(path) or 0
+        c = known_header(repo, container_path(ref), stat) if repo is not None else None
+        if c is not None and stat is not None:
+            out.append(Held(ref, c, stat.mtime, stat.size, stat.etag))
         else:
-            mtime, size = stat.mtime, stat.size
-        out.append(Held(ref, c, mtime, size))
+            todo.append((ref, stat))
+    for i in range(0, len(todo), BATCH):
+        part = todo[i:i + BATCH]
+        try:
+            got = storage.read_ranges([(container_path(r), 0, ct.HEAD_READ) for r, _ in part])
+        except (CkptfsError, OSError) as e:  # one failed read: ask each, to name which
+            got = [_first(storage, container_path(r), problems) for r, _ in part]
+            problems.append(f"(batch header read) {e}")
+        for (ref, stat), first in zip(part, got):
+            path = container_path(ref)
+            if first is None:
+                continue  # absent (deleted since the listing)
+            try:
+                c = header_from(storage, path, first, what=path)
+            except FileNotFoundError:
+                continue
+            except CkptfsError as e:
+                if v1_records is not None and isinstance(ref, RecordRef) and _v1(first):
+                    v1_records.append(path)
+                else:
+                    problems.append(f"{path}: {e}")
+                continue
+            except OSError as e:
+                problems.append(f"{path}: {e}")
+                continue
+            if stat is None:
+                mtime, size, etag = storage.mtime(path), storage.size(path) or 0, None
+            else:
+                mtime, size, etag = stat.mtime, stat.size, stat.etag
+                if repo is not None:
+                    remember_header(repo, path, stat, c)
+            out.append(Held(ref, c, mtime, size, etag))
     return out
 
 
-def _is_v1(storage: Storage, path: str) -> bool:
-    first = storage.read_range(path, 0, 1)
-    return len(first) == 1 and 0xa0 <= first[0] <= 0xbf  # a CBOR map: a v1 record
+def _first(storage: Storage, path: str, problems: list[str]) -> bytes | None:
+    try:
+        return storage.read_range(path, 0, ct.HEAD_READ)
+    except FileNotFoundError:
+        return None
+    except (CkptfsError, OSError) as e:
+        problems.append(f"{path}: {e}")
+        return None
+
+
+def _v1(first: bytes) -> bool:
+    return len(first) >= 1 and 0xa0 <= first[0] <= 0xbf  # a CBOR map: a v1 record
 
 
 def record_ref(path: str) -> RecordRef | None:
@@ -117,16 +154,32 @@ def record_ref(path: str) -> RecordRef | None:
 
 
 def forwards(storage: Storage, problems: list[str]) -> dict[str, ct.Forward]:
-    """Every forward of the store, by the path of the container it stands for."""
-    out = {}
-    for path in storage.scan(MOVED):
-        try:
-            out[path[len(MOVED) + 1:]] = ct.Forward.from_bytes(storage.read(path), what=path)
-        except FileNotFoundError:
+    """Every forward of the store, by the path of the container it stands for (one listing,
+    the forwards read together)."""
+    out: dict[str, ct.Forward] = {}
+    paths = sorted(storage.scan(MOVED))
+    try:
+        got: list[bytes | None] = storage.read_many(paths)
+    except (CkptfsError, OSError):  # one failed read: read each, to know which
+        got = [_read_or_none(storage, p, problems) for p in paths]
+    for path, data in zip(paths, got):
+        if data is None:
             continue
+        try:
+            out[path[len(MOVED) + 1:]] = ct.Forward.from_bytes(data, what=path)
         except (CkptfsError, OSError) as e:
             problems.append(f"{path}: {e}")
     return out
+
+
+def _read_or_none(storage: Storage, path: str, problems: list[str]) -> bytes | None:
+    try:
+        return storage.read(path)
+    except FileNotFoundError:
+        return None
+    except (CkptfsError, OSError) as e:
+        problems.append(f"{path}: {e}")
+        return None
 
 
 def _copy_bodies(storage: Storage, todo: list[tuple[Held, Body]]
@@ -208,8 +261,13 @@ def repack(storage: Storage, victims: list[Held], keep: Callable[[Digest], bool]
         storage.replace(forward_path(path), ct.Forward(rows).to_bytes())
         report.forwards_written += 1
     lease_keep()
-    gone = [container_path(h.ref) for h in victims]
-    storage.delete_many(gone)
+    # conditional where the backend offers it: a container whose ETag changed since it was
+    # judged is kept (it cannot be the bytes judged; spec/v2.md 9.2 says why it cannot happen
+    # under the protocol: a pack's name is its digest, a record is created once)
+    changed: set[str] = set(storage.delete_many_if((container_path(h.ref), h.etag) for h in victims))
+    if changed:
+        report.problems += [f"{p}: changed since gc judged it; kept" for p in sorted(changed)]
+        victims = [h for h in victims if container_path(h.ref) not in changed]
     storage.delete_many(deletes)
     report.forwards_deleted += len(deletes)
     report.containers_deleted += len(victims)

@@ -1,7 +1,7 @@
 """Where the bytes are: per run and per snapshot, unique vs shared, expiry, personal data.
 
-``build_index`` reads every retained snapshot's manifest once; ``forget --dry-run`` and
-``du`` both work from it. Sizes are stored (framed, compressed) bytes unless named logical.
+``build_index`` reads every retained snapshot's manifest once (one listing per run, record
+headers read many at a time: ``ops.runscan``); ``forget`` and ``du`` both work from it. Sizes are stored (framed, compressed) bytes unless named logical.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from ckptfs.errors import CkptfsError
 from ckptfs.format.digest import Digest
 from ckptfs.format.models import Captured
 from ckptfs.format.names import chunk_path, snapshot_path
-from ckptfs.store.lifecycle import effective_expiry
 from ckptfs.ops.chunks import snapshot_chunks
+from ckptfs.ops.runscan import list_run, read_records
 from ckptfs.store.ledgers import LedgerScanner
 from ckptfs.store.repository import Repository, Snapshot
 
@@ -87,14 +87,19 @@ def build_index(repo: Repository, runs: Iterable[str] | None = None,
     st = repo.storage
     ledgers = LedgerScanner(repo.objects)
     for run_id in (list(runs) if runs is not None else repo.run_ids()):
-        seqs = repo.seqs(run_id)
+        listing = list_run(st, run_id)  # one listing: records, retired range, overrides
+        seqs = listing.visible
         if seqs:
             idx.heads[run_id] = seqs[-1]
-        for seq in seqs:
+        for got in read_records(repo, run_id, [(s, listing.records[s]) for s in seqs]):
+            seq = got.seq
             try:
-                snap = repo.snapshot_at(run_id, seq)
+                if got.error is not None:
+                    raise got.error
+                assert got.record is not None
+                snap = repo._recorded(got.record)  # the record read above, not read again
                 m = snap.manifest
-                expires = effective_expiry(st, run_id, seq, m.expires)
+                expires = listing.expiry(st, seq, m.expires)
             except CkptfsError as e:
                 idx.problems.append(f"{run_id}@{seq}: {e}")
                 continue

@@ -8,6 +8,8 @@ raises ``FileExistsError``; every other failure raises ``ckptfs.errors.StorageEr
 
 from __future__ import annotations
 
+import builtins
+
 import abc
 from collections.abc import Iterable
 
@@ -38,6 +40,10 @@ class ObjectStat:
     size: int
     #: seconds since the epoch, or None when the backend does not say
     mtime: float | None
+    #: the object store's entity tag from the same listing (S3: the MD5 of a single-part
+    #: object's bytes), or None (local disk); maintenance uses it to tell an object it read
+    #: from one rewritten since
+    etag: str | None = None
 
 
 def check_path(path: str) -> str:
@@ -159,6 +165,15 @@ class Storage(abc.ABC):
         DeleteObjects, 1,000 keys a request)."""
         for p in paths:
             self.delete(p)
+
+    def delete_many_if(self, items: Iterable[tuple[str, str | None]]) -> builtins.list[str]:
+        """Remove each path only while it still has the ETag it was judged by (absent is fine;
+        None: no condition); the paths kept because they changed since. Backends that offer
+        conditional deletes use them (S3: the ``ETag`` element of DeleteObjects, ``If-Match``
+        on DeleteObject); this default deletes unconditionally and keeps none (local disk has
+        no ETags: what protects the data there is the format, spec/v2.md 9.2)."""
+        self.delete_many(p for p, _ in items)
+        return []
 
     @abc.abstractmethod
     def size(self, path: str) -> int | None:

@@ -26,6 +26,8 @@ StorageError naming the URL, so callers see one kind of backend failure.
 
 from __future__ import annotations
 
+import builtins
+
 import datetime
 import inspect
 import os
@@ -458,6 +460,58 @@ class FsspecStorage(Storage):
                 raise _wrap(e, self.url, "(batch delete)") from e
         self.fs.invalidate_cache()
 
+    def delete_many_if(self, items: Iterable[tuple[str, str | None]]) -> builtins.list[str]:
+        """S3 conditional deletes: DeleteObjects with each key's ``ETag`` (AWS evaluates it per
+        key and answers ``PreconditionFailed`` for a changed one), a single key with
+        DeleteObject ``If-Match``. moto 5.2 honours ``If-Match`` on DeleteObject and ignores
+        the ``ETag`` of DeleteObjects (it deletes). A server that refuses the ETag element
+        gets the unconditional batch. Other fsspec backends: unconditional."""
+        items = list(items)
+        if not items or not _takes_refresh(self.fs) or all(e is None for _, e in items):
+            return super().delete_many_if(items)
+        self._need_write()
+        keys = [(self.fs._strip_protocol(self._abs(p)), e, p) for p, e in items]
+        bucket = keys[0][0].partition("/")[0]
+        kept: builtins.list[str] = []
+        if len(keys) == 1:
+            key, etag, path = keys[0]
+            try:
+                sync(self.fs.loop, self.fs._call_s3, "delete_object", Bucket=bucket,
+                     Key=key.partition("/")[2], **({"IfMatch": etag} if etag else {}))
+            except FileNotFoundError:
+                pass
+            except Exception as e:  # noqa: BLE001 - sorted below
+                if _precondition_failed(e):
+                    kept.append(path)
+                elif "NoSuchKey" not in str(e) and "404" not in str(e):
+                    raise _wrap(e, self.url, path) from e
+            self.fs.invalidate_cache()
+            return kept
+        by_key = {k.partition("/")[2]: p for k, _, p in keys}
+        for i in range(0, len(keys), 1000):
+            batch = [{"Key": k.partition("/")[2], **({"ETag": e} if e else {})}
+                     for k, e, _ in keys[i:i + 1000]]
+            try:
+                out = sync(self.fs.loop, self.fs._call_s3, "delete_objects", Bucket=bucket,
+                           Delete={"Objects": batch, "Quiet": True})
+            except Exception as e:
+                if "MalformedXML" in str(e) or "NotImplemented" in str(e):
+                    self.delete_many(by_key[o["Key"]] for o in batch)  # no ETag element here
+                    continue
+                raise _wrap(e, self.url, "(batch delete)") from e
+            errors = []
+            for err in out.get("Errors", []):
+                code = err.get("Code")
+                if code == "PreconditionFailed":
+                    kept.append(by_key.get(err.get("Key", ""), err.get("Key", "")))
+                elif code != "NoSuchKey":
+                    errors.append(err)
+            if errors:
+                raise StorageError(f"{self.url}: deleting {len(errors)} object(s) failed, e.g. "
+                                   f"{errors[0].get('Key')}: {errors[0].get('Message')}")
+        self.fs.invalidate_cache()
+        return kept
+
     def _info(self, path: str) -> dict[str, Any] | None:
         full = self._abs(path)
         # a cached listing of the parent would hide objects other writers created since:
@@ -502,7 +556,9 @@ class FsspecStorage(Storage):
             if info.get("type") == "directory" or not name.startswith(base) or name.endswith("/"):
                 continue
             path = f"{prefix}/{name[len(base):]}" if prefix else name[len(base):]
-            out[path] = ObjectStat(int(info.get("size") or 0), _mtime_of(info))
+            etag = info.get("ETag")
+            out[path] = ObjectStat(int(info.get("size") or 0), _mtime_of(info),
+                                   etag if isinstance(etag, str) else None)
         return out
 
 
@@ -520,6 +576,20 @@ def _mtime_of(info: dict[str, Any]) -> float | None:
             except ValueError:
                 continue
     return None
+
+
+def _precondition_failed(e: BaseException) -> bool:
+    """A 412 (S3 ``PreconditionFailed``), as botocore raises it or as s3fs translates it (an
+    ``OSError(EINVAL)`` whose message is the server's)."""
+    for x in (e, e.__cause__, e.__context__):
+        if x is None:
+            continue
+        code = getattr(x, "response", {}).get("Error", {}).get("Code")
+        text = str(x)
+        if code in ("PreconditionFailed", "412") or "PreconditionFailed" in text or (
+                "pre-conditions you specified did not hold" in text):
+            return True
+    return False
 
 
 def _range_refused(e: Exception) -> bool:

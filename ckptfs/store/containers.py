@@ -90,7 +90,12 @@ def read_container(storage: Storage, path: str, *, what: str) -> tuple[Container
 def read_header(storage: Storage, path: str, *, what: str) -> Container:
     """A container's header only: one ranged read of its first 64 KiB, a second one when the
     header is longer (FileNotFoundError when absent)."""
-    first = storage.read_range(path, 0, ct.HEAD_READ)
+    return header_from(storage, path, storage.read_range(path, 0, ct.HEAD_READ), what=what)
+
+
+def header_from(storage: Storage, path: str, first: bytes, *, what: str) -> Container:
+    """A container's header from its first bytes (read already, say in a batch of ranged
+    reads), reading the rest of the header when it is longer than they are."""
     try:
         end = ct.header_length(first, what=what)
         if end > len(first):

@@ -33,9 +33,12 @@ def retired_throughs(storage: Storage, run_id: str) -> list[int]:
                   if s is not None)
 
 
-def read_retired(storage: Storage, run_id: str) -> Retired | None:
-    """The run's authoritative retired marker (the highest), or None."""
-    throughs = retired_throughs(storage, run_id)
+def read_retired(storage: Storage, run_id: str, throughs: list[int] | None = None
+                 ) -> Retired | None:
+    """The run's authoritative retired marker (the highest), or None. ``throughs``: the
+    markers' ``through`` values when the caller listed them already (one listing of the run
+    serves maintenance); absent, the retired folder is listed."""
+    throughs = retired_throughs(storage, run_id) if throughs is None else sorted(throughs)
     if not throughs:
         return None
     path = f"{retired_dir(run_id)}/{seq_name(throughs[-1])}"

@@ -27,8 +27,11 @@ from ckptfs.format.names import (
 from ckptfs.storage.base import Storage
 
 
-def parse_record(data: bytes, *, what: str) -> tuple[RunRecord, Container | None]:
-    """A record file's commit (and, for v2, its decoded container)."""
+def parse_record(data: bytes, *, what: str, whole: bool = True
+                 ) -> tuple[RunRecord, Container | None]:
+    """A record file's commit (and, for v2, its decoded container). ``whole=False``: ``data``
+    is a v2 record's first bytes, at least its header (maintenance reads only headers); the
+    file's length is then not checked."""
     if not ct.is_container(data):
         try:
             return RunRecord.from_bytes(data, what=what), None
@@ -37,7 +40,7 @@ def parse_record(data: bytes, *, what: str) -> tuple[RunRecord, Container | None
         except FormatError as e:
             raise CorruptSnapshot(f"{e} (the file may be truncated or edited)") from e
     try:
-        c = ct.decode(data, what=what)
+        c = ct.decode(data, what=what, whole=whole)
     except NonCanonical as e:
         raise NonCanonical(f"{e} (the record was edited or written by a broken writer)") from e
     except FormatError as e:
