@@ -464,3 +464,19 @@ def test_crash_points_on_exfat_sample(exfat: Path, monkeypatch: pytest.MonkeyPat
     TALLY["crash:exfat:sample"] += n
     print(f"\ncrash points on exFAT (sample): {n}")
 
+
+
+def test_reference_checks_without_o_nonblock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                             ) -> None:
+    """A local reference is checked where os.O_NONBLOCK does not exist (Windows): a regression
+    test, the check raised AttributeError before."""
+    from ckptfs.format.models import Reference
+    from ckptfs.runtime.refs import check_reference, policy_of
+
+    page = tmp_path / "page.txt"
+    page.write_bytes(b"an external page")
+    monkeypatch.delattr(os, "O_NONBLOCK")
+    entry = Reference(uri=page.as_uri(), size=len(b"an external page"))
+    assert check_reference(entry, policy=policy_of([str(tmp_path)])) is None
+    wrong = Reference(uri=page.as_uri(), size=3)
+    assert "expected 3" in (check_reference(wrong, policy=policy_of([str(tmp_path)])) or "")
