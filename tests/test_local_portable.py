@@ -173,6 +173,18 @@ def test_portable_never_follows_a_symlink(local: LocalStorage, tmp_path: Path) -
     assert local.read_many(["chunks/aa/real"]) == [b"x"]
 
 
+def test_a_symlinked_lock_folder_is_refused(local: LocalStorage, tmp_path: Path) -> None:
+    """tmp/locks/ must be a real folder of the store: a link there would put the lock files
+    (created by every commit) outside it."""
+    local.write("warm/up", b"creates tmp/")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    os.symlink(outside, Path(local.root) / "tmp" / LOCKS)
+    with pytest.raises(StorageError, match="symbolic link"):
+        local.create("runs/r/00000000000000000001", b"x")
+    assert list(outside.iterdir()) == [] and not local.exists("runs/r/00000000000000000001")
+
+
 def test_a_link_swapped_in_after_the_lstat_is_refused(local: LocalStorage, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """The race lstat leaves open: the object is replaced by a link between the lstat and the
@@ -480,3 +492,17 @@ def test_reference_checks_without_o_nonblock(tmp_path: Path, monkeypatch: pytest
     assert check_reference(entry, policy=policy_of([str(tmp_path)])) is None
     wrong = Reference(uri=page.as_uri(), size=3)
     assert "expected 3" in (check_reference(wrong, policy=policy_of([str(tmp_path)])) or "")
+
+
+def test_the_ci_workflow_runs_every_platform_and_python() -> None:
+    """.github/workflows/ci.yml (checked with actionlint; it runs on GitHub, not here) keeps
+    the matrix README promises: Linux, macOS, Windows by Python 3.11-3.13, suite and mypy."""
+    yaml = pytest.importorskip("yaml")
+    wf = yaml.safe_load((HERE.parent / ".github" / "workflows" / "ci.yml").read_text())
+    job = wf["jobs"]["test"]
+    matrix = job["strategy"]["matrix"]
+    assert set(matrix["os"]) == {"ubuntu-latest", "macos-latest", "windows-latest"}
+    assert matrix["python"] == ["3.11", "3.12", "3.13"]
+    runs = " ".join(step.get("run", "") for step in job["steps"])
+    assert "python -m mypy" in runs and "python -m pytest" in runs
+    assert "tests/test_local_portable.py" in runs

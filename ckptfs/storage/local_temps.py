@@ -100,6 +100,7 @@ class LocalTemps(LocalFolders):
         go; an immutable object (same name, same bytes) needs no lock."""
         folder = os.path.dirname(final)
         if exclusive:
+            self._check_no_links(self._locks)  # a link there would put the locks outside
             self._ensure_dir(self._locks)
             rel = os.path.relpath(folder, self.root)
             with folder_lock(self._locks, "" if rel == "." else rel.replace(os.sep, "/"),
