@@ -74,11 +74,15 @@ def create_only_mode(store: object) -> tuple[str, str]:
     """How the store's backend makes commits create-only, and whom that covers (issue 19: a
     local store says whether it got link(2) or the filelock fallback); ("", "") when the
     backend has not been probed (an existing object store that init did not write to)."""
+    from ckptfs.errors import StorageError
     from ckptfs.storage.local import LocalStorage
 
     st = getattr(store, "storage", None)
     if isinstance(st, LocalStorage):
-        st.probe_features()
+        try:
+            st.probe_features()
+        except StorageError:  # an existing store on a read-only disk: nothing to say
+            return "", ""
     caps = getattr(st, "capabilities", None)
     if caps is None or "not probed" in caps.create_only_how:
         return "", ""

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 
 import attrs
 
+from ckptfs.errors import StorageError
 from ckptfs.format.names import TMP
 from ckptfs.storage import local_errors as err
 from ckptfs.storage import local_os as los
@@ -65,9 +66,11 @@ class LocalFolders:
         """The features, probed in the store's tmp/ folder the first time a write needs them."""
         if not self.features.probed:
             self._check_no_links(self._tmp)
-            self._ensure_dir(self._tmp)
             try:
+                self._ensure_dir(self._tmp)
                 self.features = probe(self._tmp, self.features.disabled)
+            except StorageError:
+                raise
             except OSError as e:
                 raise err.wrap(e, TMP) from e
             self.capabilities = self._capabilities()
