@@ -467,8 +467,10 @@ def test_eight_writers_race_on_exfat(exfat: Path, tmp_path: Path,
         print(capsys.readouterr().out.strip().replace("local", "exFAT (FUSE), filelock"))
 
 
+@pytest.mark.long
 def test_crash_points_on_exfat_sample(exfat: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The crash sample on the real filesystem, no feature disabled: the probe decides."""
+    """A crash sample on the real filesystem, no feature disabled: the probe decides (long:
+    FUSE makes each point slow; the default suite has the filelock-mode sample on tmpfs)."""
     root = exfat / "crash"
     root.mkdir()
     n = _crash_points(root, monkeypatch, sample=True, disable=frozenset(), creates=1 / 3,
