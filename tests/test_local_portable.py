@@ -433,9 +433,18 @@ def exfat() -> Iterator[Path]:
     try:
         yield Path(mnt)
     finally:
-        subprocess.run(["umount", mnt], capture_output=True, timeout=60)
-        subprocess.run(["losetup", "-d", loop], capture_output=True, timeout=60)
+        _unmount(mnt, loop)
         shutil.rmtree(base, ignore_errors=True)
+
+
+def _unmount(mnt: str, loop: str) -> None:
+    """Unmount (lazily if the FUSE daemon is still busy) and free the loop device; the image
+    is removed only once nothing holds it."""
+    p = subprocess.run(["umount", mnt], capture_output=True, text=True, timeout=60)
+    if p.returncode:
+        print(f"umount {mnt}: {p.stderr.strip()}; detaching lazily")
+        subprocess.run(["umount", "-l", mnt], capture_output=True, timeout=60)
+    subprocess.run(["losetup", "-d", loop], capture_output=True, timeout=60)
 
 
 def test_exfat_gets_filelock_by_the_probe(exfat: Path) -> None:
