@@ -30,7 +30,8 @@ COPY_KEYS = {"ok", "runs", "snapshots_copied", "snapshots_present", "snapshots_s
              "chunks_copied", "chunks_present", "bytes_copied", "config_created", "conflicts",
              "controls_written", "erased"}
 EXPORT_KEYS = {"path", "kind", "files", "archive_bytes", "runs", "snapshots", "chunks"}
-INIT_KEYS = {"store", "created", "format", "chunker", "bucket_created"}
+INIT_KEYS = {"store", "created", "format", "chunker", "bucket_created", "create_only",
+             "create_only_scope"}
 VERIFY_KEYS = {"ok", "runs", "snapshots", "chunks_checked", "bytes_read", "problems"}
 
 

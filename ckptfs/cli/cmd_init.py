@@ -53,9 +53,11 @@ def run(args: argparse.Namespace) -> int:
     store.init(version=args.format_version)
     cfg = store.repo.config
     c = cfg.chunker
+    how, scope = create_only_mode(store)
     if args.json:
         print_json({"store": store.url, "created": not existed, "format": cfg.version,
-                    "chunker": c.to_cbor(), "bucket_created": made is not None})
+                    "chunker": c.to_cbor(), "bucket_created": made is not None,
+                    "create_only": how, "create_only_scope": scope})
     else:
         verb = "exists" if existed else "created"
         if made:
@@ -63,4 +65,25 @@ def run(args: argparse.Namespace) -> int:
         print(f"store {verb}: {store.url} (format version {cfg.version})")
         print(f"chunker: {c.algorithm} min {human.size(c.min_size)} avg {human.size(c.avg_size)} "
               f"max {human.size(c.max_size)}")
+        if how:
+            print(f"create-only: {how}" + (f"\n  safe for: {scope}" if scope else ""))
     return EXIT_OK
+
+
+def create_only_mode(store: object) -> tuple[str, str]:
+    """How the store's backend makes commits create-only, and whom that covers (issue 19: a
+    local store says whether it got link(2) or the filelock fallback); ("", "") when the
+    backend has not been probed (an existing object store that init did not write to)."""
+    from ckptfs.errors import StorageError
+    from ckptfs.storage.local import LocalStorage
+
+    st = getattr(store, "storage", None)
+    if isinstance(st, LocalStorage):
+        try:
+            st.probe_features()
+        except StorageError:  # an existing store on a read-only disk: nothing to say
+            return "", ""
+    caps = getattr(st, "capabilities", None)
+    if caps is None or "not probed" in caps.create_only_how:
+        return "", ""
+    return caps.create_only_how, caps.create_only_scope

@@ -227,7 +227,7 @@ def _check_local(entry: Reference, path: str, root: str, shown: str) -> str | No
         for i, seg in enumerate(below):
             last = i == len(below) - 1
             flags = (os.O_RDONLY | nofollow | getattr(os, "O_NOCTTY", 0)
-                     | (os.O_NONBLOCK if last else getattr(os, "O_DIRECTORY", 0)))
+                     | getattr(os, "O_NONBLOCK" if last else "O_DIRECTORY", 0))
             try:
                 nxt = os.open(seg, flags, dir_fd=fd)
             except OSError as e:

@@ -31,6 +31,9 @@ class Capabilities:
     writable: bool = True
     deletable: bool = True
     listable: bool = True
+    #: who the create-only promise covers, for humans ("" when the backend does not say): local
+    #: disk's link(2) mode holds across hosts, its filelock mode as far as the OS's locks reach
+    create_only_scope: str = ""
 
 
 @attrs.frozen

@@ -17,6 +17,7 @@ from ckptfs.errors import InvalidURL
 from ckptfs.format.names import CONFIG_PATH
 from ckptfs.storage.base import Storage
 from ckptfs.storage.local import LocalStorage
+from ckptfs.storage.local_caps import ENV_DISABLE, ENV_MODE, disabled_features
 from ckptfs.storage.objects import FsspecStorage
 
 ARCHIVE_SUFFIXES = {".zip": "zip", ".tar": "tar"}
@@ -26,6 +27,9 @@ _MISSPELT = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:/(?!/)")
 def open_storage(url: str, *, filesystem: Any = None, **storage_options: Any) -> Storage:
     """Local paths and ``file://`` get the POSIX backend; everything else goes through fsspec.
 
+    ``local_mode="portable"`` / ``local_disable="link,o_tmpfile,..."`` (local disk) use the
+    fallbacks of the local backend where the fast paths work (RELIABILITY.md "Local disk
+    modes"); by default ``CKPTFS_LOCAL_MODE`` and ``CKPTFS_LOCAL_DISABLE`` decide.
     ``single_writer=True`` (object stores) allows writing to a backend that does not honour
     create-only writes, on the caller's promise that no other process writes to the store.
     ``filesystem``: an fsspec filesystem the caller already configured; ``url`` is then the
@@ -42,10 +46,12 @@ def open_storage(url: str, *, filesystem: Any = None, **storage_options: Any) ->
         if archive is None:
             storage_options.pop("single_writer", None)  # local disk is always create-only
             durable = storage_options.pop("durable", True)
+            disable = _local_disable(storage_options.pop("local_mode", None),
+                                     storage_options.pop("local_disable", None))
             if storage_options:
-                raise TypeError(f"local stores take no storage options but 'durable', got "
-                                f"{sorted(storage_options)}")
-            return LocalStorage(path, durable=durable)
+                raise TypeError(f"local stores take no storage options but 'durable', "
+                                f"'local_mode' and 'local_disable', got {sorted(storage_options)}")
+            return LocalStorage(path, durable=durable, disable=disable)
         url = archive
     single_writer = bool(storage_options.pop("single_writer", False))
     try:
@@ -62,6 +68,17 @@ def open_storage(url: str, *, filesystem: Any = None, **storage_options: Any) ->
         # half-written file and its writes are not fsynced; link(2) gives neither problem
         return LocalStorage(root, durable=storage_options.get("durable", True))
     return FsspecStorage(fs, root, url, single_writer=single_writer)
+
+
+def _local_disable(mode: Any, disable: Any) -> frozenset[str] | None:
+    """The local features an open option turns off (``local_mode="portable"``,
+    ``local_disable="link,syncfs"`` or a list); None: the environment decides
+    (``CKPTFS_LOCAL_MODE``, ``CKPTFS_LOCAL_DISABLE``; ckptfs/storage/local_caps.py)."""
+    if mode is None and disable is None:
+        return None
+    env = {ENV_MODE: str(mode or ""),
+           ENV_DISABLE: disable if isinstance(disable, str) else ",".join(disable or ())}
+    return disabled_features(env)
 
 
 def _on_filesystem(fs: Any, url: str, options: dict[str, Any]) -> Storage:
