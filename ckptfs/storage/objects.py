@@ -26,28 +26,31 @@ StorageError naming the URL, so callers see one kind of backend failure.
 
 from __future__ import annotations
 
-import builtins
-
-import datetime
-import inspect
 import os
 import secrets
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from fsspec.asyn import sync
 
-from ckptfs.errors import CapabilityError, CorruptObject, OutcomeUnknown, StorageError
-from ckptfs.format.limits import kind_of, stored_size_limit
-from ckptfs.storage.base import Capabilities, ObjectStat, Storage, check_path
+from ckptfs.errors import CapabilityError, OutcomeUnknown, StorageError
+from ckptfs.format.limits import stored_size_limit
+from ckptfs.storage.base import Capabilities, ObjectStat, check_path
 from ckptfs.storage.cloud import gcs_list_after
+from ckptfs.storage.object_calls import (
+    bounded,
+    mtime_of,
+    precondition_failed,
+    range_refused,
+    takes_refresh,
+    whole_object_reads,
+    wrap,
+)
+from ckptfs.storage.object_deletes import GCS_PROTOCOLS, BatchDeletes
 
 READ_ONLY_PROTOCOLS = {"zip", "tar", "http", "https", "github", "libarchive"}
-GCS_PROTOCOLS = {"gs", "gcs"}
-#: fsspec plugins whose ``rm`` of a list batches or overlaps the deletes
-BATCH_RM_PROTOCOLS = GCS_PROTOCOLS | {"az", "abfs", "abfss"}
 #: whole probes tried before giving up (each request inside is retried by the backend)
 PROBE_ATTEMPTS = 2
 PROBE_BACKOFF_S = 0.5
@@ -63,7 +66,7 @@ class _Permanent(Exception):
         self.error = error
 
 
-class FsspecStorage(Storage):
+class FsspecStorage(BatchDeletes):
     def __init__(self, fs: Any, root: str, url: str, *, single_writer: bool = False) -> None:
         self.fs = fs
         #: the caller promised that only this process writes (no create-only needed)
@@ -73,10 +76,10 @@ class FsspecStorage(Storage):
         self.url = url
         protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
         self.protocol = protocol
-        self._cat_kw = _whole_object_reads(fs)
+        self._cat_kw = whole_object_reads(fs)
         #: gcsfs: create-only as one multipart upload with ifGenerationMatch=0 (_exclusive_put)
         self._create_by_pipe = protocol in GCS_PROTOCOLS
-        self.lists_after = _takes_refresh(fs) or self._create_by_pipe
+        self.lists_after = takes_refresh(fs) or self._create_by_pipe
         writable = protocol not in READ_ONLY_PROTOCOLS
         self._probed = not writable
         self._lock = threading.Lock()
@@ -185,14 +188,14 @@ class FsspecStorage(Storage):
             except FileNotFoundError:
                 raise
             except Exception as e:  # adlfs: azure.core's HttpResponseError, not an OSError
-                if not _range_refused(e):
+                if not range_refused(e):
                     raise
                 data = self.fs.cat_file(full, **self._cat_kw)  # an empty object has no range
         except FileNotFoundError:
             raise
         except Exception as e:
-            raise _wrap(e, self.url, path) from e
-        return _bounded(data, path, limit)
+            raise wrap(e, self.url, path) from e
+        return bounded(data, path, limit)
 
     def read_many(self, paths: list[str]) -> list[bytes | None]:
         if len(paths) <= 1:
@@ -202,18 +205,18 @@ class FsspecStorage(Storage):
         try:
             got = self.fs.cat(full, on_error="return", start=0, end=limit + 1, **self._cat_kw)
         except Exception as e:
-            raise _wrap(e, self.url, "(batch read)") from e
+            raise wrap(e, self.url, "(batch read)") from e
         out: list[bytes | None] = []
         for f, p in zip(full, paths):
             v = got.get(f)
             if isinstance(v, FileNotFoundError) or v is None:
                 out.append(None)
-            elif isinstance(v, Exception) and _range_refused(v):
+            elif isinstance(v, Exception) and range_refused(v):
                 out.append(self.read(p))  # empty: read it without a range
             elif isinstance(v, Exception):
-                raise _wrap(v, self.url, p)
+                raise wrap(v, self.url, p)
             else:
-                out.append(_bounded(v, p, stored_size_limit(p)))
+                out.append(bounded(v, p, stored_size_limit(p)))
         return out
 
     def read_range(self, path: str, start: int, end: int) -> bytes:
@@ -227,9 +230,9 @@ class FsspecStorage(Storage):
         except FileNotFoundError:
             raise
         except Exception as e:
-            if _range_refused(e):
+            if range_refused(e):
                 return b""  # the object ends before ``start``
-            raise _wrap(e, self.url, path) from e
+            raise wrap(e, self.url, path) from e
         if len(data) > end - start:  # a server that ignores Range sends the whole object
             data = data[start:end]
         return data
@@ -257,7 +260,7 @@ class FsspecStorage(Storage):
         has no start key): None (the caller probes names)."""
         if self.protocol in GCS_PROTOCOLS:
             return self._gcs_list_after(prefix, after)
-        if not _takes_refresh(self.fs):
+        if not takes_refresh(self.fs):
             return None
         full = self.fs._strip_protocol(self._abs(prefix)).rstrip("/") + "/"
         bucket, _, key_prefix = full.partition("/")
@@ -275,14 +278,14 @@ class FsspecStorage(Storage):
                 if not page.get("IsTruncated") or not token:
                     return names
         except Exception as e:
-            raise _wrap(e, self.url, prefix) from e
+            raise wrap(e, self.url, prefix) from e
 
     def _gcs_list_after(self, prefix: str, after: str) -> list[str]:
         full = self.fs._strip_protocol(self._abs(prefix)).rstrip("/") + "/"
         try:
             return gcs_list_after(self.fs, full, after)
         except Exception as e:
-            raise _wrap(e, self.url, prefix) from e
+            raise wrap(e, self.url, prefix) from e
 
     def write(self, path: str, data: bytes) -> None:
         full = self._abs(path)
@@ -290,7 +293,7 @@ class FsspecStorage(Storage):
         try:
             self.fs.pipe_file(full, data)
         except Exception as e:
-            raise _wrap(e, self.url, path) from e
+            raise wrap(e, self.url, path) from e
 
     def write_many(self, items: Iterable[tuple[str, bytes]]) -> None:
         batch = {self._abs(p): d for p, d in items}
@@ -300,7 +303,7 @@ class FsspecStorage(Storage):
         try:
             self.fs.pipe(batch)
         except Exception as e:
-            raise _wrap(e, self.url, "(batch)") from e
+            raise wrap(e, self.url, "(batch)") from e
 
     def create(self, path: str, data: bytes) -> None:
         if not data:
@@ -320,7 +323,7 @@ class FsspecStorage(Storage):
         except FileExistsError:
             raise
         except Exception as e:
-            raise _wrap(e, self.url, path) from e
+            raise wrap(e, self.url, path) from e
 
     def _create(self, path: str, data: bytes) -> None:
         """An exclusive create whose answer, when it is "exists" or a failure, is checked by
@@ -351,7 +354,7 @@ class FsspecStorage(Storage):
             raise FileExistsError(path)
         if failure is None:  # "exists", then gone (deleted in between): not ours either way
             raise FileExistsError(path)
-        raise StorageError(f"{_wrap(failure, self.url, path)} The object is absent when read "
+        raise StorageError(f"{wrap(failure, self.url, path)} The object is absent when read "
                            "back: this create-only write did not happen.") from failure
 
     def _exclusive_put(self, full: str, data: bytes) -> None:
@@ -383,7 +386,7 @@ class FsspecStorage(Storage):
     def list(self, prefix: str) -> list[str]:
         full = self._abs(prefix) if prefix else self.root
         try:
-            if _takes_refresh(self.fs):
+            if takes_refresh(self.fs):
                 # one delimited listing, never cached: s3fs's ``ls`` would list the parent
                 # folder as well whenever this one is empty (to tell a file from a folder)
                 names = [e["name"] for e in sync(self.fs.loop, self.fs._lsdir, full,
@@ -396,7 +399,7 @@ class FsspecStorage(Storage):
         except FileNotFoundError:
             return []
         except Exception as e:
-            raise _wrap(e, self.url, prefix) from e
+            raise wrap(e, self.url, prefix) from e
         out = set()
         for n in names:
             n = n.rstrip("/")
@@ -413,104 +416,7 @@ class FsspecStorage(Storage):
         except FileNotFoundError:
             return
         except Exception as e:
-            raise _wrap(e, self.url, path) from e
-
-    def delete_many(self, paths: Iterable[str]) -> None:
-        """S3: DeleteObjects with up to 1,000 keys a request (a key that is absent is fine; any
-        other per-key error raises StorageError). GCS, Azure: the SDK's batch requests
-        (``_rm_batched``). Other backends: one delete each."""
-        paths = list(paths)
-        if len(paths) > 1 and self.protocol in BATCH_RM_PROTOCOLS:
-            self._rm_batched(paths)
-            return
-        if len(paths) <= 1 or not _takes_refresh(self.fs):
-            for p in paths:
-                self.delete(p)
-            return
-        self._need_write()
-        keys = [self.fs._strip_protocol(self._abs(p)) for p in paths]
-        bucket = keys[0].partition("/")[0]
-        for i in range(0, len(keys), 1000):
-            batch = [{"Key": k.partition("/")[2]} for k in keys[i:i + 1000]]
-            try:
-                out = sync(self.fs.loop, self.fs._call_s3, "delete_objects", Bucket=bucket,
-                           Delete={"Objects": batch, "Quiet": True})
-            except Exception as e:
-                raise _wrap(e, self.url, "(batch delete)") from e
-            errors = [e for e in out.get("Errors", []) if e.get("Code") != "NoSuchKey"]
-            if errors:
-                raise StorageError(f"{self.url}: deleting {len(errors)} object(s) failed, e.g. "
-                                   f"{errors[0].get('Key')}: {errors[0].get('Message')}")
-        self.fs.invalidate_cache()
-
-    def _rm_batched(self, paths: Sequence[str]) -> None:
-        """gcsfs and adlfs: ``rm`` of a list overlaps the deletes (gcsfs: the JSON batch API of
-        100 deletes a request on Google's service, 5 DELETEs at a time against an emulator;
-        adlfs: every DELETE at once); an absent object is fine."""
-        self._need_write()
-        full = [self._abs(p) for p in paths]
-        # adlfs would first ask for each path whether it is a folder (a HEAD each)
-        kw = {} if self.protocol in GCS_PROTOCOLS else {"expand_path": False}
-        for i in range(0, len(full), 1000):
-            try:
-                self.fs.rm(full[i:i + 1000], **kw)
-            except FileNotFoundError:
-                pass
-            except Exception as e:
-                raise _wrap(e, self.url, "(batch delete)") from e
-        self.fs.invalidate_cache()
-
-    def delete_many_if(self, items: Iterable[tuple[str, str | None]]) -> builtins.list[str]:
-        """S3 conditional deletes: DeleteObjects with each key's ``ETag`` (AWS evaluates it per
-        key and answers ``PreconditionFailed`` for a changed one), a single key with
-        DeleteObject ``If-Match``. moto 5.2 honours ``If-Match`` on DeleteObject and ignores
-        the ``ETag`` of DeleteObjects (it deletes). A server that refuses the ETag element
-        gets the unconditional batch. Other fsspec backends: unconditional."""
-        items = list(items)
-        if not items or not _takes_refresh(self.fs) or all(e is None for _, e in items):
-            return super().delete_many_if(items)
-        self._need_write()
-        keys = [(self.fs._strip_protocol(self._abs(p)), e, p) for p, e in items]
-        bucket = keys[0][0].partition("/")[0]
-        kept: builtins.list[str] = []
-        if len(keys) == 1:
-            key, etag, path = keys[0]
-            try:
-                sync(self.fs.loop, self.fs._call_s3, "delete_object", Bucket=bucket,
-                     Key=key.partition("/")[2], **({"IfMatch": etag} if etag else {}))
-            except FileNotFoundError:
-                pass
-            except Exception as e:  # noqa: BLE001 - sorted below
-                if _precondition_failed(e):
-                    kept.append(path)
-                elif "NoSuchKey" not in str(e) and "404" not in str(e):
-                    raise _wrap(e, self.url, path) from e
-            self.fs.invalidate_cache()
-            return kept
-        by_key = {k.partition("/")[2]: p for k, _, p in keys}
-        for i in range(0, len(keys), 1000):
-            batch = [{"Key": k.partition("/")[2], **({"ETag": e} if e else {})}
-                     for k, e, _ in keys[i:i + 1000]]
-            try:
-                out = sync(self.fs.loop, self.fs._call_s3, "delete_objects", Bucket=bucket,
-                           Delete={"Objects": batch, "Quiet": True})
-            except Exception as e:
-                if "MalformedXML" in str(e) or "NotImplemented" in str(e):
-                    self.delete_many(by_key[o["Key"]] for o in batch)  # no ETag element here
-                    continue
-                raise _wrap(e, self.url, "(batch delete)") from e
-            errors = []
-            for err in out.get("Errors", []):
-                code = err.get("Code")
-                if code == "PreconditionFailed":
-                    kept.append(by_key.get(err.get("Key", ""), err.get("Key", "")))
-                elif code != "NoSuchKey":
-                    errors.append(err)
-            if errors:
-                raise StorageError(f"{self.url}: deleting {len(errors)} object(s) failed, e.g. "
-                                   f"{errors[0].get('Key')}: {errors[0].get('Message')}")
-        self.fs.invalidate_cache()
-        return kept
+            raise wrap(e, self.url, path) from e
 
     def _info(self, path: str) -> dict[str, Any] | None:
         full = self._abs(path)
@@ -524,7 +430,7 @@ class FsspecStorage(Storage):
         except FileNotFoundError:
             return None
         except Exception as e:
-            raise _wrap(e, self.url, path) from e
+            raise wrap(e, self.url, path) from e
         if info.get("type") == "directory":
             return None
         return info
@@ -535,7 +441,7 @@ class FsspecStorage(Storage):
 
     def mtime(self, path: str) -> float | None:
         info = self._info(path)
-        return None if info is None else _mtime_of(info)
+        return None if info is None else mtime_of(info)
 
     def scan(self, prefix: str) -> dict[str, ObjectStat]:
         """fsspec ``find`` with details: on object stores one listing without delimiter,
@@ -546,7 +452,7 @@ class FsspecStorage(Storage):
         except FileNotFoundError:
             return {}
         except Exception as e:
-            raise _wrap(e, self.url, prefix) from e
+            raise wrap(e, self.url, prefix) from e
         if not isinstance(found, dict):  # adlfs: [path] when the prefix is an object itself
             return {}
         base = self.fs._strip_protocol(full).rstrip("/") + "/"
@@ -557,75 +463,6 @@ class FsspecStorage(Storage):
                 continue
             path = f"{prefix}/{name[len(base):]}" if prefix else name[len(base):]
             etag = info.get("ETag")
-            out[path] = ObjectStat(int(info.get("size") or 0), _mtime_of(info),
+            out[path] = ObjectStat(int(info.get("size") or 0), mtime_of(info),
                                    etag if isinstance(etag, str) else None)
         return out
-
-
-def _mtime_of(info: dict[str, Any]) -> float | None:
-    """The modification time in an fsspec info dict, whichever key the backend uses."""
-    for key in ("LastModified", "mtime", "created", "last_modified", "updated"):
-        v = info.get(key)
-        if isinstance(v, datetime.datetime):
-            return v.timestamp()
-        if isinstance(v, (int, float)):
-            return float(v)
-        if isinstance(v, str):
-            try:
-                return datetime.datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp()
-            except ValueError:
-                continue
-    return None
-
-
-def _precondition_failed(e: BaseException) -> bool:
-    """A 412 (S3 ``PreconditionFailed``), as botocore raises it or as s3fs translates it (an
-    ``OSError(EINVAL)`` whose message is the server's)."""
-    for x in (e, e.__cause__, e.__context__):
-        if x is None:
-            continue
-        code = getattr(x, "response", {}).get("Error", {}).get("Code")
-        text = str(x)
-        if code in ("PreconditionFailed", "412") or "PreconditionFailed" in text or (
-                "pre-conditions you specified did not hold" in text):
-            return True
-    return False
-
-
-def _range_refused(e: Exception) -> bool:
-    """S3 answers a range GET of an empty object with 416 InvalidRange."""
-    text = str(e)
-    return "InvalidRange" in text or "not satisfiable" in text or "416" in text
-
-
-def _bounded(data: bytes, path: str, limit: int) -> bytes:
-    """``data`` if within the size limit of what ``path`` holds (spec/format.md "Limits")."""
-    if len(data) > limit:
-        raise CorruptObject(f"{path}: more than {limit} bytes, larger than a {kind_of(path)} can "
-                            "be (spec/format.md 'Limits'); the object is damaged or not a ckptfs "
-                            "object. Replace it from a copy of the store.")
-    return data
-
-
-def _takes_refresh(fs: Any) -> bool:
-    return fs.protocol in ("s3", "s3a") or (isinstance(fs.protocol, tuple) and "s3" in fs.protocol)
-
-
-def _whole_object_reads(fs: Any) -> dict[str, Any]:
-    """Read options that fetch an object in one GET. Objects here are at most 16 MiB, so a
-    filesystem that would first ask for the size (a HEAD) to split big reads into ranges is told
-    not to: s3fs does that whenever ``max_concurrency`` > 1, doubling the requests of a read."""
-    try:
-        params = inspect.signature(fs._cat_file if hasattr(fs, "_cat_file") else fs.cat_file).parameters
-    except (TypeError, ValueError):
-        return {}
-    return {"max_concurrency": 1} if "max_concurrency" in params else {}
-
-
-def _wrap(e: Exception, url: str, path: str) -> StorageError:
-    hint = ""
-    text = str(e)
-    if "credential" in text.lower() or "AccessDenied" in text or "403" in text:
-        hint = (" Check the credentials: storage_options in Python, or the environment "
-                "(for s3:// AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE).")
-    return StorageError(f"{url}: {path}: {type(e).__name__}: {text}.{hint}")
