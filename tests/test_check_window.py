@@ -126,7 +126,7 @@ def test_without_the_wait_the_window_would_lose_a_commit(tmp_path: Path,
     """The hazard the wait closes (so that the test above can fail): a maintenance operation
     that acts at once after taking its lease erases the run while the writer's look is still
     young; the writer reuses it, its commit returns normally, and the snapshot is not there."""
-    monkeypatch.setattr(MaintenanceLease, "_settle", lambda self: None)
+    monkeypatch.setattr(MaintenanceLease, "_settle", lambda self, window: None)
     store, run, err = _erase_beside_a_writer(tmp_path)
     assert err is None  # the commit "succeeded" ...
     fresh = ckptfs.open_store(str(tmp_path / "s"), durable=False)
@@ -151,3 +151,25 @@ def test_forget_within_the_window_sees_the_commit(tmp_path: Path) -> None:
     gc(other.repo, grace_ms=0)
     run.checkpoint({"i": 5})
     assert ckptfs.open_store(str(tmp_path / "s"), durable=False).read("r")["i"] == 5
+
+
+def test_a_bad_window_setting_stops_writers_and_maintenance_not_readers(tmp_path: Path) -> None:
+    """Readers ignore settings (format.md 2); writers and collectors must agree on the window,
+    so a malformed one stops them (CorruptObject) before they change anything."""
+    store = _store(tmp_path, 0)
+    store.start_run("r").checkpoint({"i": 0})
+    import attrs
+
+    from ckptfs.format.models import StoreConfig
+    cfg_path = tmp_path / "s" / "ckptfs.cbor"
+    cfg = StoreConfig.from_bytes(cfg_path.read_bytes())
+    cfg_path.write_bytes(attrs.evolve(cfg, settings={**cfg.settings, "check_window_ms": -5})
+                         .to_bytes())
+    fresh = ckptfs.open_store(str(tmp_path / "s"), durable=False)
+    assert fresh.read("r") == {"i": 0}
+    with pytest.raises(CorruptObject):
+        fresh.resume("r").checkpoint({"i": 1})
+    with pytest.raises(CorruptObject):
+        gc(fresh.repo)
+    assert fresh.storage.list("leases/maintenance") == []  # refused before taking the lease
+    assert ckptfs.open_store(str(tmp_path / "s"), durable=False).repo.seqs("r") == [1]

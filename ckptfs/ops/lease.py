@@ -79,6 +79,7 @@ class MaintenanceLease:
         return f"{LEASE_DIR}/{seq_name(self.generation)}"
 
     def acquire(self) -> MaintenanceLease:
+        window = store_check_window_ms(self.storage)  # a bad setting stops before the lease
         gens = generations(self.storage)
         top = gens[-1] if gens else 0
         held = read_lease(self.storage, top) if gens else None
@@ -101,15 +102,14 @@ class MaintenanceLease:
         self.generation, self._written, self._expires = gen, now, now + self.ttl_ms
         for g in gens:
             self.storage.delete(f"{LEASE_DIR}/{seq_name(g)}")
-        self._settle()
+        self._settle(window)
         return self
 
-    def _settle(self) -> None:
+    def _settle(self, window: int) -> None:
         """Wait the store's check window after taking the lease, before anything is decided
         or changed (spec/v2.md section 5.4): a writer that looked at the lease just before
         this generation existed may reuse that look, and skip its listings, for less than the
         window; every record it creates meanwhile exists before this holder lists anything."""
-        window = store_check_window_ms(self.storage)
         if window <= 0:
             return
         end = elapsed_clock() + window / 1000

@@ -17,6 +17,7 @@ from typing import Any
 from ckptfs.errors import (
     CkptfsError,
     ConflictError,
+    CorruptObject,
     CorruptSnapshot,
     ErasedError,
     ExpiredError,
@@ -114,6 +115,7 @@ class Repository:
         #: throughs): reused by later commits while that generation stays the highest
         self._retired: dict[str, tuple[int, list[int]]] = {}
         self.retired_reused = 0
+        self._window_error: CorruptObject | None = None
 
     @property
     def url(self) -> str:
@@ -131,8 +133,13 @@ class Repository:
         return self._config
 
     def _configured(self, cfg: StoreConfig) -> None:
-        """Take ``cfg`` as the store's config: its layout and its check window."""
-        self.objects.sweeps.window_ms = check_window_ms(cfg.version, cfg.settings)
+        """Take ``cfg`` as the store's config: its layout and its check window (a malformed
+        window setting stops writers at their commit, not readers: format.md 2)."""
+        try:
+            self.objects.sweeps.window_ms = check_window_ms(cfg.version, cfg.settings)
+            self._window_error = None
+        except CorruptObject as e:
+            self.objects.sweeps.window_ms, self._window_error = 0, e
         self._config = cfg
         self.objects.layout = cfg.version
 
@@ -234,6 +241,8 @@ class Repository:
         """Write ``chunks`` and the manifest, then create the run record only if absent.
         ``results``: chunks the ledger's results name (v2 records locate them too)."""
         cfg = self.config  # a commit needs a store
+        if self._window_error is not None:
+            raise self._window_error
         if cfg.version >= 2:
             d, rec_bytes, objects, own = self.objects.prepare_v2(
                 manifest, chunks or [], results, nonce=self.nonce(), settings=cfg.settings)
