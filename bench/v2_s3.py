@@ -245,6 +245,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--proxy-ms", type=float, default=20.0)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", nargs="*", default=None, help="case names to run")
+    ap.add_argument("--tag", default="", help="results file suffix (bench/results/v2_s3-TAG.md)")
     a = ap.parse_args(argv)
     if a.quick:
         a.rounds, a.w1_steps, a.snaps, a.blob_mib, a.forget, a.copy_mb = 1, 20, [10, 100], 20, 50, 16
@@ -301,7 +302,8 @@ def main(argv: list[str] | None = None) -> None:
         shutil.rmtree(work, ignore_errors=True)
     load1 = os.getloadavg()
     md = report(a, res, load0, load1)
-    path = common.write_result("v2_s3" + ("-quick" if a.quick else ""), md)
+    path = common.write_result("v2_s3" + ("-quick" if a.quick else "")
+                               + (f"-{a.tag}" if a.tag else ""), md)
     print(md)
     print("wrote", path)
 

@@ -1379,9 +1379,13 @@ def generate(out: Path = OUT) -> dict[str, int]:
     # layout of new stores (spec/v2.md has vectors of its own)
     before = os.environ.get("CKPTFS_FORMAT_VERSION")
     os.environ["CKPTFS_FORMAT_VERSION"] = "1"
+    # s3req14: new stores' configs must not take a check window from the environment
+    window = os.environ.pop("CKPTFS_CHECK_WINDOW_MS", None)
     try:
         return _generate(out)
     finally:
+        if window is not None:
+            os.environ["CKPTFS_CHECK_WINDOW_MS"] = window
         if before is None:
             del os.environ["CKPTFS_FORMAT_VERSION"]
         else:

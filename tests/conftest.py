@@ -36,6 +36,14 @@ hypothesis.settings.load_profile("ckptfs")
 DEFAULT_LAYOUT = os.environ.get("CKPTFS_TEST_LAYOUT", "2")
 
 
+# -- s3req14: the check window of new v2 test stores (spec/v2.md 5.4) ---------------------------
+#: every maintenance operation waits the store's window after taking its lease (500 ms by
+#: default): test stores get 10 ms, long beside a local commit (so writers do reuse their looks)
+#: and short beside the suite's thousands of forget/gc calls. CKPTFS_CHECK_WINDOW_MS overrides.
+os.environ.setdefault("CKPTFS_CHECK_WINDOW_MS", "10")
+# -- end s3req14 --------------------------------------------------------------------------------
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _module_layout(request: pytest.FixtureRequest) -> Iterator[None]:
     """The same pin for the module-scoped fixtures of a module (stores built once per module):

@@ -103,7 +103,9 @@ def test_gc_at_every_point_of_a_writer(tmp_path: Path) -> None:
     template = tmp_path / "template"
     make_template(template)
     total = one_interleaving(template, tmp_path / "dry", set())
-    assert total > 30  # the script really exercises the storage
+    # the script really exercises the storage (v2 stores with the check window, spec/v2.md 5.4,
+    # reuse the lease and retired listings of commits that follow quickly: 28-40 operations)
+    assert total > 24, total
     points = [{k} for k in range(total)]
     if os.environ.get("CKPTFS_GC_INTERLEAVINGS") != "single":
         # every single point, every pair of neighbours, and a seeded sample of the other pairs

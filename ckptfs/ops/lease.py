@@ -26,6 +26,8 @@ from ckptfs.format.names import seq_name
 from ckptfs.storage.base import Storage
 from ckptfs.store.sweeps import (
     LEASE_DIR,
+    elapsed_clock,
+    store_check_window_ms,
     generations,
     host_id,
     lease_blocks,
@@ -77,6 +79,7 @@ class MaintenanceLease:
         return f"{LEASE_DIR}/{seq_name(self.generation)}"
 
     def acquire(self) -> MaintenanceLease:
+        window = store_check_window_ms(self.storage)  # a bad setting stops before the lease
         gens = generations(self.storage)
         top = gens[-1] if gens else 0
         held = read_lease(self.storage, top) if gens else None
@@ -99,14 +102,28 @@ class MaintenanceLease:
         self.generation, self._written, self._expires = gen, now, now + self.ttl_ms
         for g in gens:
             self.storage.delete(f"{LEASE_DIR}/{seq_name(g)}")
+        self._settle(window)
         return self
+
+    def _settle(self, window: int) -> None:
+        """Wait the store's check window after taking the lease, before anything is decided
+        or changed (spec/v2.md section 5.4): a writer that looked at the lease just before
+        this generation existed may reuse that look, and skip its listings, for less than the
+        window; every record it creates meanwhile exists before this holder lists anything."""
+        if window <= 0:
+            return
+        end = elapsed_clock() + window / 1000
+        while (left := end - elapsed_clock()) > 0:
+            time.sleep(min(left, self.ttl_ms / 3000))
+            if _now() - self._written >= self.ttl_ms // 3:
+                self._renew()  # held all along: writers must not take it for final
 
     def check(self) -> None:
         """Fail if the lease was lost (a higher generation exists: taken over or broken);
         otherwise renew it. Between steps; before deletions that writers may depend on, use
-        ``keep()``, which also stops a holder whose lease expired by its own clock."""
-        if self.generation is None:
-            raise CkptfsError("maintenance lease not held")
+        ``keep()``. A holder whose lease expired by its own clock stops here too: writers took
+        that lease for final, so it must not come back (spec/v2.md section 5.4)."""
+        self._still_held()
         gens = generations(self.storage)
         if not gens or gens[-1] != self.generation:
             self.generation = None

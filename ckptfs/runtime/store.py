@@ -109,9 +109,11 @@ class Store:
         # retention hook (ckptfs.store.sweeps): look at the maintenance lease before relying on
         # the head's chunks, so that the next commit knows whether a sweep may have taken them
         self.repo.objects.sweeps.before_write(())
-        snap = self.repo.resolve(ref)
+        snap, is_head = self.repo.resolve_ref(ref)
         self.repo.check_not_erased(snap.run)
-        head = self.repo.head(snap.run)
+        # a run id resolved to its head just now: finding it again costs requests, no safety
+        # (the head may move either way before the next commit, which then conflicts)
+        head = snap if is_head else self.repo.head(snap.run)
         if head is None or head.seq != snap.seq:
             raise ConflictError(
                 f"snapshot {snap.id} is seq {snap.seq} of run {snap.run!r}, whose head is now "

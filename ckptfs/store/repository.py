@@ -12,17 +12,15 @@ import secrets
 import time
 from collections.abc import Callable, Iterable, Iterator
 import os
-from typing import Any, Literal
-
-import attrs
+from typing import Any
 
 from ckptfs.errors import (
     CkptfsError,
     ConflictError,
+    CorruptObject,
     CorruptSnapshot,
     ErasedError,
     ExpiredError,
-    FormatError,
     InvalidName,
     MissingObject,
     NonCanonical,
@@ -38,7 +36,6 @@ from ckptfs.format.names import (
     CONFIG_PATH,
     RUN_ID,
     RUNS,
-    SNAPSHOTS,
     check_run_id,
     head_hint_path,
     parse_seq_name,
@@ -52,11 +49,13 @@ from ckptfs.store.lifecycle import (
     read_tombstone,
     retired_throughs,
 )
-from ckptfs.store.listing import object_digest
 from ckptfs.store.objects import ObjectStore, ledger_results
-from ckptfs.store.sweeps import named_chunks
-from ckptfs.store.records import header_snapshot, parse_record, read_hint, scan_records, seqs_after
-from ckptfs.format.containers import HeadHint, RecordRef, is_container
+from ckptfs.store.sweeps import Seen, check_window_ms, named_chunks
+from ckptfs.store.heads import find_head
+from ckptfs.store.snapshot import Snapshot as Snapshot  # re-exported: its old home
+from ckptfs.store.ids import find_record, ids_with_prefix
+from ckptfs.store.records import parse_record
+from ckptfs.format.containers import HeadHint, RecordRef
 
 
 def now_ms() -> int:
@@ -69,6 +68,8 @@ def now_ms() -> int:
 HINT_EVERY = 16
 #: environment variable choosing the layout of new stores (1 or 2; default 2)
 FORMAT_ENV = "CKPTFS_FORMAT_VERSION"
+#: environment variable giving new version 2 stores a check window (ms) in their config
+WINDOW_ENV = "CKPTFS_CHECK_WINDOW_MS"
 
 
 def default_version(version: int | None = None) -> int:
@@ -81,67 +82,20 @@ def default_version(version: int | None = None) -> int:
     return version
 
 
+def initial_settings(version: int, settings: dict[str, Any] | None) -> dict[str, Any]:
+    """The settings a new store's config gets: ``settings``, plus on version 2 stores the
+    check window CKPTFS_CHECK_WINDOW_MS names when ``settings`` has none (spec/v2.md 5.4; the
+    window must be in the config, where every writer and collector reads the same value)."""
+    out = dict(settings or {})
+    text = os.environ.get(WINDOW_ENV, "")
+    if version >= 2 and "check_window_ms" not in out and text.isdigit():
+        out["check_window_ms"] = int(text)
+    return out
+
+
 def random_nonce() -> bytes:
     """A run record's nonce (spec 8.1): fresh random bytes for every record a writer creates."""
     return secrets.token_bytes(NONCE_SIZE)
-
-
-@attrs.frozen
-class Snapshot:
-    """A committed snapshot: its id and the manifest it names."""
-
-    digest: Digest
-    manifest: Manifest = attrs.field(repr=False)
-
-    @property
-    def id(self) -> str:
-        return self.digest.text
-
-    @property
-    def run(self) -> str:
-        return self.manifest.run
-
-    @property
-    def seq(self) -> int:
-        return self.manifest.seq
-
-    @property
-    def parent(self) -> str | None:
-        return self.manifest.parent.text if self.manifest.parent else None
-
-    @property
-    def resumed_from(self) -> str | None:
-        return self.manifest.resumed_from.text if self.manifest.resumed_from else None
-
-    @property
-    def attempt(self) -> int:
-        return self.manifest.attempt
-
-    @property
-    def boundary(self) -> str:
-        return self.manifest.boundary
-
-    @property
-    def created(self) -> int:
-        return self.manifest.created
-
-    @property
-    def labels(self) -> dict[str, str]:
-        return dict(self.manifest.labels)
-
-    @property
-    def expires(self) -> int | None:
-        return self.manifest.expires
-
-    @property
-    def migrated_from(self) -> Schema | None:
-        """The state schema this snapshot's run was migrated from, if its first commit after a
-        migration (optional manifest field ``migrated_from``; a malformed one is ignored)."""
-        m = self.manifest.extra.get("migrated_from")
-        if (isinstance(m, dict) and type(m.get("name")) is str
-                and type(m.get("version")) is int and m["version"] >= 0):
-            return Schema(m["name"], m["version"])
-        return None
 
 
 class Repository:
@@ -155,8 +109,13 @@ class Repository:
         #: generator), never shared between two writers
         self.nonce: Callable[[], bytes] = random_nonce
         #: v2: snapshot ids this process committed or read -> (run, seq) (lookup by id)
-        self._ids: dict[Digest, tuple[str, int]] = {}
+        self.ids: dict[Digest, tuple[str, int]] = {}
         self._hinted: set[str] = set()
+        #: run -> (lease generation of the quiet look before the listing, its retired
+        #: throughs): reused by later commits while that generation stays the highest
+        self._retired: dict[str, tuple[int, list[int]]] = {}
+        self.retired_reused = 0
+        self._window_error: CorruptObject | None = None
 
     @property
     def url(self) -> str:
@@ -170,9 +129,19 @@ class Repository:
                 data = self.storage.read(CONFIG_PATH)
             except FileNotFoundError:
                 return None
-            self._config = StoreConfig.from_bytes(data)
-            self.objects.layout = self._config.version
+            self._configured(StoreConfig.from_bytes(data))
         return self._config
+
+    def _configured(self, cfg: StoreConfig) -> None:
+        """Take ``cfg`` as the store's config: its layout and its check window (a malformed
+        window setting stops writers at their commit, not readers: format.md 2)."""
+        try:
+            self.objects.sweeps.window_ms = check_window_ms(cfg.version, cfg.settings)
+            self._window_error = None
+        except CorruptObject as e:
+            self.objects.sweeps.window_ms, self._window_error = 0, e
+        self._config = cfg
+        self.objects.layout = cfg.version
 
     @property
     def config(self) -> StoreConfig:
@@ -191,13 +160,13 @@ class Repository:
         existing = self.load_config()
         if existing is not None:
             return existing
+        version = default_version(version)
         cfg = StoreConfig(chunker=chunker or ChunkerParams(),
                           created=now_ms() if created is None else created,
-                          settings=settings or {}, version=default_version(version))
+                          settings=initial_settings(version, settings), version=version)
         try:
             self.storage.create(CONFIG_PATH, cfg.to_bytes())
-            self._config = cfg
-            self.objects.layout = cfg.version
+            self._configured(cfg)
         except FileExistsError:
             self._config = None
             return self.config
@@ -259,49 +228,12 @@ class Repository:
         check_record_path(rec, run_id, seq, what)
         if container is not None:
             self.objects.locations.learn(container, RecordRef(run_id, seq))
-            self._ids[rec.snapshot] = (run_id, seq)
+            self.ids[rec.snapshot] = (run_id, seq)
         return rec
 
     def head(self, run_id: str) -> RunRecord | None:
-        """The record with the highest visible sequence number. v2 stores on backends that list
-        from a key start from the run's head hint (spec/v2.md "Finding the head"): a bounded
-        number of requests whatever the history's length; otherwise one listing of the run."""
-        if self.config.version >= 2:
-            found = self._head_from_hint(run_id)
-            if found is not None:
-                return found or None
-        listing = self.storage.list(run_dir(run_id))
-        retired = read_retired(self.storage, run_id) if listing else None
-        if retired is None:  # the greatest record name is the head: look from the end
-            top = next((n for n in sorted(listing, reverse=True) if parse_seq_name(n)), None)
-            return None if top is None else self.record(run_id, int(top))
-        names = [n for n in listing if parse_seq_name(n)]
-        visible = [s for s in map(int, names) if retired.visible(s)]  # strays are not heads
-        return self.record(run_id, max(visible)) if visible else None
-
-    def _head_from_hint(self, run_id: str) -> RunRecord | Literal[False] | None:
-        """The head found forward from the hint; None when this backend or this hint cannot
-        tell (the caller lists the run). A hint is never trusted: the record it names must
-        exist and be visible, and everything above it is listed."""
-        hint = read_hint(self.storage, run_id)
-        h = hint.seq if hint is not None else 0
-        after = seqs_after(self.storage, run_id, h)
-        if after is None:
-            return None
-        above, has_retired = after
-        retired = read_retired(self.storage, run_id) if has_retired else None
-        for seq in reversed(above):
-            if retired is None or retired.visible(seq):
-                return self.record(run_id, seq)
-        if h == 0:
-            return False  # no records at all
-        try:
-            rec = self.record(run_id, h)
-        except NotFound:
-            return None  # the hint is ahead (its record is gone): list the run
-        if retired is not None and not retired.visible(h):
-            return None
-        return rec
+        """The record with the highest visible sequence number (ckptfs.store.heads)."""
+        return find_head(self, run_id)
 
     def commit(self, manifest: Manifest,
                chunks: list[tuple[Digest, bytes | memoryview]] | None = None,
@@ -309,6 +241,8 @@ class Repository:
         """Write ``chunks`` and the manifest, then create the run record only if absent.
         ``results``: chunks the ledger's results name (v2 records locate them too)."""
         cfg = self.config  # a commit needs a store
+        if self._window_error is not None:
+            raise self._window_error
         if cfg.version >= 2:
             d, rec_bytes, objects, own = self.objects.prepare_v2(
                 manifest, chunks or [], results, nonce=self.nonce(), settings=cfg.settings)
@@ -336,19 +270,22 @@ class Repository:
                 f"its head is {manifest.seq} if the commit landed.") from e
         if cfg.version >= 2:
             self.objects.locations.add(own)
-            self._ids[d] = (manifest.run, manifest.seq)
+            self.ids[d] = (manifest.run, manifest.seq)
         try:
-            self._check_not_retired(manifest.run, manifest.seq)
+            # the lease first (spec/v2.md 5.4: a retired-range listing is reused only while no
+            # maintenance can have acted since a quiet look that preceded it)
+            seen = self.objects.sweeps.look_after()
+            self._check_not_retired(manifest.run, manifest.seq, seen)
             # retention hook (spec/retention.md "Sweeps and writers", ckptfs.store.sweeps): if
             # a gc/erase sweep may have run during this commit, wait for it and restore what
             # it took
-            self.objects.sweeps.after_record(manifest,
-                                             lambda: ledger_results(self.objects, d, manifest))
+            self.objects.sweeps.after_record(
+                manifest, lambda: ledger_results(self.objects, d, manifest), seen)
         except ConflictError:
             if cfg.version >= 2:  # withdrawn: its bodies are gone with it
                 self.objects.locations.forget([RecordRef(manifest.run, manifest.seq)])
                 self.objects.known.discard(own)
-                self._ids.pop(d, None)
+                self.ids.pop(d, None)
             raise
         if cfg.version >= 2:
             self._maybe_hint(manifest, d)
@@ -373,10 +310,22 @@ class Repository:
     def _lists_after(self) -> bool:
         return self.storage.lists_after
 
-    def _check_not_retired(self, run_id: str, seq: int) -> None:
+    def _check_not_retired(self, run_id: str, seq: int, seen: Seen | None = None) -> None:
         """After creating a record: if ``seq`` lies in a retired range (it was forgotten, or the
-        run was fenced), the record landed in a gap; withdraw it (spec/retention.md "Fences")."""
-        throughs = retired_throughs(self.storage, run_id)
+        run was fenced), the record landed in a gap; withdraw it (spec/retention.md "Fences").
+        The run's retired markers are listed again unless a listing taken after a quiet look
+        of the same lease generation as ``seen`` (the look taken after this record) is known:
+        no maintenance changed them since (spec/v2.md section 5.4)."""
+        cached = self._retired.get(run_id) if self.objects.sweeps.window_ms > 0 else None
+        if seen is not None and seen.quiet and cached is not None and cached[0] == seen.gen:
+            throughs = cached[1]
+            self.retired_reused += 1
+        else:
+            throughs = retired_throughs(self.storage, run_id)
+            if seen is not None and seen.quiet:
+                self._retired[run_id] = (seen.gen, throughs)
+            else:
+                self._retired.pop(run_id, None)
         if throughs and seq <= throughs[-1]:
             self.storage.delete(record_path(run_id, seq))
             raise ConflictError(
@@ -389,7 +338,7 @@ class Repository:
         """The committed snapshot with id ``d`` (its record must point at it)."""
         cfg = self.config
         if cfg.version >= 2:
-            found = self._find_v2(d)
+            found = find_record(self, d)
             if found is not None:
                 rec = self.record(*found)
                 if rec.snapshot == d:
@@ -416,38 +365,9 @@ class Repository:
             self._check_retained(m.run, m.seq)
         return Snapshot(d, m)
 
-    def _record_ids(self) -> Iterator[tuple[str, int, Digest]]:
-        """Every v2 record's (run, seq, snapshot id), from the head of each record file (the
-        whole record when its header is longer), each remembered in ``_ids``. O(records)
-        requests: the cost of a lookup by id (spec/v2.md "Lookup by id")."""
-        for run_id, seq, first in scan_records(self.storage, self.run_ids()):
-            got = header_snapshot(first)
-            if got is None and is_container(first):
-                try:
-                    got = self.record(run_id, seq).snapshot
-                except (NotFound, FormatError):
-                    continue
-            if got is not None:
-                self._ids[got] = (run_id, seq)
-                yield run_id, seq, got
-
-    def _find_v2(self, d: Digest) -> tuple[str, int] | None:
-        """Where snapshot ``d``'s record is: known to this process, else by reading the head of
-        every record until one names it."""
-        hit = self._ids.get(d)
-        if hit is not None:
-            return hit
-        return next(((r, s) for r, s, got in self._record_ids() if got == d), None)
-
     def snapshot_ids(self, prefix: str) -> list[Digest]:
         """Ids of v1 manifest objects and v2 records starting with hex ``prefix``."""
-        fan = prefix[:2]
-        found = (object_digest(fan, n) for n in self.storage.list(f"{SNAPSHOTS}/{fan}")
-                 if n.startswith(prefix))  # names that are no object's are ignored (3.1)
-        out = {d for d in found if d is not None}
-        if self.config.version >= 2:
-            out |= {got for _, _, got in self._record_ids() if got.hex.startswith(prefix)}
-        return sorted(out)
+        return ids_with_prefix(self, prefix)
 
     def check_record_size(self, d: Digest, rec: RunRecord) -> None:
         """By id as by run (format.md 8.1, issue 16): the manifest is as long as its record
@@ -519,26 +439,31 @@ class Repository:
     def resolve(self, ref: str) -> Snapshot:
         """A snapshot from ``blake3:<hex>``, a unique hex prefix (>= 6), ``RUN`` (its head) or
         ``RUN@SEQ``."""
+        return self.resolve_ref(ref)[0]
+
+    def resolve_ref(self, ref: str) -> tuple[Snapshot, bool]:
+        """``resolve``, and whether the snapshot was found as its run's head just now (``RUN``,
+        ``RUN@head``): a caller that needs the head then need not find it again."""
         ref = ref.strip()
         if ref.startswith("blake3:") or (len(ref) == 64 and _is_hex(ref)):
-            return self.snapshot(Digest.parse(ref))
+            return self.snapshot(Digest.parse(ref)), False
         if "@" in ref:
             run_id, _, seq_text = ref.rpartition("@")
             check_run_id(run_id)
             if seq_text == "head":
-                return self._head_snapshot(run_id)
+                return self._head_snapshot(run_id), True
             seq = parse_uint(seq_text, what=f"{ref!r:.200}: expected RUN@SEQ, and SEQ")
             snap = self.snapshot_at(run_id, seq)
             self._check_retained(run_id, snap.seq)
-            return snap
+            return snap, False
         if _is_hex(ref) and len(ref) >= 6 and ref not in self.run_ids():
             matches = self.snapshot_ids(ref)
             if len(matches) > 1:
                 raise NotFound(f"snapshot prefix {ref!r} is ambiguous ({len(matches)} matches)")
             if matches:
-                return self.snapshot(matches[0])
+                return self.snapshot(matches[0]), False
         if RUN_ID.match(ref):
-            return self._head_snapshot(ref)
+            return self._head_snapshot(ref), True
         raise NotFound(f"{ref!r} names no snapshot or run in {self.url}")
 
     def _head_snapshot(self, run_id: str) -> Snapshot:

@@ -26,16 +26,17 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import attrs
 
-from ckptfs.errors import CkptfsError, ConflictError, FormatError
+from ckptfs.errors import CkptfsError, ConflictError, CorruptObject, FormatError
 from ckptfs.format.digest import Digest
 from ckptfs.format.ledger import LedgerRef
 from ckptfs.format.lifecycle import Lease
-from ckptfs.format.models import Captured, Manifest
-from ckptfs.format.names import CHUNKS, LEASES, chunk_path, parse_seq_name, record_path, seq_name
+from ckptfs.format.models import Captured, Manifest, StoreConfig
+from ckptfs.format.names import CHUNKS, CONFIG_PATH, LEASES, chunk_path, parse_seq_name, record_path, seq_name
 from ckptfs.storage.base import Storage
 
 LEASE_DIR = f"{LEASES}/maintenance"
@@ -44,10 +45,40 @@ _SCAN_ABOVE = 256
 #: a writer takes a lease for expired only this long after its expiry by the writer's clock
 #: (clocks of hosts differ; the holder stops by its own clock at the expiry)
 CLOCK_SKEW_MS = 30_000
+#: the check window of a version 2 store without the ``check_window_ms`` setting (spec/v2.md
+#: section 5.4): a writer re-lists the lease and retired ranges at most this often while no
+#: maintenance runs, and every maintenance operation waits this long after taking its lease
+DEFAULT_CHECK_WINDOW_MS = 500
+#: the largest window a store may set (a maintenance operation waits this long)
+MAX_CHECK_WINDOW_MS = 60_000
+#: a writer reuses a look only while less than this share of the window has passed by its own
+#: clock (margin for clocks that run at slightly different rates and for timer granularity)
+WINDOW_SHARE = 0.9
 
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def elapsed_clock() -> float:
+    """Seconds on a clock that never goes back and keeps counting while the machine sleeps
+    (CLOCK_BOOTTIME on Linux; elsewhere the monotonic clock): the check window is measured on
+    it, so a writer suspended after a look cannot take an old look for a fresh one."""
+    boot = getattr(time, "CLOCK_BOOTTIME", None)
+    return time.clock_gettime(boot) if boot is not None else time.monotonic()
+
+
+def check_window_ms(version: int, settings: Mapping[str, Any]) -> int:
+    """The store's check window in ms (spec/v2.md section 5.4): the ``check_window_ms`` setting,
+    else 500 on version 2 stores and 0 (no window: every commit checks) on version 1 stores.
+    A malformed setting is refused (writers and collectors must agree on it)."""
+    w = settings.get("check_window_ms")
+    if w is None:
+        return DEFAULT_CHECK_WINDOW_MS if version >= 2 else 0
+    if type(w) is not int or not 0 <= w <= MAX_CHECK_WINDOW_MS:
+        raise CorruptObject(f"store setting check_window_ms must be an integer in "
+                            f"0..{MAX_CHECK_WINDOW_MS}, not {w!r}")
+    return w
 
 
 @functools.cache
@@ -104,6 +135,15 @@ def read_lease(storage: Storage, gen: int) -> Lease | None:
         return None
 
 
+def store_check_window_ms(storage: Storage) -> int:
+    """The check window of the store at ``storage`` (read from its config; 0 without one)."""
+    try:
+        cfg = StoreConfig.from_bytes(storage.read(CONFIG_PATH))
+    except FileNotFoundError:
+        return 0
+    return check_window_ms(cfg.version, cfg.settings)
+
+
 @attrs.frozen
 class Seen:
     """What a writer last saw of the lease: the highest generation (0: none), its lease, and
@@ -113,18 +153,28 @@ class Seen:
     gen: int
     lease: Lease | None
     final: bool
+    #: when the LIST behind this look was sent (``elapsed_clock``)
+    at: float = 0.0
+
+    @property
+    def quiet(self) -> bool:
+        """No maintenance can act now or later under this generation: none was ever taken, or
+        the highest lease was read and is final (released, expired, holder gone). A damaged
+        lease is not quiet (its holder may still renew it): writers check every commit."""
+        return self.gen == 0 or (self.lease is not None and self.final)
 
 
 def look(storage: Storage, prev: Seen | None = None) -> Seen:
     """One LIST; the lease is read only when the generation is new or was not final."""
+    at = elapsed_clock()
     gens = generations(storage)
     gen = gens[-1] if gens else 0
     if gen == 0:
-        return Seen(0, None, True)
+        return Seen(0, None, True, at)
     if prev is not None and prev.gen == gen and prev.final:
-        return prev
+        return attrs.evolve(prev, at=at)
     lease = read_lease(storage, gen)
-    return Seen(gen, lease, not lease_blocks(lease, now_ms() - CLOCK_SKEW_MS))
+    return Seen(gen, lease, not lease_blocks(lease, now_ms() - CLOCK_SKEW_MS), at)
 
 
 def may_have_swept(before: Seen, after: Seen) -> bool:
@@ -138,9 +188,34 @@ def may_have_swept(before: Seen, after: Seen) -> bool:
     return was_deleting or after.lease is None or after.lease.deletes
 
 
+#: the chunks of the last few manifests looked at, by identity (a commit asks for its new
+#: manifest's and its parent's; the parent was the previous commit's new one): id -> (the
+#: manifest, kept alive so that its id is not reused; its chunks)
+_NAMED: dict[int, tuple[Manifest, dict[Digest, int]]] = {}
+_NAMED_KEEP = 4
+_NAMED_LOCK = threading.Lock()
+
+
 def named_chunks(manifest: Manifest, results: Iterable[Captured] = ()) -> dict[Digest, int]:
     """Every chunk the manifest's entries and ledger name (and ``results``' chunks): digest ->
-    size. Pure: no storage access."""
+    size, a new dict the caller may change. Pure: no storage access (the last few manifests'
+    answers are remembered: manifests are frozen)."""
+    with _NAMED_LOCK:
+        hit = _NAMED.get(id(manifest))
+    if hit is None or hit[0] is not manifest:
+        hit = (manifest, _named(manifest))
+        with _NAMED_LOCK:
+            while len(_NAMED) >= _NAMED_KEEP:
+                _NAMED.pop(next(iter(_NAMED)))
+            _NAMED[id(manifest)] = hit
+    out = dict(hit[1])
+    for r in results:
+        for c in r.chunks:
+            out[c.digest] = c.size
+    return out
+
+
+def _named(manifest: Manifest) -> dict[Digest, int]:
     out: dict[Digest, int] = {}
     for e in manifest.entries.values():
         if isinstance(e, Captured):
@@ -148,9 +223,6 @@ def named_chunks(manifest: Manifest, results: Iterable[Captured] = ()) -> dict[D
                 out[c.digest] = c.size
     if manifest.ledger is not None:
         for c in LedgerRef.from_cbor(manifest.ledger).as_entry().chunks:
-            out[c.digest] = c.size
-    for r in results:
-        for c in r.chunks:
             out[c.digest] = c.size
     return out
 
@@ -170,6 +242,10 @@ class SweepGuard:
         #: called once each time a writer starts waiting for a sweep to end (tests use it)
         self.on_wait = on_wait
         self.in_doubt = 0
+        #: the store's check window in ms (set from the config; 0: look after every commit)
+        self.window_ms = 0
+        #: looks taken (LISTs of the lease folder) and looks reused within the window
+        self.looks = self.reused = 0
 
     @property
     def seen(self) -> Seen | None:
@@ -198,13 +274,28 @@ class SweepGuard:
         for path, data in objects:
             self.pending[path] = data
 
-    def after_record(self, manifest: Manifest, results: Callable[[], Iterable[Captured]]
-                     ) -> None:
+    def look_after(self) -> Seen:
+        """The look a commit is judged by, taken after its record was created: the last one
+        again while it is quiet and younger than the window by this writer's clock (no
+        maintenance can act before the window has passed since it was taken: spec/v2.md
+        section 5.4), else a new one (one LIST)."""
+        prev = self.seen
+        if (prev is not None and prev.quiet and self.window_ms > 0
+                and elapsed_clock() - prev.at < self.window_ms * WINDOW_SHARE / 1000):
+            self.reused += 1
+            return prev
+        self.looks += 1
+        return look(self.storage, prev)
+
+    def after_record(self, manifest: Manifest, results: Callable[[], Iterable[Captured]],
+                     after: Seen | None = None) -> None:
         """After the record was created and survived the retired-range check: finish the
-        handshake (module docstring). ``results`` gives the ledger's result entries (read
-        only when the commit is in doubt)."""
+        handshake (module docstring) with the look ``after`` (``look_after()``, taken after the
+        record; one is taken here when None). ``results`` gives the ledger's result entries
+        (read only when the commit is in doubt)."""
         before = self.seen if self.seen is not None else Seen(0, None, False)
-        after = look(self.storage, before)
+        if after is None:
+            after = self.look_after()
         if not may_have_swept(before, after):
             self.seen, self.pending = after, {}
             return

@@ -27,7 +27,7 @@ from ckptfs.format.cdc import ChunkerParams, cut_lengths
 from ckptfs.format.digest import Digest
 from ckptfs.format.lifecycle import Lease
 from ckptfs.runtime.codecs import Codecs
-from ckptfs.store import repository
+from ckptfs.store import heads, repository
 from conformance import render
 from conformance.render import canonical_json, render_ref, render_store, tagged, untagged
 
@@ -62,7 +62,8 @@ def apply_break(rule: str) -> None:
     elif rule == "ignore-required":
         models.check_features = lambda required, what: tuple(required or ())
     elif rule == "ignore-retired":  # every record counts: strays are served
-        setattr(repository, "read_retired", lambda storage, run_id: None)
+        for module in (repository, heads):  # heads: the head search (s3req14 moved it there)
+            setattr(module, "read_retired", lambda storage, run_id: None)
     elif rule == "ignore-tombstones":  # nothing was ever erased
         for module in (repository, render):
             setattr(module, "read_tombstone", lambda storage, run_id, seq=None: None)
@@ -190,7 +191,7 @@ def _break_spec16(rule: str) -> None:
 
         def unbounded(name: str) -> int | None:
             return int(name) if len(name) == 20 and name.isascii() and name.isdigit() else None
-        for module in (names, repository, lifecycle):
+        for module in (names, repository, lifecycle, heads):
             if hasattr(module, "parse_seq_name"):
                 setattr(module, "parse_seq_name", unbounded)
     elif rule == "digest-text-corrupt":
@@ -237,6 +238,7 @@ def _break_spec16(rule: str) -> None:
                 return Retired(run=run_id, through=FENCE_ALL, kept=(), created=0)
             return marker
         setattr(repository, "read_retired", retired)
+        setattr(heads, "read_retired", retired)
     elif rule == "check-record-created":
         recorded = repository.Repository._recorded
 
