@@ -174,7 +174,7 @@ def _from_header(repo: Repository, run_id: str, seq: int, stat: ObjectStat | Non
     rec = RunRecord(run=h.run, seq=h.seq, snapshot=h.snapshot, size=h.size,
                     created=h.created, nonce=h.nonce, manifest=h.manifest)
     repo.objects.locations.learn(c, RecordRef(run_id, seq))
-    repo._ids[rec.snapshot] = (run_id, seq)
+    repo.ids[rec.snapshot] = (run_id, seq)
     return Read(seq, stat, rec, c, None)
 
 
@@ -201,7 +201,7 @@ def _parse(repo: Repository, run_id: str, seq: int, stat: ObjectStat | None,
         return Read(seq, stat, None, None, e)
     if c is not None:
         repo.objects.locations.learn(c, RecordRef(run_id, seq))
-        repo._ids[rec.snapshot] = (run_id, seq)  # as Repository.record: lookups by id
+        repo.ids[rec.snapshot] = (run_id, seq)  # as Repository.record: lookups by id
     return Read(seq, stat, rec, c, None)
 
 
