@@ -21,7 +21,6 @@ from collections.abc import Iterable, Mapping
 from typing import IO, Any
 
 import attrs
-import fsspec
 
 from ckptfs.errors import InvalidName
 from ckptfs.format.digest import Digest, hasher
@@ -263,6 +262,8 @@ def _check_remote(entry: Reference, target: _Target, policy: RefPolicy,
         client.setdefault("timeout", aiohttp.ClientTimeout(total=policy.timeout))
         opts["client_kwargs"] = client
     try:
+        import fsspec  # only for network references: not at import
+
         fs, path = fsspec.core.url_to_fs(entry.uri, **opts)
         info = fs.info(path)
         size = info.get("size") if isinstance(info, dict) else None
@@ -311,6 +312,8 @@ def policy_of(specs: Iterable[str]) -> RefPolicy:
 def capture(ref: Ref) -> Blob:
     """Open the referenced data for storing its bytes now (``Ref(..., capture=True)``): the
     caller wrote this Ref itself, so its URI is the caller's choice, not a store's."""
+    import fsspec
+
     f = fsspec.open(ref.uri, "rb", **ref.storage_options).open()
     labels = dict(ref.labels)
     labels.setdefault("ckptfs.captured-from", ref.uri[:1024])

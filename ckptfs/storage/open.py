@@ -10,15 +10,11 @@ import os
 import re
 from typing import Any
 
-import fsspec
-from fsspec.implementations.local import LocalFileSystem
-
 from ckptfs.errors import InvalidURL
 from ckptfs.format.names import CONFIG_PATH
 from ckptfs.storage.base import Storage
 from ckptfs.storage.local import LocalStorage
 from ckptfs.storage.local_caps import ENV_DISABLE, ENV_MODE, disabled_features
-from ckptfs.storage.objects import FsspecStorage
 
 ARCHIVE_SUFFIXES = {".zip": "zip", ".tar": "tar"}
 _MISSPELT = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:/(?!/)")
@@ -53,6 +49,11 @@ def open_storage(url: str, *, filesystem: Any = None, **storage_options: Any) ->
                                 f"'local_mode' and 'local_disable', got {sorted(storage_options)}")
             return LocalStorage(path, durable=durable, disable=disable)
         url = archive
+    import fsspec  # here, not at import: local stores (and the CLI on them) start faster
+    from fsspec.implementations.local import LocalFileSystem
+
+    from ckptfs.storage.objects import FsspecStorage
+
     single_writer = bool(storage_options.pop("single_writer", False))
     try:
         fs, root = fsspec.core.url_to_fs(url, **storage_options)
@@ -83,6 +84,11 @@ def _local_disable(mode: Any, disable: Any) -> frozenset[str] | None:
 
 def _on_filesystem(fs: Any, url: str, options: dict[str, Any]) -> Storage:
     """The store at ``url`` on an existing fsspec filesystem object (issue 18)."""
+    import fsspec
+    from fsspec.implementations.local import LocalFileSystem
+
+    from ckptfs.storage.objects import FsspecStorage
+
     if not isinstance(fs, fsspec.AbstractFileSystem):
         raise InvalidURL(f"filesystem= takes an fsspec filesystem (fsspec.filesystem('s3', "
                          f"...)), not {type(fs).__name__}")
@@ -101,6 +107,8 @@ def _archive_url(path: str) -> str | None:
     kind = ARCHIVE_SUFFIXES.get(os.path.splitext(path)[1].lower())
     if kind is None or not os.path.isfile(path):
         return None
+    import fsspec
+
     fs = fsspec.filesystem(kind, fo=os.path.abspath(path))
     root = ""
     if not fs.isfile(CONFIG_PATH):
