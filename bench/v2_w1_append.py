@@ -29,20 +29,7 @@ from typing import Any
 from bench import common
 from bench.data import message
 from bench.v2_floor import Floor
-
-
-def floor(steps: int, root: str) -> dict[str, Any]:
-    f = Floor(root)
-    counter = common.FsyncCounter().install()
-    lat = []
-    try:
-        for i in range(steps):
-            t0 = time.perf_counter()
-            f.step(i, {})
-            lat.append((time.perf_counter() - t0) * 1000)
-    finally:
-        counter.uninstall()
-    return {"mean_ms": common.mean(lat), "fsyncs": counter.count / steps}
+from bench.v2_w1 import floor
 
 
 def worker(n: int, root: str, profile: bool) -> dict[str, Any]:
