@@ -104,7 +104,11 @@ def race_through_drops(proxied: Proxied, tmp_path: Path, *, writers: int, attemp
     for w in range(writers):
         assert check_race(store, outcomes, f"own-{w}")["refused"] == 0
     assert tally["landed"] >= attempts
-    assert 1 <= sum(READ_BACKS) <= proxied.proxy.faults["drop_response"]
+    # which creates lose their answer depends on the schedule (a dropped answer of a create that
+    # lost its seq ends in ConflictError, not in a read-back that proves a commit), so the
+    # count may be 0 with 2 writers;
+    # test_lost_answer_to_a_record_create_is_not_a_conflict proves the read-back deterministically
+    assert sum(READ_BACKS) <= proxied.proxy.faults["drop_response"]
     report = verify(store.repo, read_data=True)
     assert report.ok, report.problems
     TALLY["reads-back that proved a landed commit"] += sum(READ_BACKS)

@@ -150,7 +150,11 @@ def script_reuse(store: ckptfs.Store, j: Journal) -> None:
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_every_crash_point_of_reused_and_borrowed_blobs(kind: str, scratch: Path) -> None:
+def test_every_crash_point_of_reused_and_borrowed_blobs(kind: str, scratch: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    # writers only: a check window no step outlasts (spec/v2.md 5.4), so that every run makes
+    # the same storage operations (as in tests/test_crash_points.py)
+    monkeypatch.setenv("CKPTFS_CHECK_WINDOW_MS", "60000")
     journals: list[Journal] = []
 
     def doomed(st: Storage) -> None:

@@ -281,6 +281,9 @@ def _crash_points(root: Path, monkeypatch: pytest.MonkeyPatch, *, sample: bool,
     def fresh() -> LocalStorage:
         return LocalStorage(str(root / os.urandom(8).hex()), durable=False, disable=disable)
 
+    # a check window no step of the script outlasts (spec/v2.md 5.4), as in
+    # tests/test_crash_points.py: every run makes the same storage operations
+    monkeypatch.setenv("CKPTFS_CHECK_WINDOW_MS", "60000")
     counting = FaultyStorage(fresh())
     crash.script(ckptfs.Store(counting, chunker=crash.SMALL), crash.Journal())
     plan = _crash_plan(counting.log, sample, **fractions)
