@@ -1,0 +1,106 @@
+"""O(change) packing of list channels (issue 14): a message history that grew by a message or
+two is packed by packing the new messages only, and the entry writer then appends their bytes.
+
+``CkptfsSaver`` keeps, per list channel of a run, what it last packed (``ListMemo``): the items
+LangGraph held (references), a shallow picture of each (the objects its fields hold), and the
+packed list it gave the entry writer. A new value is taken as "the old one plus new items" only
+when the saver can *see* that it is:
+
+* it is a ``list`` at least as long as the last one;
+* every old position holds the very same object (``is``): a message replaced (an edit through
+  ``add_messages`` with the same id), removed (``RemoveMessage``) or reordered fails this;
+* every old item's fields still hold the very same objects (``vars(item)``, or a dict's items):
+  an attribute assigned in place (``msg.content = "edited"``) fails this.
+
+Anything else (another type, a shorter list, an item with no ``__dict__`` that is not an
+immutable scalar) takes the full path: every item packed again, the writer comparing bytes. The
+one change this cannot see is one made in place *inside* a field of a committed item (appending
+to ``msg.additional_kwargs``, say); LangGraph's reducers never do that, and a saver built with
+``appends=False`` packs everything every step.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Iterable
+from itertools import chain
+from typing import Any
+
+import attrs
+
+from ckptfs.integrations.langgraph.values import Packer
+
+_SCALARS = (str, int, float, bool, bytes, type(None))
+
+
+@attrs.define
+class ListMemo:
+    """What was last packed for one list channel."""
+
+    items: list[Any]
+    #: per item its number of fields; all items' field names, then all their values
+    lengths: list[int]
+    keys: list[Any]
+    values: list[Any]
+    #: the stored form: the object the entry writer last encoded, grown in place by appends
+    packed: list[Any]
+    typed: bool
+
+
+def _picture(items: Iterable[Any]) -> tuple[list[int], list[Any], list[Any]] | None:
+    """Per item how many fields it has, then all of their names and all of their values,
+    flattened (None: an item whose fields the saver cannot see)."""
+    items = list(items)
+    dicts: list[dict[Any, Any]]
+    try:
+        dicts = list(map(vars, items))
+    except TypeError:  # a dict, a scalar, an object without __dict__
+        dicts = []
+        for x in items:
+            if type(x) is dict:
+                dicts.append(x)
+            elif type(x) in _SCALARS:
+                dicts.append({})
+            elif type(getattr(x, "__dict__", None)) is dict:
+                dicts.append(x.__dict__)
+            else:
+                return None
+    try:
+        return (list(map(len, dicts)), list(chain.from_iterable(dicts)),
+                list(chain.from_iterable(map(dict.values, dicts))))
+    except TypeError:  # vars() of a class: a mappingproxy
+        return None
+
+
+def _same(a: list[Any], b: list[Any]) -> bool:
+    return len(a) == len(b) and all(map(operator.is_, a, b))
+
+
+def pack_list(memos: dict[str, ListMemo], name: str, value: list[Any], packer: Packer
+              ) -> tuple[list[Any], bool]:
+    """The stored form of list ``value`` for entry ``name`` and whether it holds typed values;
+    packs only the items past the last packed prefix when that prefix is visibly unchanged."""
+    memo = memos.get(name)
+    k = len(memo.items) if memo is not None else -1
+    if memo is not None and len(value) >= k and _same(memo.items, value[:k]):
+        pic = _picture(memo.items)
+        if (pic is not None and pic[0] == memo.lengths and _same(pic[1], memo.keys)
+                and _same(pic[2], memo.values)):
+            new = value[k:]
+            new_pic = _picture(new)
+            if new_pic is not None:
+                fresh = [packer.pack(x) for x in new]  # all packed before the memo changes
+                memo.packed.extend(p for p, _ in fresh)
+                memo.typed = memo.typed or any(t for _, t in fresh)
+                memo.items.extend(new)
+                memo.lengths.extend(new_pic[0])
+                memo.keys.extend(new_pic[1])
+                memo.values.extend(new_pic[2])
+                return memo.packed, memo.typed
+    packed_all, typed = packer.pack_channel(value)
+    pic = _picture(value)
+    if pic is None:
+        memos.pop(name, None)
+    else:
+        memos[name] = ListMemo(list(value), *pic, packed_all, typed)
+    return packed_all, typed
