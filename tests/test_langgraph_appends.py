@@ -159,8 +159,8 @@ def test_a_grown_list_packs_only_its_new_items(tmp_path: Path) -> None:
     assert got is not None and got.checkpoint["channel_values"]["messages"] == msgs
 
 
-@pytest.mark.parametrize("change", ["replace", "remove", "content", "dict-key", "dict-value",
-                                    "reorder"])
+@pytest.mark.parametrize("change", ["replace", "remove", "content", "extra-field", "dict-key",
+                                    "dict-value", "reorder"])
 def test_a_change_in_the_prefix_is_never_dropped(tmp_path: Path, change: str) -> None:
     saver = CkptfsSaver(str(tmp_path / "s"))
     msgs: list[Any] = [AIMessage(f"m{i}", id=f"m{i}") for i in range(10)] + [{"k": 1}]
@@ -172,6 +172,8 @@ def test_a_change_in_the_prefix_is_never_dropped(tmp_path: Path, change: str) ->
         del msgs[3]
     elif change == "content":
         msgs[3].content = "edited in place"
+    elif change == "extra-field":  # a pydantic extra: outside the message's __dict__
+        msgs[3].foo = 1
     elif change == "dict-key":
         msgs[10]["j"] = 2
     elif change == "dict-value":

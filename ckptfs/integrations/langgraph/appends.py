@@ -9,8 +9,9 @@ when the saver can *see* that it is:
 * it is a ``list`` at least as long as the last one;
 * every old position holds the very same object (``is``): a message replaced (an edit through
   ``add_messages`` with the same id), removed (``RemoveMessage``) or reordered fails this;
-* every old item's fields still hold the very same objects (``vars(item)``, or a dict's items):
-  an attribute assigned in place (``msg.content = "edited"``) fails this.
+* every old item's fields still hold the very same objects (``vars(item)`` and a pydantic
+  model's extra fields, or a dict's items): an attribute assigned in place
+  (``msg.content = "edited"``, ``msg.foo = 1``) fails this.
 
 Anything else (another type, a shorter list, an item with no ``__dict__`` that is not an
 immutable scalar) takes the full path: every item packed again, the writer comparing bytes. The
@@ -31,6 +32,7 @@ import attrs
 from ckptfs.integrations.langgraph.values import Packer
 
 _SCALARS = (str, int, float, bool, bytes, type(None))
+_NONE: dict[Any, Any] = {}
 
 
 @attrs.define
@@ -65,6 +67,9 @@ def _picture(items: Iterable[Any]) -> tuple[list[int], list[Any], list[Any]] | N
                 dicts.append(x.__dict__)
             else:
                 return None
+    # a pydantic model's extra fields (``msg.foo = 1`` on a message) live outside __dict__
+    dicts += [e if type(e := getattr(x, "__pydantic_extra__", None)) is dict else _NONE
+              for x in items]
     try:
         return (list(map(len, dicts)), list(chain.from_iterable(dicts)),
                 list(chain.from_iterable(map(dict.values, dicts))))
