@@ -151,12 +151,13 @@ def test_a_grown_list_packs_only_its_new_items(tmp_path: Path) -> None:
     calls = counting(saver)
     msgs = [AIMessage(f"m{i}", id=f"m{i}") for i in range(50)]
     cid = put(saver, None, msgs, 1)
-    before = calls[0]
-    msgs = [*msgs, AIMessage("new", id="new")]  # what add_messages hands over: a new list
-    cid = put(saver, cid, msgs, 2)
-    assert calls[0] - before <= 3  # the new message, the checkpoint doc, the metadata
-    got = saver.get_tuple(cfg(cid))
-    assert got is not None and got.checkpoint["channel_values"]["messages"] == msgs
+    for v in range(2, 8):  # step after step (the memo stays consistent with itself)
+        before = calls[0]
+        msgs = [*msgs, AIMessage(f"new {v}", id=f"new{v}")]  # as add_messages: a new list
+        cid = put(saver, cid, msgs, v)
+        assert calls[0] - before <= 3, v  # the new message, the checkpoint doc, the metadata
+        got = saver.get_tuple(cfg(cid))
+        assert got is not None and got.checkpoint["channel_values"]["messages"] == msgs
 
 
 @pytest.mark.parametrize("change", ["replace", "remove", "content", "extra-field", "dict-key",

@@ -23,7 +23,6 @@ to ``msg.additional_kwargs``, say); LangGraph's reducers never do that, and a sa
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterable
 from itertools import chain
 from typing import Any
 
@@ -40,19 +39,23 @@ class ListMemo:
     """What was last packed for one list channel."""
 
     items: list[Any]
-    #: per item its number of fields; all items' field names, then all their values
-    lengths: list[int]
-    keys: list[Any]
-    values: list[Any]
+    #: ``_picture(items)``: lists that each grow by an append (items' field counts, names and
+    #: values; then the same of their pydantic extra fields)
+    picture: list[list[Any]]
     #: the stored form: the object the entry writer last encoded, grown in place by appends
     packed: list[Any]
     typed: bool
 
 
-def _picture(items: Iterable[Any]) -> tuple[list[int], list[Any], list[Any]] | None:
-    """Per item how many fields it has, then all of their names and all of their values,
-    flattened (None: an item whose fields the saver cannot see)."""
-    items = list(items)
+def _flat(dicts: list[dict[Any, Any]]) -> list[list[Any]]:
+    return [list(map(len, dicts)), list(chain.from_iterable(dicts)),
+            list(chain.from_iterable(map(dict.values, dicts)))]
+
+
+def _picture(items: list[Any]) -> list[list[Any]] | None:
+    """What an item's fields hold, flattened over ``items`` into lists that an append only
+    extends: per item its number of fields, then all field names, then all field values, and
+    the same for pydantic extra fields (None: an item whose fields the saver cannot see)."""
     dicts: list[dict[Any, Any]]
     try:
         dicts = list(map(vars, items))
@@ -62,19 +65,24 @@ def _picture(items: Iterable[Any]) -> tuple[list[int], list[Any], list[Any]] | N
             if type(x) is dict:
                 dicts.append(x)
             elif type(x) in _SCALARS:
-                dicts.append({})
+                dicts.append(_NONE)
             elif type(getattr(x, "__dict__", None)) is dict:
                 dicts.append(x.__dict__)
             else:
                 return None
     # a pydantic model's extra fields (``msg.foo = 1`` on a message) live outside __dict__
-    dicts += [e if type(e := getattr(x, "__pydantic_extra__", None)) is dict else _NONE
+    extras = [e if type(e := getattr(x, "__pydantic_extra__", None)) is dict else _NONE
               for x in items]
     try:
-        return (list(map(len, dicts)), list(chain.from_iterable(dicts)),
-                list(chain.from_iterable(map(dict.values, dicts))))
+        return _flat(dicts) + _flat(extras)
     except TypeError:  # vars() of a class: a mappingproxy
         return None
+
+
+def _seen(a: list[list[Any]] | None, b: list[list[Any]]) -> bool:
+    """Two pictures are of the same fields holding the same objects."""
+    return (a is not None and a[0] == b[0] and a[3] == b[3]
+            and all(_same(x, y) for x, y in zip(a, b)))
 
 
 def _same(a: list[Any], b: list[Any]) -> bool:
@@ -88,24 +96,20 @@ def pack_list(memos: dict[str, ListMemo], name: str, value: list[Any], packer: P
     memo = memos.get(name)
     k = len(memo.items) if memo is not None else -1
     if memo is not None and len(value) >= k and _same(memo.items, value[:k]):
-        pic = _picture(memo.items)
-        if (pic is not None and pic[0] == memo.lengths and _same(pic[1], memo.keys)
-                and _same(pic[2], memo.values)):
-            new = value[k:]
-            new_pic = _picture(new)
-            if new_pic is not None:
-                fresh = [packer.pack(x) for x in new]  # all packed before the memo changes
-                memo.packed.extend(p for p, _ in fresh)
-                memo.typed = memo.typed or any(t for _, t in fresh)
-                memo.items.extend(new)
-                memo.lengths.extend(new_pic[0])
-                memo.keys.extend(new_pic[1])
-                memo.values.extend(new_pic[2])
-                return memo.packed, memo.typed
+        new = value[k:]
+        new_pic = _picture(new)
+        if new_pic is not None and _seen(_picture(memo.items), memo.picture):
+            fresh = [packer.pack(x) for x in new]  # all packed before the memo changes
+            memo.packed.extend(p for p, _ in fresh)
+            memo.typed = memo.typed or any(t for _, t in fresh)
+            memo.items.extend(new)
+            for part, more in zip(memo.picture, new_pic):
+                part.extend(more)
+            return memo.packed, memo.typed
     packed_all, typed = packer.pack_channel(value)
     pic = _picture(value)
     if pic is None:
         memos.pop(name, None)
     else:
-        memos[name] = ListMemo(list(value), *pic, packed_all, typed)
+        memos[name] = ListMemo(list(value), pic, packed_all, typed)
     return packed_all, typed
