@@ -1,5 +1,11 @@
 """W1 through LangGraph: one ~1 KB message appended per step, CkptfsSaver vs SqliteSaver.
 
+Savers (one run, same machine load, so compare ratios): CkptfsSaver with its O(change) list
+channels (default), CkptfsSaver(appends=False) (every message packed each step: the saver
+before issue 14's LangGraph part), SqliteSaver, and SqliteSaver with the messages in a
+``DeltaChannel`` (``_messages_delta_reducer``, snapshot_frequency 100) when the installed
+langgraph has it.
+
 A one-node graph loops N times on one thread (one superstep, one checkpoint and one pending
 write per step, ``durability="sync"`` so each step waits for its checkpoint). Measured: bytes on
 disk at the end, per-step latency (p50/p95/p99, first and last 100 steps), and the time to load
@@ -44,20 +50,36 @@ class State(TypedDict):
     n: int
 
 
+try:  # DeltaChannel is beta, in langgraph >= 1.2
+    from langgraph.channels.delta import DeltaChannel
+    from langgraph.graph.message import _messages_delta_reducer
+
+    class DeltaState(TypedDict):
+        messages: Annotated[list[Any], DeltaChannel(_messages_delta_reducer)]
+        n: int
+except ImportError:
+    DeltaState = None  # type: ignore[assignment,misc]
+
+
+def delta_state() -> Any:
+    """The State with messages in a DeltaChannel (None: this langgraph has none)."""
+    return DeltaState
+
+
 def message(i: int, rng: random.Random) -> AIMessage:
     text = " ".join(rng.choice(WORDS) for _ in range(150))[:1000]
     return AIMessage(f"{i:06d} {text}", id=f"msg-{i}")
 
 
-def build(n: int, stamps: list[float]) -> StateGraph[State]:
+def build(n: int, stamps: list[float], delta: bool = False) -> StateGraph[State]:
     rng = random.Random(1)
 
-    def step(state: State) -> dict[str, Any]:
+    def step(state: Any) -> dict[str, Any]:
         stamps.append(time.perf_counter())
         i = state["n"]
         return {"messages": [message(i, rng)], "n": i + 1}
 
-    g = StateGraph(State)
+    g = StateGraph(delta_state() if delta else State)
     g.add_node("step", step)
     g.add_edge(START, "step")
     g.add_conditional_edges("step", lambda s: "step" if s["n"] < n else END)
@@ -72,13 +94,15 @@ def disk(path: Path) -> tuple[int, int, int]:
 
 
 DURABILITY = ["sync"]
+#: result name -> make_saver kind
+KIND: dict[str, str] = {}
 
 
 def run(name: str, make: Callable[[], BaseCheckpointSaver[Any]], n: int,
         where: Path) -> dict[str, Any]:
     stamps: list[float] = []
     saver = make()
-    app = build(n, stamps).compile(checkpointer=saver)
+    app = build(n, stamps, "Delta" in name).compile(checkpointer=saver)
     config: Any = {"configurable": {"thread_id": "w1"}, "recursion_limit": n + 10}
     t0 = time.perf_counter()
     app.invoke({"messages": [], "n": 0}, config, durability=DURABILITY[0])  # type: ignore[arg-type]
@@ -89,7 +113,7 @@ def run(name: str, make: Callable[[], BaseCheckpointSaver[Any]], n: int,
         saver.conn.close()
     elif isinstance(saver, CkptfsSaver):
         saver.close()
-    load = load_in_fresh_process(name, where, n)
+    load = load_in_fresh_process(KIND[name], where, n)
     files, apparent, allocated = (0, 0, 0)
     for p in where.parent.glob(where.name + "*"):  # sqlite's -wal/-shm too
         f, a, b = disk(p)
@@ -104,7 +128,7 @@ def run(name: str, make: Callable[[], BaseCheckpointSaver[Any]], n: int,
 
 def make_saver(kind: str, where: Path) -> BaseCheckpointSaver[Any]:
     if kind.startswith("Ckptfs"):
-        return CkptfsSaver(str(where))
+        return CkptfsSaver(str(where), appends=kind != "CkptfsFull")
     return SqliteSaver(sqlite3.connect(str(where), check_same_thread=False))
 
 
@@ -112,7 +136,7 @@ def load_latest(kind: str, where: Path, n: int) -> float:
     """Seconds to open the saver and ``get_state`` the thread (in this process)."""
     t1 = time.perf_counter()
     fresh = make_saver(kind, where)
-    values = build(n, []).compile(checkpointer=fresh).get_state(
+    values = build(n, [], "Delta" in kind).compile(checkpointer=fresh).get_state(
         {"configurable": {"thread_id": "w1"}}).values
     load = time.perf_counter() - t1
     assert len(values["messages"]) == n
@@ -142,19 +166,23 @@ def main() -> None:
     scratch = Path(args.dir or tempfile.mkdtemp(prefix="lg-w1-"))
     scratch.mkdir(parents=True, exist_ok=True)
     results = []
+    cases = [("CkptfsSaver (local dir)", "Ckptfs", "ckptfs-store"),
+             ("CkptfsSaver appends=False (before)", "CkptfsFull", "ckptfs-full"),
+             ("SqliteSaver (file)", "Sqlite", "sqlite.db")]
+    if delta_state() is not None:
+        cases.append(("DeltaChannel + SqliteSaver", "DeltaSqlite", "delta-sqlite.db"))
     try:
-        store = scratch / "ckptfs-store"
-        results.append(run("CkptfsSaver (local dir)", lambda: make_saver("Ckptfs", store),
-                           args.n, store))
-        db = scratch / "sqlite.db"
-        results.append(run("SqliteSaver (file)", lambda: make_saver("Sqlite", db), args.n, db))
+        for name, kind, where in cases:
+            KIND[name] = kind
+            path = scratch / where
+            results.append(run(name, lambda: make_saver(kind, path), args.n, path))
     finally:
         if args.dir is None:
             shutil.rmtree(scratch, ignore_errors=True)
     cols = ["saver", "steps", "total_s", "p50_ms", "p95_ms", "p99_ms", "first100_ms",
             "last100_ms", "load_ms", "files", "apparent_mb", "allocated_mb"]
     lines = [
-        "# W1 through LangGraph: CkptfsSaver vs SqliteSaver",
+        "# W1 through LangGraph: CkptfsSaver (appends on and off) vs SqliteSaver (and DeltaChannel)",
         "",
         f"One ~1 KB AIMessage appended per superstep, N = {args.n}, one thread, "
         f"`durability=\"{args.durability}\"`; step = time between consecutive node runs (includes the "
@@ -167,7 +195,21 @@ def main() -> None:
     for r in results:
         lines.append("| " + " | ".join(f"{r[c]:.2f}" if isinstance(r[c], float) else str(r[c])
                                        for c in cols) + " |")
-    ck, sq = results
+    by = {r["saver"]: r for r in results}
+    ck, sq = by["CkptfsSaver (local dir)"], by["SqliteSaver (file)"]
+    lines += ["", "Same-run ratios (CkptfsSaver over the other; step = mean over all steps, "
+              "`total_s / steps`):", "",
+              "| vs | step | p50 | last100 | store (apparent) | store (allocated) | "
+              "fresh get_state |", "|---|---|---|---|---|---|---|"]
+    for r in results:
+        if r is ck:
+            continue
+        lines.append(f"| {r['saver']} | {ck['total_s'] / r['total_s']:.2f} | "
+                     f"{ck['p50_ms'] / r['p50_ms']:.2f} | "
+                     f"{ck['last100_ms'] / r['last100_ms']:.2f} | "
+                     f"{ck['apparent_mb'] / r['apparent_mb']:.2f} | "
+                     f"{ck['allocated_mb'] / r['allocated_mb']:.2f} | "
+                     f"{ck['load_ms'] / r['load_ms']:.2f} |")
     lines += ["", f"Storage ratio SqliteSaver / CkptfsSaver: "
               f"{sq['apparent_mb'] / ck['apparent_mb']:.0f}x apparent, "
               f"{sq['allocated_mb'] / ck['allocated_mb']:.0f}x allocated.", ""]

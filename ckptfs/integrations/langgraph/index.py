@@ -88,6 +88,7 @@ class RunLookup:
             self._runs.move_to_end(run_id)
             for cold in builtins.list(self._runs.values())[:-WARM_RUNS]:
                 cold.writers.clear()
+                cold.lists.clear()
                 cold.loaded.clear()
                 cold.complete = False
         if refresh:

@@ -90,6 +90,8 @@ class _RunIndex:
     loaded: dict[int, Snapshot] = attrs.field(factory=dict)
     complete: bool = False  # every visible snapshot is in ``loaded``
     writers: dict[str, EntryWriter] = attrs.field(factory=dict)
+    #: entry name -> what was last packed of a list channel (appends.ListMemo)
+    lists: dict[str, Any] = attrs.field(factory=dict)
     rows: dict[Digest, builtins.list[Any]] = attrs.field(factory=dict)
     meta: dict[Digest, Any] = attrs.field(factory=dict)
     #: guards the fields above; held briefly, after (never while taking) a thread lock

@@ -58,6 +58,7 @@ from ckptfs.integrations.langgraph.layout import (
     channel_entry,
     effects_run_id,
 )
+from ckptfs.integrations.langgraph.appends import pack_list
 from ckptfs.integrations.langgraph.values import Packer
 from ckptfs.runtime.codecs import Codecs
 from ckptfs.runtime.codecs_classes import kind_of
@@ -76,12 +77,16 @@ class CkptfsSaver(RunLookup, BaseCheckpointSaver[int]):
 
     def __init__(self, store: Store | str, *, serde: SerializerProtocol | None = None,
                  allowed_types: Iterable[type | tuple[str, ...]] = (),
-                 codecs: Codecs | None = None, **storage_options: Any) -> None:
+                 codecs: Codecs | None = None, appends: bool = True,
+                 **storage_options: Any) -> None:
         """``store``: a ckptfs Store, or a URL/path to open (with ``storage_options`` and
         ``codecs``, the ckptfs.Codecs of the types values may hold). ``allowed_types``:
         classes to restore as themselves: each dataclass, attrs class, pydantic model or Enum
         is registered on the store's codecs under ``module.QualName`` (stored as a ckptfs
-        typed value), and every entry also goes to the serializer's msgpack allow-list."""
+        typed value), and every entry also goes to the serializer's msgpack allow-list.
+        ``appends``: a list channel that visibly grew (the same items, their fields holding
+        the same objects) packs and encodes only its new items (``appends.py``); False packs
+        every item of a changed channel every step."""
         if serde is None:
             serde = JsonPlusSerializer(pickle_fallback=False, allowed_msgpack_modules=None)
         if getattr(serde, "pickle_fallback", False):
@@ -105,6 +110,7 @@ class CkptfsSaver(RunLookup, BaseCheckpointSaver[int]):
                     self.store.codecs.registered_types()):
                 self.store.codecs.register(cls)
         self._packer = Packer(self.serde, self.store.codecs)
+        self._appends = appends
         self._lock = threading.Lock()
         self._thread_locks: dict[str, threading.RLock] = {}
         self._runs: OrderedDict[str, _RunIndex] = OrderedDict()
@@ -135,14 +141,17 @@ class CkptfsSaver(RunLookup, BaseCheckpointSaver[int]):
         return self._packer.unpack(data, decoded=decoded)
 
     def _encode(self, idx: _RunIndex, name: str, data: Any, labels: dict[str, str],
-                chunks: _Chunks) -> Entry:
+                chunks: _Chunks, grown: bool = False) -> Entry:
         """Encode one entry with the run's writer for that name (so appends reuse chunks);
-        the chunks the commit must write are added to ``chunks``."""
+        the chunks the commit must write are added to ``chunks``. ``grown``: ``data`` may be
+        the list this writer encoded last, grown in place (``appends.pack_list``): only its
+        new items are encoded (the writer checks it is that same list, else encodes it all)."""
         writer = idx.writers.get(name)
         if writer is None:
             repo = self.store.repo
             writer = idx.writers[name] = EntryWriter(repo.objects, repo.config.chunker)
-        entry = writer.encode_state({name: data}, {name: labels})[name]
+        entry = writer.encode_state({name: data}, {name: labels},
+                                    changed=(name,) if grown else None)[name]
         chunks.extend(writer.pending)
         return entry
 
@@ -193,6 +202,7 @@ class CkptfsSaver(RunLookup, BaseCheckpointSaver[int]):
                 continue
             except BaseException:
                 idx.writers.clear()  # they remember chunks this commit may not have written
+                idx.lists.clear()
                 raise
             idx.added(snap)
             return snap
@@ -341,10 +351,15 @@ class CkptfsSaver(RunLookup, BaseCheckpointSaver[int]):
                     and old.labels.get(L_CHANNEL) == ch and old.labels.get(L_VERSION) == version):
                 entries[name] = old
             elif ch in values:
-                packed, t = self._packer.pack_channel(values[ch])
+                grown = self._appends and type(values[ch]) is list
+                if grown:
+                    packed, t = pack_list(idx.lists, name, values[ch], self._packer)
+                else:
+                    idx.lists.pop(name, None)
+                    packed, t = self._packer.pack_channel(values[ch])
                 typed = typed or t
                 entries[name] = self._encode(idx, name, packed,
-                                             {L_CHANNEL: ch, L_VERSION: version}, chunks)
+                                             {L_CHANNEL: ch, L_VERSION: version}, chunks, grown)
         return entries, typed
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],

@@ -53,6 +53,7 @@ def erase_thread(saver: CkptfsSaver, tid: str, reason: str) -> None:
             saver._effect_runs.pop(tid, None)
             for idx in saver._runs.values():
                 idx.writers.clear()  # erase removed chunks they may remember
+                idx.lists.clear()
 
 def delete_for_runs(saver: CkptfsSaver, run_ids: Sequence[str]) -> None:
     """Forget the checkpoints (and their writes) whose metadata ``run_id`` is listed, with

@@ -1,0 +1,198 @@
+"""CkptfsSaver's O(change) list channels (issue 14, ``integrations/langgraph/appends.py``): a
+message history that grew packs only the new messages, and every other change (a message
+replaced, removed, edited in place, a dict item changed) still reaches the store: the state
+restored (in this process and in a fresh one) equals what LangGraph holds, step by step."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import pytest
+
+pytest.importorskip("langgraph")
+
+from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage  # noqa: E402
+from langgraph.checkpoint.base import empty_checkpoint  # noqa: E402
+from langgraph.checkpoint.base.id import uuid6  # noqa: E402
+from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
+from langgraph.graph import END, START, StateGraph  # noqa: E402
+from langgraph.graph.message import add_messages  # noqa: E402
+
+from ckptfs.integrations.langgraph import CkptfsSaver  # noqa: E402
+
+
+class State(TypedDict):
+    messages: Annotated[list[Any], add_messages]
+    n: int
+
+
+#: whether the node also changes committed messages in place. Not under async durability:
+#: there LangGraph serialises a checkpoint in the background while the next step runs, so
+#: any saver (this one with appends=False too) may store a change made after the checkpoint
+INPLACE = [True]
+#: what the node does at step i (beside appending one message); every 4th step appends only
+EDITS = ("append", "replace", "remove", "inplace", "append", "inplace-field", "append2",
+         "replace-first", "append")
+
+
+def step(state: State) -> dict[str, Any]:
+    i = state["n"]
+    msgs = state["messages"]
+    out: list[Any] = [AIMessage(f"reply {i}", id=f"a{i}")]
+    op = EDITS[i % len(EDITS)]
+    if op.startswith("inplace") and not INPLACE[0]:
+        op = "append"
+    if op == "replace" and len(msgs) > 2:  # an edit through add_messages: same id, new object
+        out.append(HumanMessage(f"edited at {i}", id=msgs[1].id))
+    elif op == "replace-first":
+        out.append(AIMessage(f"first edited at {i}", id=msgs[0].id))
+    elif op == "remove" and len(msgs) > 3:
+        out.append(RemoveMessage(id=msgs[2].id))
+    elif op == "inplace":  # a committed message changed in place (not a LangGraph idiom)
+        msgs[0].content = f"mutated in place at {i}"
+    elif op == "inplace-field" and len(msgs) > 1:
+        msgs[-1].name = f"named at {i}"
+    elif op == "append2":
+        out.append(AIMessage(f"second reply {i}", id=f"b{i}"))
+    return {"messages": out, "n": i + 1}
+
+
+def build(n: int) -> Any:
+    g = StateGraph(State)
+    g.add_node("step", step)
+    g.add_edge(START, "step")
+    g.add_conditional_edges("step", lambda s: "step" if s["n"] < n else END)
+    return g
+
+
+def dump(values: dict[str, Any]) -> list[Any]:
+    return [[type(m).__name__, m.id, m.content, m.name] for m in values["messages"]]
+
+
+APPENDS = [True]
+
+
+def run_both(tmp_path: Path, n: int, durability: str = "sync") -> tuple[Any, Any, CkptfsSaver]:
+    """The same graph run with InMemorySaver and CkptfsSaver; (memory app, ckptfs app, saver)."""
+    saver = CkptfsSaver(str(tmp_path / "store"), appends=APPENDS[0])
+    apps = [build(n).compile(checkpointer=InMemorySaver()), build(n).compile(checkpointer=saver)]
+    for app in apps:
+        app.invoke({"messages": [HumanMessage("hi", id="h0")], "n": 0},
+                   {"configurable": {"thread_id": "t"}, "recursion_limit": n + 10},
+                   durability=durability)
+    return apps[0], apps[1], saver
+
+
+@pytest.mark.parametrize("durability", ["sync", "async"])
+def test_every_checkpoint_restores_what_langgraph_holds(tmp_path: Path, durability: str) -> None:
+    INPLACE[0] = durability == "sync"
+    try:
+        mem, ck, saver = run_both(tmp_path, 30, durability)
+    finally:
+        INPLACE[0] = True
+    conf = {"configurable": {"thread_id": "t"}}
+    want = [dump(s.values) for s in mem.get_state_history(conf)]
+    got = [dump(s.values) for s in ck.get_state_history(conf)]
+    assert got == want and len(want) > 30
+    fresh = build(30).compile(checkpointer=CkptfsSaver(str(tmp_path / "store")))
+    assert [dump(s.values) for s in fresh.get_state_history(conf)] == want
+    saver.close()
+
+
+def test_fresh_process_restores_the_head(tmp_path: Path) -> None:
+    mem, _, saver = run_both(tmp_path, 20)
+    saver.close()
+    code = ("import json, sys; from tests.test_langgraph_appends import build, dump; "
+            "from ckptfs.integrations.langgraph import CkptfsSaver; "
+            "app = build(20).compile(checkpointer=CkptfsSaver(sys.argv[1])); "
+            "print(json.dumps(dump(app.get_state({'configurable': {'thread_id': 't'}}).values)))")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "store")], check=True,
+                         capture_output=True, text=True, timeout=120,
+                         cwd=Path(__file__).parent.parent)
+    assert json.loads(out.stdout) == dump(mem.get_state({"configurable": {"thread_id": "t"}}
+                                                        ).values)
+
+
+def counting(saver: CkptfsSaver) -> list[int]:
+    """Count the values the saver packs (its Packer.pack calls)."""
+    calls = [0]
+    pack = saver._packer.pack
+
+    def counted(value: Any) -> Any:
+        calls[0] += 1
+        return pack(value)
+
+    saver._packer.pack = counted  # type: ignore[method-assign]
+    return calls
+
+
+def cfg(cid: str | None = None) -> dict[str, Any]:
+    c: dict[str, Any] = {"thread_id": "t", "checkpoint_ns": ""}
+    if cid:
+        c["checkpoint_id"] = cid
+    return {"configurable": c}
+
+
+def put(saver: CkptfsSaver, parent: str | None, msgs: list[Any], v: int) -> str:
+    cp = empty_checkpoint()
+    cp["id"] = str(uuid6(clock_seq=-1))
+    cp["channel_values"] = {"messages": msgs}
+    cp["channel_versions"] = {"messages": v}
+    saver.put(cfg(parent), cp, {"step": v}, {"messages": v})
+    return cp["id"]
+
+
+def test_a_grown_list_packs_only_its_new_items(tmp_path: Path) -> None:
+    saver = CkptfsSaver(str(tmp_path / "s"))
+    calls = counting(saver)
+    msgs = [AIMessage(f"m{i}", id=f"m{i}") for i in range(50)]
+    cid = put(saver, None, msgs, 1)
+    for v in range(2, 8):  # step after step (the memo stays consistent with itself)
+        before = calls[0]
+        msgs = [*msgs, AIMessage(f"new {v}", id=f"new{v}")]  # as add_messages: a new list
+        cid = put(saver, cid, msgs, v)
+        assert calls[0] - before <= 3, v  # the new message, the checkpoint doc, the metadata
+        got = saver.get_tuple(cfg(cid))
+        assert got is not None and got.checkpoint["channel_values"]["messages"] == msgs
+
+
+@pytest.mark.parametrize("change", ["replace", "remove", "content", "extra-field", "dict-key",
+                                    "dict-value", "reorder"])
+def test_a_change_in_the_prefix_is_never_dropped(tmp_path: Path, change: str) -> None:
+    saver = CkptfsSaver(str(tmp_path / "s"))
+    msgs: list[Any] = [AIMessage(f"m{i}", id=f"m{i}") for i in range(10)] + [{"k": 1}]
+    cid = put(saver, None, msgs, 1)
+    msgs = list(msgs)
+    if change == "replace":
+        msgs[3] = AIMessage("other", id="m3")
+    elif change == "remove":
+        del msgs[3]
+    elif change == "content":
+        msgs[3].content = "edited in place"
+    elif change == "extra-field":  # a pydantic extra: outside the message's __dict__
+        msgs[3].foo = 1
+    elif change == "dict-key":
+        msgs[10]["j"] = 2
+    elif change == "dict-value":
+        msgs[10]["k"] = 5
+    else:
+        msgs[2], msgs[3] = msgs[3], msgs[2]
+    msgs.append(AIMessage("new", id="new"))
+    cid = put(saver, cid, msgs, 2)
+    for s in (saver, CkptfsSaver(str(tmp_path / "s"))):
+        got = s.get_tuple(cfg(cid))
+        assert got is not None and got.checkpoint["channel_values"]["messages"] == msgs
+
+
+def test_appends_false_packs_everything(tmp_path: Path) -> None:
+    saver = CkptfsSaver(str(tmp_path / "s"), appends=False)
+    calls = counting(saver)
+    msgs = [AIMessage(f"m{i}", id=f"m{i}") for i in range(20)]
+    cid = put(saver, None, msgs, 1)
+    before = calls[0]
+    put(saver, cid, [*msgs, AIMessage("new", id="new")], 2)
+    assert calls[0] - before >= 21
