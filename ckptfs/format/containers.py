@@ -184,6 +184,15 @@ class Container:
 # -- encoding -------------------------------------------------------------------------------------
 def layout(framed: Iterable[tuple[Digest, int, bytes]]) -> tuple[tuple[Body, ...], bytes]:
     """The body table and body area for ``(digest, size, framed bytes)`` items, in order."""
+    bodies, parts, _ = layout_parts(framed)
+    return bodies, b"".join(parts)
+
+
+def layout_parts(framed: Iterable[tuple[Digest, int, bytes]]
+                 ) -> tuple[tuple[Body, ...], list[bytes], int]:
+    """As ``layout``, with the body area left as its parts (and their total length): ``encode``
+    joins them with the prefix and header in one copy instead of two (a 16 MiB pack's bodies
+    were copied into an area, then the area into the container)."""
     bodies = []
     parts = []
     offset = 0
@@ -191,7 +200,7 @@ def layout(framed: Iterable[tuple[Digest, int, bytes]]) -> tuple[tuple[Body, ...
         bodies.append(Body(d, offset, len(stored), size))
         parts.append(stored)
         offset += len(stored)
-    return tuple(bodies), b"".join(parts)
+    return tuple(bodies), parts, offset
 
 
 def frame_bodies(chunks: Iterable[tuple[Digest, bytes | memoryview]]
@@ -206,22 +215,24 @@ def frame_bodies(chunks: Iterable[tuple[Digest, bytes | memoryview]]
     return out
 
 
-def encode(header_cbor: dict[str, Any], area: bytes) -> tuple[bytes, int]:
-    """A container's bytes from its header map and body area; also the body area's offset."""
+def encode(header_cbor: dict[str, Any], area: bytes | Sequence[bytes]) -> tuple[bytes, int]:
+    """A container's bytes from its header map and body area (bytes, or its parts in order:
+    ``layout_parts``); also the body area's offset."""
     header = cbor.encode(header_cbor)
     if len(header) > MAX_HEADER_SIZE:
         raise FormatError(f"container header would be {len(header)} bytes, over {MAX_HEADER_SIZE}")
     start = PREFIX_LEN + len(header) + DIGEST_SIZE
+    body = [area] if isinstance(area, bytes) else list(area)
     data = b"".join([MAGIC, bytes([CONTAINER_VERSION]), len(header).to_bytes(4, "big"), header,
-                     blake3.blake3(header).digest(), area])
+                     blake3.blake3(header).digest(), *body])
     return data, start
 
 
-def encode_record(header: RecordHeader, area: bytes) -> tuple[bytes, int]:
+def encode_record(header: RecordHeader, area: bytes | Sequence[bytes]) -> tuple[bytes, int]:
     return encode(header.to_cbor(), area)
 
 
-def encode_pack(header: PackHeader, area: bytes) -> tuple[bytes, Digest, int]:
+def encode_pack(header: PackHeader, area: bytes | Sequence[bytes]) -> tuple[bytes, Digest, int]:
     """A pack's bytes, its name (the digest of those bytes) and its body area's offset."""
     data, start = encode(header.to_cbor(), area)
     return data, Digest.of(data), start

@@ -222,9 +222,9 @@ def pack_bodies(bodies: Sequence[tuple[Digest, int, bytes]], *, target: int, wri
     for g in groups:
         if not g:
             continue
-        table, area = ct.layout(g)
+        table, area, area_length = ct.layout_parts(g)
         data, name, start = ct.encode_pack(
-            PackHeader(created=created, writer=writer, bodies=table, body_length=len(area)),
+            PackHeader(created=created, writer=writer, bodies=table, body_length=area_length),
             area)
         objects.append((pack_path(name), data))
         ref = PackRef(name)

@@ -59,11 +59,11 @@ def build_record(rec: RunRecord, manifest: bytes, framed: Sequence[tuple[Digest,
     """A v2 record's bytes for commit ``rec`` carrying ``manifest`` and the ``framed`` bodies,
     with locators for the chunks at ``where``; also where its own bodies will be."""
     assert rec.nonce is not None
-    table, area = ct.layout(framed)
+    table, area, area_length = ct.layout_parts(framed)
     containers, locators = ct.make_locators(where)
     header = RecordHeader(run=rec.run, seq=rec.seq, snapshot=rec.snapshot, created=rec.created,
                           nonce=rec.nonce, manifest=manifest, bodies=table,
-                          containers=containers, locators=locators, body_length=len(area))
+                          containers=containers, locators=locators, body_length=area_length)
     data, start = ct.encode_record(header, area)
     ref = RecordRef(rec.run, rec.seq)
     return data, {b.digest: Location(ref, start + b.offset, b.stored) for b in table}
