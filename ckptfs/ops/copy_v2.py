@@ -17,7 +17,7 @@ import attrs
 
 from ckptfs.errors import ConflictError, CorruptSnapshot, MissingObject
 from ckptfs.format import framing
-from ckptfs.format.containers import MAX_RECORD_BODIES, frame_bodies
+from ckptfs.format.containers import MAX_RECORD_BODIES, RecordRef, frame_bodies
 from ckptfs.format.digest import Digest
 from ckptfs.format.models import ChunkRef, Manifest, RunRecord
 from ckptfs.format.names import record_path, snapshot_path
@@ -184,6 +184,9 @@ class RunCopyV2:
             objects.sweeps.after_record(
                 manifest, lambda: ledger_results(objects, rec.snapshot, manifest))
         except ConflictError as e:
+            # withdrawn: its bodies went with it (as in Repository.commit); a later record of
+            # this copy must carry them again, never point into the deleted record's path
+            loc.forget([RecordRef(run_id, seq)])
             raise ConflictError(
                 f"copy of run {run_id!r} into {dst.url} stopped at seq {seq}: {e} "
                 f"The {report.snapshots_copied} snapshot(s) copied before it stand; run the "  # type: ignore[attr-defined]
