@@ -84,9 +84,8 @@ def test_gc_after_forget_asks_no_head_per_object_and_reads_records_once(
     # ages and sizes from the listings (a HEAD only where s3fs probes an empty folder)
     assert got["HeadObject"] <= 6, got
     # the N - 1 strays' headers once, the 2 visible records once (the second mark reuses them:
-    # same ETag), the lease, the retired markers, and the config once more (the lease reads the
-    # store's check window from it, spec/v2.md 5.4)
-    assert got["GetObject"] <= (N - 1) + 2 + 7, got
+    # same ETag), the lease and the retired markers
+    assert got["GetObject"] <= (N - 1) + 2 + 6, got
     assert got["DeleteObjects"] + got["DeleteObject"] <= 3, got
     assert verify(ckptfs.open_store(url, **opts).repo, read_data=True).ok
     assert ckptfs.open_store(url, **opts).read("r")["i"] == N - 1

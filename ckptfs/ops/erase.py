@@ -51,7 +51,7 @@ def erase(repo: Repository, run_id: str, *, reason: str, seq: int | None = None,
         raise ValueError(f"erase needs a reason of 1-{MAX_REASON} characters (who asked, why)")
     st = repo.storage
     grace = grace_of(repo)
-    with MaintenanceLease(st, ttl_ms=lease_ttl_ms) as lease:
+    with MaintenanceLease(st, ttl_ms=lease_ttl_ms, config=repo.config) as lease:
         t0 = int(time.time() * 1000) if now is None else now
         stone = read_tombstone(st, run_id, seq)
         had = repo.record_seqs(run_id)

@@ -154,7 +154,8 @@ def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
     report = GcReport(dry_run=dry_run, grace_ms=grace)
     # the lease says "deletes: false" until the sweep: writers need not wait for the mark
     taken = (NoLease(st) if dry_run else
-             MaintenanceLease(st, ttl_ms=lease_ttl_ms, deletes=False, break_lease=break_lease))
+             MaintenanceLease(st, ttl_ms=lease_ttl_ms, deletes=False, break_lease=break_lease,
+                              config=repo.config))
     v1 = repo.config.version < 2
     with taken as lease:
         if lease.broken is not None:

@@ -24,8 +24,10 @@ from ckptfs.errors import Busy, CkptfsError
 from ckptfs.format.lifecycle import MAX_LEASE_TTL_MS, Lease
 from ckptfs.format.names import seq_name
 from ckptfs.storage.base import Storage
+from ckptfs.format.models import StoreConfig
 from ckptfs.store.sweeps import (
     LEASE_DIR,
+    check_window_ms,
     elapsed_clock,
     store_check_window_ms,
     generations,
@@ -57,10 +59,12 @@ class MaintenanceLease:
 
     def __init__(self, storage: Storage, *, ttl_ms: int = DEFAULT_TTL_MS,
                  owner: str | None = None, deletes: bool = True,
-                 break_lease: bool = False) -> None:
+                 break_lease: bool = False, config: StoreConfig | None = None) -> None:
         if not 0 < ttl_ms <= MAX_LEASE_TTL_MS:
             raise ValueError(f"lease ttl_ms must be in 1..{MAX_LEASE_TTL_MS}, not {ttl_ms}")
         self.storage = storage
+        #: the store config the caller already holds (its check window); None: read it here
+        self.config = config
         self.ttl_ms = ttl_ms
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
         self.deletes = deletes
@@ -79,7 +83,9 @@ class MaintenanceLease:
         return f"{LEASE_DIR}/{seq_name(self.generation)}"
 
     def acquire(self) -> MaintenanceLease:
-        window = store_check_window_ms(self.storage)  # a bad setting stops before the lease
+        # a bad setting stops before the lease
+        window = (store_check_window_ms(self.storage) if self.config is None
+                  else check_window_ms(self.config.version, self.config.settings))
         gens = generations(self.storage)
         top = gens[-1] if gens else 0
         held = read_lease(self.storage, top) if gens else None

@@ -177,7 +177,7 @@ def forget(repo: Repository, policy: Policy, *, runs: Iterable[str] | None = Non
 
     if dry_run:
         return plan()
-    with MaintenanceLease(repo.storage, deletes=False) as lease:  # deletes records only
+    with MaintenanceLease(repo.storage, deletes=False, config=repo.config) as lease:  # records only
         report = plan()
         report.problems += _retire_all(repo, lease, _group(report.forgotten), now)
         return report
@@ -191,7 +191,7 @@ def forget_snapshots(repo: Repository, drop: Mapping[str, Iterable[int]], *,
     if not any(drop.values()):
         return
     now = int(time.time() * 1000) if now is None else now
-    with MaintenanceLease(repo.storage, deletes=False) as lease:  # deletes records only
+    with MaintenanceLease(repo.storage, deletes=False, config=repo.config) as lease:  # records only
         problems = _retire_all(repo, lease, {r: set(s) for r, s in drop.items()}, now)
     if problems:
         raise CkptfsError("forget: " + "; ".join(problems))
