@@ -11,6 +11,7 @@ gains calls.
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -363,7 +364,19 @@ def _tombstone_without_fence(p: Path) -> list[str]:
     return []
 
 
+def _empty_folders(p: Path) -> list[str]:
+    """A run folder with nothing in it (a crash before a run's first record), one with only
+    empty folders below it, and an empty chunk fan-out folder: none of them is part of the
+    store (format.md 9.2), so the rendering is the base store's."""
+    for rel in ("runs/ghost", "runs/ghost2/retired", "chunks/zz"):
+        (p / rel).mkdir(parents=True)
+    return []
+
+
 VALID: dict[str, tuple[str, Callable[[Path], list[str]]]] = {
+    "empty-folders": ("format.md 9.2: a folder that holds no file at any depth is absent: an "
+                      "empty run folder is no run (the runner makes the vector's `folders`, "
+                      "which git cannot keep)", _empty_folders),
     "value-noncanonical": ("format.md 5.3: value content that is well-formed but not canonical "
                            "(a long integer head, keys out of order, 1.0 as a double, NaNs with "
                            "payloads) is read, never refused; every NaN renders as "
@@ -390,15 +403,26 @@ VALID: dict[str, tuple[str, Callable[[Path], list[str]]]] = {
 }
 
 
+def empty_folders(root: Path) -> list[str]:
+    """The folders below ``root`` with nothing in them, as store paths (sorted): a vector
+    lists them because git does not keep them (conformance/README.md). The writer's empty
+    ``tmp/`` is left out: no reader looks there."""
+    return sorted(rel for d, subs, files in os.walk(root)
+                  if not subs and not files
+                  and (rel := str(Path(d).relative_to(root))) not in (".", "tmp"))
+
+
 def valid_vectors(g: Any, base: Path) -> None:
     G = _g()
     for name, (desc, build) in VALID.items():
         d = g.store_dir("store-valid", name)
         shutil.copytree(base, d)
         beyond = build(d)
+        folders = empty_folders(d)
         g.vector("store-valid", name, desc, ["read", "{store}", str(G.NOW)],
                  {"output": render_store(str(d), G.NOW), "compare": "json"},
-                 ["reader", *G._feature(name)], store=f"{name}.store", beyond_cddl=beyond)
+                 ["reader", *G._feature(name)], store=f"{name}.store", beyond_cddl=beyond,
+                 **({"folders": folders} if folders else {}))
 
 
 # -- lookups ---------------------------------------------------------------------------------------

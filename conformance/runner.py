@@ -144,6 +144,15 @@ def materialize(src: dict[str, Any]) -> bytes:
     return m(src)
 
 
+def make_folders(store: Path, folders: list[str]) -> None:
+    """The vector's empty folders (``folders``: store paths), which git cannot keep."""
+    for rel in folders:
+        parts = Path(rel).parts
+        if not parts or Path(rel).is_absolute() or ".." in parts:
+            raise ValueError(f"vector folder {rel!r} is not a path inside the store")
+        (store / rel).mkdir(parents=True, exist_ok=True)
+
+
 def run_vector(v: dict[str, Any], driver: Driver, claims: set[str]) -> Result:
     missing = [c for c in v["requires"] if c not in claims]
     if missing:
@@ -160,6 +169,7 @@ def run_vector(v: dict[str, Any], driver: Driver, claims: set[str]) -> Result:
                 a = str(path)
             elif a == "{store}":
                 shutil.copytree(Path(v["_dir"]) / v["store"], work / "store")
+                make_folders(work / "store", v.get("folders", []))
                 a = str(work / "store")
             elif a == "{out}":
                 (work / "out").mkdir()

@@ -280,6 +280,7 @@ SPEC16_BREAKS = {
     "chunker-before-required": {"store-invalid/two-config-required-and-chunker"},
     "expiry-before-required": {"store-invalid/two-manifest-required-and-expired"},
     "folder-is-missing": {"store-invalid/chunk-is-folder", "store-invalid/record-is-folder"},
+    "empty-folder-is-run": {"store-valid/empty-folders"},
     "request-of-last-record": {"store-valid/ledger-approval-request"},
 }
 

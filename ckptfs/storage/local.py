@@ -35,6 +35,22 @@ from ckptfs.storage.local_temps import STAGE_SLICE, LocalTemps
 __all__ = ["LocalStorage", "STAGE_SLICE", "SYNCFS_MIN"]
 
 
+def _holds_a_file(folder: str) -> bool:
+    """Whether anything but folders lies below ``folder`` (stops at the first such entry; a
+    link or special file counts, so that the reads after the listing refuse it)."""
+    todo = [folder]
+    while todo:
+        try:
+            with os.scandir(todo.pop()) as it:
+                for e in it:
+                    if not e.is_dir(follow_symlinks=False):
+                        return True
+                    todo.append(e.path)
+        except (FileNotFoundError, NotADirectoryError):
+            continue  # removed or replaced since the listing: nothing of the store below it
+    return False
+
+
 class LocalStorage(LocalTemps, Storage):
     """A store in a local folder (any OS, any filesystem: see the module docstring)."""
 
@@ -223,10 +239,16 @@ class LocalStorage(LocalTemps, Storage):
         self._sync_dirs([d])
 
     def list(self, prefix: str) -> list[str]:
+        """The children of folder ``prefix``, without folders that hold no file at any depth
+        (format.md 9.2: an empty folder is not an object, as on an object store, where a
+        folder exists only through its objects; a crash between making a run's folder and
+        creating its first record leaves one, which must not list as a run)."""
         d = self._abs(prefix) if prefix else self.root
         self._check_no_links(d)
         try:
-            return sorted(os.listdir(d))
+            with os.scandir(d) as it:
+                return sorted(e.name for e in it
+                              if not e.is_dir(follow_symlinks=False) or _holds_a_file(e.path))
         except FileNotFoundError:
             return []
         except NotADirectoryError as e:

@@ -43,6 +43,7 @@ SPEC16_BREAKS = ("by-id-skip-record-size", "skip-record-path", "skip-chunk-diges
                  "digest-text-corrupt", "lenient-ledger-fields", "open-ledger-maps",
                  "tombstone-hides-run", "check-record-created", "strict-schema-keys",
                  "chunker-before-required", "expiry-before-required", "folder-is-missing",
+                 "empty-folder-is-run",
                  "request-of-last-record")
 BREAKS += SPEC16_BREAKS
 
@@ -300,6 +301,15 @@ def _break_spec16(rule: str) -> None:
             out = fold(effect, r, what=what)
             return attrs.evolve(out, request=r.request) if r.request is not None else out
         setattr(ledger, "fold", last_request)
+    elif rule == "empty-folder-is-run":  # every folder listed, empty or not
+        import os
+
+        from ckptfs.storage import local
+
+        def list_all(self: Any, prefix: str) -> list[str]:
+            d = self._abs(prefix) if prefix else self.root
+            return sorted(os.listdir(d)) if os.path.isdir(d) else []
+        setattr(local.LocalStorage, "list", list_all)
     elif rule == "folder-is-missing":  # a folder where a file belongs read as absent
         from ckptfs.errors import StorageError
         from ckptfs.storage import local
