@@ -1,4 +1,4 @@
-"""An empty folder is not part of a store (format.md 9.2).
+"""An empty folder is not part of a store (format.md 9.2); and Store() given a path.
 
 A crash between making a run's folder and creating its first record leaves ``runs/<run>/``
 with nothing in it. Local disk used to list that as a run: ``Store.runs()`` and ``ckptfs ls``
@@ -63,3 +63,10 @@ def test_a_link_below_an_otherwise_empty_folder_still_lists(tmp_path: Path) -> N
     (tmp_path / "runs" / "r").mkdir(parents=True)
     os.symlink("/etc/passwd", tmp_path / "runs" / "r" / "00000000000000000001")
     assert storage.list("runs") == ["r"]
+
+
+def test_store_given_a_path_says_to_use_open_store(tmp_path: Path) -> None:
+    # Store("./s") used to fail later with AttributeError: 'str' object has no attribute 'read'
+    with pytest.raises(ckptfs.errors.InvalidArgument, match="open_store"):
+        ckptfs.Store(str(tmp_path / "s"))  # type: ignore[arg-type]
+    assert not (tmp_path / "s").exists()

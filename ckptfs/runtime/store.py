@@ -51,6 +51,10 @@ class Store:
                  ref_policy: RefPolicy | None = None, codecs: Codecs | None = None) -> None:
         from ckptfs._version import __version__
 
+        if not isinstance(storage, Storage):
+            raise InvalidArgument(
+                f"Store() takes a ckptfs Storage, not {type(storage).__name__} {storage!r}: "
+                "open a store by its URL or path with ckptfs.open_store(url)")
         self.repo = Repository(storage)
         #: the types values may hold beyond plain data (ckptfs.Codecs: the built-ins by default)
         self.codecs = codecs or Codecs()
