@@ -116,7 +116,7 @@ def _print_summary(args: argparse.Namespace, report: Any) -> None:
     for d in report.forgotten:
         per_run.setdefault(d.run, []).append(d.seq)
         if args.verbose:
-            print(f"{verb}  {d.run}@{d.seq}  {d.id.text}")
+            print(f"{verb}  {d.run}@{d.seq}  {d.id.text if d.id is not None else '(not read)'}")
     if not args.verbose:
         for run_id, seqs in sorted(per_run.items()):
             print(f"{verb} {human.count(len(seqs), 'snapshot')} of {human.clean(run_id)} "
@@ -125,11 +125,15 @@ def _print_summary(args: argparse.Namespace, report: Any) -> None:
         print(f"problem  {human.clean(p)}")
     kept = len(report.decisions) - len(report.forgotten)
     then = "gc would then free" if args.dry_run or not args.prune else "unused now:"
-    print(f"{verb} {human.count(len(report.forgotten), 'snapshot')} of "
-          f"{human.count(len(per_run), 'run')}, kept {kept}; {then} "
-          f"{human.size(report.bytes_freed)} in {human.count(report.chunks_freed, 'chunk')} "
-          f"plus manifests" + ("" if args.prune or args.dry_run else
-                               " ('ckptfs gc', or forget --prune)"))
+    head = (f"{verb} {human.count(len(report.forgotten), 'snapshot')} of "
+            f"{human.count(len(per_run), 'run')}, kept {kept}; ")
+    later = "" if args.prune or args.dry_run else " ('ckptfs gc', or forget --prune)"
+    if report.bytes_freed is None or report.chunks_freed is None:  # decided from listings
+        print(head + "gc frees what no kept snapshot uses" + later
+              + "; 'forget --dry-run' counts it")
+        return
+    print(head + f"{then} {human.size(report.bytes_freed)} in "
+          f"{human.count(report.chunks_freed, 'chunk')} plus manifests" + later)
 
 
 def _spans(seqs: list[int]) -> str:

@@ -61,7 +61,9 @@ class Decision:
 
     run: str
     seq: int
-    id: Digest
+    #: None when the snapshot's record was not read: forget decided by seq from the run
+    #: listing and forgot it (spec/v2.md 9.1)
+    id: Digest | None
     keep: bool
     reasons: tuple[str, ...]
 
@@ -139,8 +141,10 @@ class ForgetReport:
 
     dry_run: bool
     decisions: list[Decision]
-    bytes_freed: int
-    chunks_freed: int
+    #: None: not counted (a forget decided from the listings reads no record it forgets;
+    #: ``dry_run`` reads them all and counts)
+    bytes_freed: int | None
+    chunks_freed: int | None
     runs_removed: list[str]
     problems: list[str]
 
@@ -151,11 +155,15 @@ class ForgetReport:
     def to_json(self) -> dict[str, object]:
         return {"dry_run": self.dry_run, "bytes_freed": self.bytes_freed,
                 "chunks_freed": self.chunks_freed, "runs_removed": self.runs_removed,
-                "forget": [{"run": d.run, "seq": d.seq, "id": d.id.text}
+                "forget": [{"run": d.run, "seq": d.seq, "id": _text(d.id)}
                            for d in self.forgotten],
-                "keep": [{"run": d.run, "seq": d.seq, "id": d.id.text,
+                "keep": [{"run": d.run, "seq": d.seq, "id": _text(d.id),
                           "reasons": list(d.reasons)} for d in self.decisions if d.keep],
                 "problems": self.problems}
+
+
+def _text(d: Digest | None) -> str | None:
+    return None if d is None else d.text
 
 
 def forget(repo: Repository, policy: Policy, *, runs: Iterable[str] | None = None,
@@ -165,8 +173,11 @@ def forget(repo: Repository, policy: Policy, *, runs: Iterable[str] | None = Non
         raise ValueError("no keep rule given: forget would remove every snapshot. Pass at "
                          "least one of keep_last, keep_within, keep_labels, keep_unfinished_heads")
     now = int(time.time() * 1000) if now is None else now
+    from ckptfs.ops.forget_listing import by_seq
 
     def plan() -> ForgetReport:
+        if repo.config.version >= 2 and by_seq(policy) and not dry_run:
+            return _plan_by_seq(repo, policy, runs, now)
         idx = build_index(repo, runs)
         bad_runs = {p.split("@", 1)[0] for p in idx.problems}
         decisions = [d for d in decide(idx.snaps, policy, now) if d.run not in bad_runs]
@@ -181,6 +192,26 @@ def forget(repo: Repository, policy: Policy, *, runs: Iterable[str] | None = Non
         report = plan()
         report.problems += _retire_all(repo, lease, _group(report.forgotten), now)
         return report
+
+
+def _plan_by_seq(repo: Repository, policy: Policy, runs: Iterable[str] | None,
+                 now: int) -> ForgetReport:
+    """The plan from the run listings (``ops.forget_listing``): the records it forgets are not
+    read, so their ids and the bytes gc would free are not known (None)."""
+    from ckptfs.ops.forget_listing import plan_by_seq
+
+    p = plan_by_seq(repo, policy.keep_last, runs)
+    decisions = []
+    for d in decide(p.snaps, policy, now):
+        if d.run in p.bad_runs:
+            continue
+        if (d.run, d.seq) in p.unread:
+            if d.keep:  # cannot happen: every seq a by-seq policy keeps was read
+                raise CkptfsError(f"forget: {d.run}@{d.seq} kept but not read (a bug)")
+            d = attrs.evolve(d, id=None)
+        decisions.append(d)
+    removed = sorted({d.run for d in decisions} - {d.run for d in decisions if d.keep})
+    return ForgetReport(False, decisions, None, None, removed, p.problems)
 
 
 def forget_snapshots(repo: Repository, drop: Mapping[str, Iterable[int]], *,
