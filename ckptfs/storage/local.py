@@ -22,7 +22,7 @@ import errno
 import os
 import secrets
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from ckptfs.errors import CorruptObject, StorageError
 from ckptfs.format.limits import kind_of, stored_size_limit
@@ -103,6 +103,16 @@ class LocalStorage(LocalTemps, Storage):
         finally:
             os.close(fd)
 
+    def read_range_into(self, path: str, start: int, buf: memoryview) -> int:
+        fd = self._open_object(path)
+        try:
+            want = max(0, min(len(buf), stored_size_limit(path) - start))
+            return los.pread_into(fd, buf[:want], start)
+        except OSError as e:
+            raise err.wrap(e, path) from e
+        finally:
+            os.close(fd)
+
     def hint(self, path: str, data: bytes) -> None:
         """Overwritten in place, never fsynced: a torn hint is detected by its reader. Without
         O_NOFOLLOW a link there is refused by lstat first (racy: RELIABILITY.md)."""
@@ -173,6 +183,11 @@ class LocalStorage(LocalTemps, Storage):
         there = self._existing(path)
         if there is not True:
             self._write_one(data, path, exclusive=False, replace=there is None)
+
+    def write_parts(self, path: str, parts: Sequence[bytes | memoryview]) -> None:
+        there = self._existing(path)
+        if there is not True:
+            self._write_one(parts, path, exclusive=False, replace=there is None)
 
     def write_many(self, items: Iterable[tuple[str, bytes]]) -> None:
         todo, replace = self._todo(items)

@@ -1,0 +1,323 @@
+"""Streaming a large blob into a store and back out, in bounded memory, at disk speed.
+
+Writing (``write_stream``): the source is read a *window* at a time (about one pack) into one
+of two reused buffers; pyfastcdc cuts the window in C (``cut_buf``: views, no copies; a chunk
+that could still grow past the window's end waits for the next window); each chunk's BLAKE3
+is taken from its view, and a new chunk is framed as (codec byte, payload) without copying a
+raw payload. Two worker threads overlap the rest with the next window, where the C code runs
+without the GIL: one feeds the window to the whole-blob hash (in order), the other names each
+pack (BLAKE3 of its parts) and writes it with ``Storage.write_parts`` (``writev``, fsync,
+then the final name: a pack is complete and durable before it is visible, or absent). A
+buffer is reused only after both workers are done with it. The stored bytes are those of the
+reference path: the same FastCDC cut points (tests/test_blobs.py checks), the same framing
+choice per chunk, the pack layout of ``containers.encode_pack``.
+
+Reading (``read_stream``): a blob is read a window of chunk references at a time (16 MiB):
+the bodies' ranges are coalesced and read *into* one reused buffer (``read_range_into``), each
+body is unframed and verified from a view of it, then copied once into the bytes handed to the
+caller; the whole-blob digest is computed by a worker thread and checked before the stream
+ends normally (spec/format.md 6.1). A body that does not verify where its location says is
+read again by ``ChunkReader``, which follows forwards and loose objects and reports the chunk
+corrupt or missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import IO, Any, BinaryIO, cast
+
+import blake3
+
+from ckptfs.errors import CorruptObject, CorruptSnapshot
+from ckptfs.format import containers as ct
+from ckptfs.format import framing
+from ckptfs.format.cdc import ChunkerParams, iter_chunks, native
+from ckptfs.format.containers import Location, PackRef
+from ckptfs.format.digest import Digest, hasher
+from ckptfs.format.models import Captured, ChunkRef
+from ckptfs.format.names import pack_path
+from ckptfs.format.pack_parts import FramedParts, pack_parts
+from ckptfs.format.values import StoredBlob
+from ckptfs.store.containers import MAX_RANGE, PACK_TARGET, container_path, created_now
+from ckptfs.store.objects import ObjectStore
+
+#: bytes of source read at a time: a window's new chunks, framed, fill about one pack (the
+#: margin leaves room for one codec byte per chunk)
+WINDOW = PACK_TARGET - 64 * 1024
+#: how many bytes of a stored blob's chunks are fetched together: consecutive bodies of one
+#: container then come in one ranged read (v2) instead of one read per chunk
+READ_WINDOW = 16 * 1024 * 1024
+#: v1 stores (loose chunk files) and the pure-Python chunker: chunks written per this many bytes
+_BATCH_BYTES = 32 * 1024 * 1024
+_RAW = framing.CODEC_RAW
+
+
+class _Written:
+    """What a blob write produced: its chunk list, the bytes of chunks new to the store."""
+
+    def __init__(self) -> None:
+        self.chunks: list[ChunkRef] = []
+        self.size = 0
+        self.new_bytes = 0
+
+
+def write_stream(objects: ObjectStore, f: IO[bytes], params: ChunkerParams, typ: str,
+                 labels: dict[str, str]) -> tuple[Captured, int]:
+    """Store the stream ``f`` as a blob entry's chunks, durably; the entry and how many bytes
+    of new chunks were written."""
+    cdc = native(params)
+    out = _Written()
+    if cdc is None:
+        digest = _write_slow(objects, f, params, out)
+    else:
+        digest = _write_windows(objects, f, params, cdc, out)
+    return (Captured(kind="blob", type=typ, size=out.size, digest=digest,
+                     chunks=tuple(out.chunks), labels=labels), out.new_bytes)
+
+
+def _write_slow(objects: ObjectStore, f: IO[bytes], params: ChunkerParams,
+                out: _Written) -> Digest:
+    """Without pyfastcdc's extension: the reference chunker, chunks written in batches."""
+    h = hasher()
+    batch: list[tuple[Digest, bytes | memoryview]] = []
+    batch_bytes = 0
+    for data in iter_chunks(cast(BinaryIO, f), params):
+        h.update(data)
+        d = Digest.of(data)
+        out.chunks.append(ChunkRef(d, len(data)))
+        out.size += len(data)
+        if d not in objects.known:
+            batch.append((d, data))
+            batch_bytes += len(data)
+            out.new_bytes += len(data)
+        if batch_bytes >= _BATCH_BYTES:
+            objects.put_chunks(batch)
+            batch, batch_bytes = [], 0
+    objects.put_chunks(batch)
+    return Digest(h.digest())
+
+
+def _fill(f: IO[bytes], view: memoryview) -> int:
+    """Read from ``f`` into ``view`` until it is full or the stream ends; the count read."""
+    readinto = getattr(f, "readinto", None)
+    got = 0
+    while got < len(view):
+        if readinto is not None:
+            n = readinto(view[got:])
+        else:
+            data = f.read(len(view) - got)
+            n = len(data)
+            view[got:got + n] = data
+        if not n:
+            break
+        got += n
+    return got
+
+
+def _write_windows(objects: ObjectStore, f: IO[bytes], params: ChunkerParams, cdc: Any,
+                   out: _Written) -> Digest:
+    window = max(WINDOW, 4 * params.max_size)
+    bufs = [bytearray(window), bytearray(window)]
+    views = [memoryview(b) for b in bufs]
+    busy: list[list[Future[Any]]] = [[], []]  # the workers' jobs on each buffer
+    packs: list[Future[Any]] = []
+    whole = hasher()
+    seen: set[Digest] = set()
+    v2 = objects.layout >= 2
+    created = created_now()
+    hashing = ThreadPoolExecutor(1, thread_name_prefix="ckptfs-blob-hash")
+    writing = ThreadPoolExecutor(1, thread_name_prefix="ckptfs-blob-write")
+    carry = 0  # bytes at the start of the current buffer, carried from the previous one
+    k = 0
+    try:
+        while True:
+            view = views[k]
+            filled = carry + _fill(f, view[carry:])
+            eof = filled < window
+            bodies: list[FramedParts] = []
+            loose: list[tuple[Digest, bytes | memoryview]] = []
+            keep = filled
+            for c in cdc.cut_buf(view[:filled]):
+                if not eof and c.offset + params.max_size > filled:
+                    keep = c.offset  # could grow past the window: cut again with what follows
+                    break
+                data = c.data
+                d = Digest(blake3.blake3(data).digest())
+                out.chunks.append(ChunkRef(d, c.length))
+                if d in seen or d in objects.known:
+                    continue
+                seen.add(d)
+                out.new_bytes += c.length
+                if v2:
+                    codec, payload = framing.frame_parts(data)
+                    bodies.append((d, c.length, codec, payload))
+                else:
+                    loose.append((d, data))
+            out.size += keep
+            busy[k].append(hashing.submit(whole.update, view[:keep]))
+            for group in _groups(bodies):
+                job = writing.submit(_write_pack, objects, group, created)
+                busy[k].append(job)
+                packs.append(job)
+            if loose:  # v1: loose chunk files (framed copies), written before the buffer moves on
+                objects.put_chunks(loose)
+            if eof:
+                break
+            nxt = 1 - k
+            _wait(busy[nxt])
+            carry = filled - keep
+            views[nxt][:carry] = view[keep:filled]
+            k = nxt
+        for b in busy:
+            _wait(b)
+        for job in packs:
+            objects.locations.add(job.result())
+        objects.known.update(seen)
+        return Digest(whole.digest())
+    finally:
+        hashing.shutdown(wait=True, cancel_futures=True)
+        writing.shutdown(wait=True, cancel_futures=True)
+
+
+def _wait(jobs: list[Future[Any]]) -> None:
+    """Wait for every job (a failed one raises here, in the writer's thread)."""
+    try:
+        for j in jobs:
+            j.result()
+    finally:
+        jobs.clear()
+
+
+def _groups(bodies: list[FramedParts]) -> Iterator[list[FramedParts]]:
+    """Consecutive bodies of at most PACK_TARGET framed bytes each (one body at least)."""
+    group: list[FramedParts] = []
+    size = 0
+    for b in bodies:
+        n = len(b[2]) + len(b[3])
+        if group and size + n > PACK_TARGET:
+            yield group
+            group, size = [], 0
+        group.append(b)
+        size += n
+    if group:
+        yield group
+
+
+def _write_pack(objects: ObjectStore, group: Sequence[FramedParts], created: int
+                ) -> dict[Digest, Location]:
+    """Name and write one pack (a worker's job); where its bodies are."""
+    p = pack_parts(group, created=created, writer=objects.writer)
+    objects.storage.write_parts(pack_path(p.name), p.parts)
+    ref = PackRef(p.name)
+    return {b.digest: Location(ref, p.start + b.offset, b.stored) for b in p.bodies}
+
+
+# -- reading -----------------------------------------------------------------------------------
+def stored_blob(objects: ObjectStore, entry: Captured, *, where: str) -> StoredBlob:
+    """A blob entry as a StoredBlob that streams (verified) from the store when iterated."""
+    def opener() -> Iterator[bytes]:
+        if entry.inline is not None:
+            yield entry.inline
+            return
+        yield from read_stream(objects, entry, where=where)
+
+    return StoredBlob(size=entry.size, digest=entry.digest, type=entry.type,
+                      labels=dict(entry.labels), opener=opener, chunks=entry.chunks)
+
+
+def _windows(chunks: Sequence[ChunkRef]) -> Iterator[list[ChunkRef]]:
+    """Consecutive runs of ``chunks`` of at most ``READ_WINDOW`` bytes (one chunk at least):
+    a blob streams in bounded memory, a window at a time."""
+    out: list[ChunkRef] = []
+    size = 0
+    for c in chunks:
+        if out and size + c.size > READ_WINDOW:
+            yield out
+            out, size = [], 0
+        out.append(c)
+        size += c.size
+    if out:
+        yield out
+
+
+def _update(h: Any, pieces: list[bytes]) -> None:
+    for p in pieces:
+        h.update(p)
+
+
+def read_stream(objects: ObjectStore, entry: Captured, *, where: str) -> Iterator[bytes]:
+    """The verified chunks of a chunked entry, in order; CorruptSnapshot (before the stream
+    ends normally) when the whole content does not match the entry's digest."""
+    h = hasher()
+    hashing = ThreadPoolExecutor(1, thread_name_prefix="ckptfs-blob-hash")
+    jobs: list[Future[None]] = []
+    buf = [bytearray()]
+    try:
+        for window in _windows(entry.chunks):
+            if objects.layout >= 2:
+                pieces = _read_window(objects, window, buf, where=where)
+            else:
+                pieces = objects.get_chunks(window, where=where)
+            _wait(jobs)  # at most one window's hashing queued: bounded memory
+            jobs.append(hashing.submit(_update, h, pieces))
+            yield from pieces
+        _wait(jobs)
+    finally:
+        hashing.shutdown(wait=True, cancel_futures=True)
+    if Digest(h.digest()) != entry.digest:
+        raise CorruptSnapshot(f"{where}: content does not match the entry digest {entry.digest}")
+
+
+def _read_window(objects: ObjectStore, window: Sequence[ChunkRef], holder: list[bytearray],
+                 *, where: str) -> list[bytes]:
+    """A window's chunks, verified: bodies read by coalesced ranges into the reused buffer
+    ``holder[0]`` (grown to the window's ranges), verified from views of it; a chunk with no
+    location or that fails here goes to ChunkReader."""
+    locs = [objects.locations.get(r.digest) for r in window]
+    spans: dict[Any, list[tuple[int, int, memoryview]]] = {}
+    ranges = [s for s in ct.body_ranges([loc for loc in locs if loc is not None])
+              if s[2] - s[1] <= MAX_RANGE]
+    need = sum(b - a for _, a, b in ranges)
+    if len(holder[0]) < need:
+        holder[0] = bytearray(need)
+    buf = memoryview(holder[0])
+    pos = 0
+    for c, a, b in ranges:
+        try:
+            n = objects.storage.read_range_into(container_path(c), a, buf[pos:pos + b - a])
+        except FileNotFoundError:
+            continue
+        spans.setdefault(c, []).append((a, a + n, buf[pos:pos + n]))
+        pos += n
+    out: list[bytes] = []
+    for r, loc in zip(window, locs):
+        data = None if loc is None else _verified(spans.get(loc.container, ()), loc, r)
+        if data is None:
+            data = objects.reader.read([r], where=where)[0]
+        out.append(data)
+    return out
+
+
+def _verified(spans: Sequence[tuple[int, int, memoryview]], loc: Location, ref: ChunkRef
+              ) -> bytes | None:
+    """The chunk ``ref`` from the body at ``loc`` within the ranges read, or None (not read,
+    cut short, damaged or another chunk: the caller reads it the slow way)."""
+    for a, b, view in spans:
+        if a <= loc.start and loc.start + loc.stored <= b:
+            body = view[loc.start - a:loc.start - a + loc.stored]
+            break
+    else:
+        return None
+    if len(body) < 1:
+        return None
+    if body[0] == _RAW:
+        payload = body[1:]
+        if len(payload) != ref.size or blake3.blake3(payload).digest() != ref.digest.raw:
+            return None
+        return bytes(payload)
+    try:
+        data = framing.unframe(body, ref.size, what="chunk")
+    except CorruptObject:
+        return None
+    return data if blake3.blake3(data).digest() == ref.digest.raw else None
