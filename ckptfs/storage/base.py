@@ -11,7 +11,7 @@ from __future__ import annotations
 import builtins
 
 import abc
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import attrs
 
@@ -55,6 +55,15 @@ def check_path(path: str) -> str:
             or any(seg in ("", ".", "..") for seg in path.split("/"))):
         raise InvalidName(f"refusing store path {path!r:.200}: paths are relative, no '.' or '..'")
     return path
+
+
+@attrs.frozen
+class Staged:
+    """An object whose bytes were handed to the backend (``Storage.stage_parts``): ``finish``
+    makes it durable and visible, ``discard`` drops it (exactly one of them, once)."""
+
+    finish: Callable[[], None]
+    discard: Callable[[], None]
 
 
 class Storage(abc.ABC):
@@ -120,6 +129,15 @@ class Storage(abc.ABC):
         content-named, never seen partial). Local disk writes the parts with ``writev`` (a
         pack's bodies are never joined); other backends join them here."""
         self.write(path, b"".join(parts))
+
+    def stage_parts(self, path: str, parts: Sequence[bytes | memoryview]) -> Staged:
+        """Start ``write_parts``: take the bytes now (``parts`` may be reused once this
+        returns), make the object durable and visible at ``path`` when ``finish`` is called (or
+        drop it with ``discard``). Local disk writes a temp file now and fsyncs and links it in
+        ``finish``, so that a writer can hand the next bytes to the OS while this fsync runs;
+        other backends hold the joined bytes until ``finish`` writes them."""
+        data = b"".join(parts)
+        return Staged(finish=lambda: self.write(path, data), discard=lambda: None)
 
     def read_range_into(self, path: str, start: int, buf: memoryview) -> int:
         """Bytes of ``path`` from ``start`` into ``buf`` (at most ``len(buf)``); returns how many

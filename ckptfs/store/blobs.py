@@ -39,6 +39,7 @@ from ckptfs.format.models import Captured, ChunkRef
 from ckptfs.format.names import pack_path
 from ckptfs.format.pack_parts import FramedParts, pack_parts
 from ckptfs.format.values import StoredBlob
+from ckptfs.storage.base import Staged
 from ckptfs.store.containers import MAX_RANGE, PACK_TARGET, container_path, created_now
 from ckptfs.store.objects import ObjectStore
 
@@ -117,17 +118,16 @@ def _fill(f: IO[bytes], view: memoryview) -> int:
 
 def _write_windows(objects: ObjectStore, f: IO[bytes], params: ChunkerParams, cdc: Any,
                    out: _Written) -> Digest:
+    """The main thread reads and cuts; the "store" worker digests, frames and writes each
+    window's chunks (in window order), the "hash" worker feeds the whole-blob hash."""
     window = max(WINDOW, 4 * params.max_size)
-    bufs = [bytearray(window), bytearray(window)]
-    views = [memoryview(b) for b in bufs]
+    views = [memoryview(bytearray(window)), memoryview(bytearray(window))]
     busy: list[list[Future[Any]]] = [[], []]  # the workers' jobs on each buffer
-    packs: list[Future[Any]] = []
     whole = hasher()
-    seen: set[Digest] = set()
-    v2 = objects.layout >= 2
-    created = created_now()
     hashing = ThreadPoolExecutor(1, thread_name_prefix="ckptfs-blob-hash")
-    writing = ThreadPoolExecutor(1, thread_name_prefix="ckptfs-blob-write")
+    storing = ThreadPoolExecutor(1, thread_name_prefix="ckptfs-blob-store")
+    syncing = ThreadPoolExecutor(1, thread_name_prefix="ckptfs-blob-sync")
+    job = _StoreJob(objects, out, syncing)
     carry = 0  # bytes at the start of the current buffer, carried from the previous one
     k = 0
     try:
@@ -135,33 +135,16 @@ def _write_windows(objects: ObjectStore, f: IO[bytes], params: ChunkerParams, cd
             view = views[k]
             filled = carry + _fill(f, view[carry:])
             eof = filled < window
-            bodies: list[FramedParts] = []
-            loose: list[tuple[Digest, bytes | memoryview]] = []
+            cuts: list[memoryview] = []
             keep = filled
             for c in cdc.cut_buf(view[:filled]):
                 if not eof and c.offset + params.max_size > filled:
                     keep = c.offset  # could grow past the window: cut again with what follows
                     break
-                data = c.data
-                d = Digest(blake3.blake3(data).digest())
-                out.chunks.append(ChunkRef(d, c.length))
-                if d in seen or d in objects.known:
-                    continue
-                seen.add(d)
-                out.new_bytes += c.length
-                if v2:
-                    codec, payload = framing.frame_parts(data)
-                    bodies.append((d, c.length, codec, payload))
-                else:
-                    loose.append((d, data))
+                cuts.append(c.data)
             out.size += keep
             busy[k].append(hashing.submit(whole.update, view[:keep]))
-            for group in _groups(bodies):
-                job = writing.submit(_write_pack, objects, group, created)
-                busy[k].append(job)
-                packs.append(job)
-            if loose:  # v1: loose chunk files (framed copies), written before the buffer moves on
-                objects.put_chunks(loose)
+            busy[k].append(storing.submit(job.window, cuts))
             if eof:
                 break
             nxt = 1 - k
@@ -171,13 +154,78 @@ def _write_windows(objects: ObjectStore, f: IO[bytes], params: ChunkerParams, cd
             k = nxt
         for b in busy:
             _wait(b)
-        for job in packs:
-            objects.locations.add(job.result())
-        objects.known.update(seen)
+        job.finish_all()
+        objects.locations.add(job.placed)
+        objects.known.update(job.seen)
         return Digest(whole.digest())
     finally:
         hashing.shutdown(wait=True, cancel_futures=True)
-        writing.shutdown(wait=True, cancel_futures=True)
+        storing.shutdown(wait=True, cancel_futures=True)
+        syncing.shutdown(wait=True, cancel_futures=True)
+        job.drop_unfinished()
+
+
+#: most packs written but not yet fsynced and linked (each holds a temp file descriptor)
+MAX_SYNCING = 8
+
+
+class _StoreJob:
+    """The store worker's side of a blob write: one call per window, in order."""
+
+    def __init__(self, objects: ObjectStore, out: _Written, syncing: ThreadPoolExecutor
+                 ) -> None:
+        self.objects = objects
+        self.out = out
+        self.syncing = syncing
+        #: packs handed to the OS whose fsync and link run on the sync worker, oldest first
+        self.staged: list[tuple[Future[None], Staged]] = []
+        self.v2 = objects.layout >= 2
+        self.created = created_now()
+        self.seen: set[Digest] = set()
+        self.placed: dict[Digest, Location] = {}
+
+    def window(self, cuts: list[memoryview]) -> None:
+        """Digest the chunks ``cuts`` (views into a window), frame the new ones and write them
+        (v2: packs, durable when this returns; v1: loose chunk files)."""
+        bodies: list[FramedParts] = []
+        loose: list[tuple[Digest, bytes | memoryview]] = []
+        known, seen, chunks = self.objects.known, self.seen, self.out.chunks
+        for data in cuts:
+            d = Digest(blake3.blake3(data).digest())
+            chunks.append(ChunkRef(d, len(data)))
+            if d in seen or d in known:
+                continue
+            seen.add(d)
+            self.out.new_bytes += len(data)
+            if self.v2:
+                codec, payload = framing.frame_parts(data)
+                bodies.append((d, len(data), codec, payload))
+            else:
+                loose.append((d, data))
+        for group in _groups(bodies):
+            p = pack_parts(group, created=self.created, writer=self.objects.writer)
+            staged = self.objects.storage.stage_parts(pack_path(p.name), p.parts)
+            self.staged.append((self.syncing.submit(staged.finish), staged))
+            ref = PackRef(p.name)
+            self.placed.update({b.digest: Location(ref, p.start + b.offset, b.stored)
+                                for b in p.bodies})
+            while len(self.staged) > MAX_SYNCING:
+                self.staged.pop(0)[0].result()
+        if loose:
+            self.objects.put_chunks(loose)
+
+    def finish_all(self) -> None:
+        """Wait until every pack is durable and in place (the first failure raises)."""
+        while self.staged:
+            self.staged[0][0].result()
+            self.staged.pop(0)
+
+    def drop_unfinished(self) -> None:
+        """After a failure: drop the temp files of packs whose finish never ran."""
+        for fut, staged in self.staged:
+            if fut.cancelled():
+                staged.discard()
+        self.staged.clear()
 
 
 def _wait(jobs: list[Future[Any]]) -> None:
@@ -202,15 +250,6 @@ def _groups(bodies: list[FramedParts]) -> Iterator[list[FramedParts]]:
         size += n
     if group:
         yield group
-
-
-def _write_pack(objects: ObjectStore, group: Sequence[FramedParts], created: int
-                ) -> dict[Digest, Location]:
-    """Name and write one pack (a worker's job); where its bodies are."""
-    p = pack_parts(group, created=created, writer=objects.writer)
-    objects.storage.write_parts(pack_path(p.name), p.parts)
-    ref = PackRef(p.name)
-    return {b.digest: Location(ref, p.start + b.offset, b.stored) for b in p.bodies}
 
 
 # -- reading -----------------------------------------------------------------------------------
