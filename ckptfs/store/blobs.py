@@ -280,36 +280,29 @@ def _windows(chunks: Sequence[ChunkRef]) -> Iterator[list[ChunkRef]]:
         yield out
 
 
-def _update(h: Any, pieces: list[bytes]) -> None:
-    for p in pieces:
-        h.update(p)
-
-
 def read_stream(objects: ObjectStore, entry: Captured, *, where: str) -> Iterator[bytes]:
-    """The verified chunks of a chunked entry, in order; CorruptSnapshot (before the stream
-    ends normally) when the whole content does not match the entry's digest."""
-    h = hasher()
-    hashing = ThreadPoolExecutor(1, thread_name_prefix="ckptfs-blob-hash")
-    jobs: list[Future[None]] = []
+    """The verified content of a chunked entry, in order, one piece per read window (whole
+    chunks, each verified before its window is handed out); CorruptSnapshot (before the stream
+    ends normally) when the whole content does not match the entry's digest. A window's
+    chunks are joined into its piece straight from the read buffer (one copy), and the piece is
+    hashed in one call, which BLAKE3 spreads over the cores (``max_threads``)."""
+    h = blake3.blake3(max_threads=blake3.blake3.AUTO)
     buf = [bytearray()]
-    try:
-        for window in _windows(entry.chunks):
-            if objects.layout >= 2:
-                pieces = _read_window(objects, window, buf, where=where)
-            else:
-                pieces = objects.get_chunks(window, where=where)
-            _wait(jobs)  # at most one window's hashing queued: bounded memory
-            jobs.append(hashing.submit(_update, h, pieces))
-            yield from pieces
-        _wait(jobs)
-    finally:
-        hashing.shutdown(wait=True, cancel_futures=True)
+    for window in _windows(entry.chunks):
+        if objects.layout >= 2:
+            parts = _read_window(objects, window, buf, where=where)
+        else:
+            parts = list(objects.get_chunks(window, where=where))
+        piece = b"".join(parts)
+        del parts
+        h.update(piece)
+        yield piece
     if Digest(h.digest()) != entry.digest:
         raise CorruptSnapshot(f"{where}: content does not match the entry digest {entry.digest}")
 
 
 def _read_window(objects: ObjectStore, window: Sequence[ChunkRef], holder: list[bytearray],
-                 *, where: str) -> list[bytes]:
+                 *, where: str) -> list[bytes | memoryview]:
     """A window's chunks, verified: bodies read by coalesced ranges into the reused buffer
     ``holder[0]`` (grown to the window's ranges), verified from views of it; a chunk with no
     location or that fails here goes to ChunkReader."""
@@ -329,7 +322,7 @@ def _read_window(objects: ObjectStore, window: Sequence[ChunkRef], holder: list[
             continue
         spans.setdefault(c, []).append((a, a + n, buf[pos:pos + n]))
         pos += n
-    out: list[bytes] = []
+    out: list[bytes | memoryview] = []
     for r, loc in zip(window, locs):
         data = None if loc is None else _verified(spans.get(loc.container, ()), loc, r)
         if data is None:
@@ -339,8 +332,9 @@ def _read_window(objects: ObjectStore, window: Sequence[ChunkRef], holder: list[
 
 
 def _verified(spans: Sequence[tuple[int, int, memoryview]], loc: Location, ref: ChunkRef
-              ) -> bytes | None:
-    """The chunk ``ref`` from the body at ``loc`` within the ranges read, or None (not read,
+              ) -> bytes | memoryview | None:
+    """The chunk ``ref`` (a view into the read buffer when raw) from the body at ``loc``
+    within the ranges read, or None (not read,
     cut short, damaged or another chunk: the caller reads it the slow way)."""
     for a, b, view in spans:
         if a <= loc.start and loc.start + loc.stored <= b:
@@ -354,7 +348,7 @@ def _verified(spans: Sequence[tuple[int, int, memoryview]], loc: Location, ref: 
         payload = body[1:]
         if len(payload) != ref.size or blake3.blake3(payload).digest() != ref.digest.raw:
             return None
-        return bytes(payload)
+        return payload
     try:
         data = framing.unframe(body, ref.size, what="chunk")
     except CorruptObject:
