@@ -242,3 +242,21 @@ def test_a_source_without_readinto_is_read_whole(tmp_path: Path, small_window: N
     s.start_run("r").checkpoint({"b": ckptfs.Blob(Reader(io.BytesIO(data)))})  # type: ignore[arg-type]
     assert s.read("r")["b"].read() == data
     s.close()
+
+
+@pytest.mark.parametrize("fail", ["writev", "fsync"])
+def test_a_pack_whose_write_fails_leaves_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 fail: str) -> None:
+    s = ckptfs.open_store(str(tmp_path / "s"))
+    storage = s.storage
+    storage.write("warm/up", b"creates tmp/")
+
+    def boom(*a: object, **k: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, fail, boom)
+    parts: list[bytes | memoryview] = [b"head", memoryview(os.urandom(5000)), b"tail"]
+    with pytest.raises(StorageError, match="No space"):
+        storage.stage_parts("packs/ab/" + "ab" * 32, parts).finish()
+    assert not (tmp_path / "s" / "packs").exists()
+    assert not [p for p in (tmp_path / "s" / "tmp").rglob("*") if p.is_file()]

@@ -55,7 +55,7 @@ def write_all(fd: int, data: bytes | Sequence[bytes | memoryview]) -> None:
     views = [memoryview(p).cast("B") for p in data if len(p)]
     i = 0
     while i < len(views):
-        if writev is None:
+        if writev is None or len(views) - i == 1:
             n = os.write(fd, views[i])
         else:
             n = writev(fd, views[i:i + _IOV_MAX])
