@@ -118,6 +118,12 @@ def cut_lengths_py(data: bytes | memoryview, params: ChunkerParams) -> list[int]
     return out
 
 
+def native(params: ChunkerParams) -> Any:
+    """pyfastcdc's compiled chunker for ``params`` (its ``cut_buf`` cuts a buffer in C without
+    the GIL, yielding views), or None when the extension is not installed."""
+    return _native(params) if HAVE_NATIVE else None
+
+
 def _native(params: ChunkerParams) -> Any:
     return _FastCDC(params.avg_size, min_size=params.min_size, max_size=params.max_size,
                     normalized_chunking=params.normalization)

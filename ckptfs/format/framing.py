@@ -34,11 +34,23 @@ def _compressor() -> zstandard.ZstdCompressor:
 
 def frame(data: bytes | memoryview, *, compress: bool = True) -> bytes:
     """Frame ``data`` for storage: zstd when it helps, raw otherwise. Deterministic."""
+    codec, payload = frame_parts(data, compress=compress)
+    return codec + payload  # one copy (bytes + a buffer is bytes), not two
+
+
+_ZSTD = bytes([CODEC_ZSTD])
+
+
+def frame_parts(data: bytes | memoryview, *, compress: bool = True
+                ) -> tuple[bytes, bytes | memoryview]:
+    """``frame`` as its two parts, the codec byte and the payload, not joined: a raw payload
+    is ``data`` itself (no copy), for writers that write the parts with one ``writev``. The
+    same choice as ``frame``, byte for byte."""
     if compress and len(data) >= 64 and not _incompressible(data):
         z = _compressor().compress(data)
         if len(z) < len(data) * _MIN_GAIN:
-            return bytes([CODEC_ZSTD]) + z
-    return _RAW + data  # one copy (bytes + a buffer is bytes), not two
+            return _ZSTD, z
+    return _RAW, data
 
 
 def _decompressor() -> zstandard.ZstdDecompressor:

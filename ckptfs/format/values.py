@@ -72,7 +72,9 @@ class StoredBlob:
     chunks: tuple[Any, ...] = attrs.field(default=(), repr=False)
 
     def iter_bytes(self) -> Iterator[bytes]:
-        """The content chunk by chunk, each verified against its digest."""
+        """The content in pieces of whole chunks (up to a 16 MiB read window each), every
+        chunk verified against its digest before its piece is handed out; the whole-content
+        digest is checked before the iteration ends normally."""
         return self._opener()
 
     def read(self) -> bytes:

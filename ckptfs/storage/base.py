@@ -11,7 +11,7 @@ from __future__ import annotations
 import builtins
 
 import abc
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 import attrs
 
@@ -55,6 +55,15 @@ def check_path(path: str) -> str:
             or any(seg in ("", ".", "..") for seg in path.split("/"))):
         raise InvalidName(f"refusing store path {path!r:.200}: paths are relative, no '.' or '..'")
     return path
+
+
+@attrs.frozen
+class Staged:
+    """An object whose bytes were handed to the backend (``Storage.stage_parts``): ``finish``
+    makes it durable and visible, ``discard`` drops it (exactly one of them, once)."""
+
+    finish: Callable[[], None]
+    discard: Callable[[], None]
 
 
 class Storage(abc.ABC):
@@ -113,6 +122,30 @@ class Storage(abc.ABC):
         FileNotFoundError when absent. Format v2 reads chunk bodies out of containers this way:
         one ranged GET on an object store, one ``pread`` on local disk."""
         return self.read(path)[start:end]
+
+    # -- blob streaming (w2b): parts written without a join, ranges read into a buffer ------
+    def write_parts(self, path: str, parts: Sequence[bytes | memoryview]) -> None:
+        """``write`` of the object whose bytes are ``parts`` in order: the same rules (immutable,
+        content-named, never seen partial). Local disk writes the parts with ``writev`` (a
+        pack's bodies are never joined); other backends join them here."""
+        self.write(path, b"".join(parts))
+
+    def stage_parts(self, path: str, parts: Sequence[bytes | memoryview]) -> Staged:
+        """Start ``write_parts``: take the bytes now (``parts`` may be reused once this
+        returns), make the object durable and visible at ``path`` when ``finish`` is called (or
+        drop it with ``discard``). Local disk writes a temp file now and fsyncs and links it in
+        ``finish``, so that a writer can hand the next bytes to the OS while this fsync runs;
+        other backends hold the joined bytes until ``finish`` writes them."""
+        data = b"".join(parts)
+        return Staged(finish=lambda: self.write(path, data), discard=lambda: None)
+
+    def read_range_into(self, path: str, start: int, buf: memoryview) -> int:
+        """Bytes of ``path`` from ``start`` into ``buf`` (at most ``len(buf)``); returns how many
+        (fewer when the object ends first); FileNotFoundError when absent. Local disk reads
+        straight into ``buf`` (no bytes object per range)."""
+        data = self.read_range(path, start, start + len(buf))
+        buf[:len(data)] = data
+        return len(data)
 
     def read_ranges(self, items: list[tuple[str, int, int]]) -> list[bytes | None]:
         """Several ranges (None for a missing object). Backends overlap the requests."""

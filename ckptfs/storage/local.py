@@ -22,13 +22,13 @@ import errno
 import os
 import secrets
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from ckptfs.errors import CorruptObject, StorageError
 from ckptfs.format.limits import kind_of, stored_size_limit
 from ckptfs.storage import local_errors as err
 from ckptfs.storage import local_os as los
-from ckptfs.storage.base import ObjectStat, Storage
+from ckptfs.storage.base import ObjectStat, Staged, Storage
 from ckptfs.storage.local_folders import SYNCFS_MIN
 from ckptfs.storage.local_temps import STAGE_SLICE, LocalTemps
 
@@ -119,6 +119,16 @@ class LocalStorage(LocalTemps, Storage):
         finally:
             os.close(fd)
 
+    def read_range_into(self, path: str, start: int, buf: memoryview) -> int:
+        fd = self._open_object(path)
+        try:
+            want = max(0, min(len(buf), stored_size_limit(path) - start))
+            return los.pread_into(fd, buf[:want], start)
+        except OSError as e:
+            raise err.wrap(e, path) from e
+        finally:
+            os.close(fd)
+
     def hint(self, path: str, data: bytes) -> None:
         """Overwritten in place, never fsynced: a torn hint is detected by its reader. Without
         O_NOFOLLOW a link there is refused by lstat first (racy: RELIABILITY.md)."""
@@ -189,6 +199,33 @@ class LocalStorage(LocalTemps, Storage):
         there = self._existing(path)
         if there is not True:
             self._write_one(data, path, exclusive=False, replace=there is None)
+
+    def write_parts(self, path: str, parts: Sequence[bytes | memoryview]) -> None:
+        there = self._existing(path)
+        if there is not True:
+            self._write_one(parts, path, exclusive=False, replace=there is None)
+
+    def stage_parts(self, path: str, parts: Sequence[bytes | memoryview]) -> Staged:
+        there = self._existing(path)
+        if there is True:
+            return Staged(finish=lambda: None, discard=lambda: None)
+        try:
+            temp = self._temp_open(parts)
+        except StorageError:
+            raise
+        except OSError as e:
+            raise err.wrap(e, path) from e
+
+        def finish() -> None:
+            try:
+                if self.durable:
+                    self._fsync(temp[1])
+            except OSError as e:
+                self._discard([temp])
+                raise err.wrap(e, path) from e
+            self._sync_dirs([self._put(temp, path, exclusive=False, replace=there is None)])
+
+        return Staged(finish=finish, discard=lambda: self._discard([temp]))
 
     def write_many(self, items: Iterable[tuple[str, bytes]]) -> None:
         todo, replace = self._todo(items)

@@ -46,11 +46,60 @@ def drop_temp(tmp: str) -> None:
             pass
 
 
-def write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
+def write_all(fd: int, data: bytes | Sequence[bytes | memoryview]) -> None:
+    """Write ``data`` whole: one buffer, or a sequence of parts in order (``os.writev`` of up
+    to IOV_MAX parts per call where the OS has it: a pack's bodies are not joined first)."""
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        data = [data]
+    writev = getattr(os, "writev", None)
+    views = [memoryview(p).cast("B") for p in data if len(p)]
+    i = 0
+    while i < len(views):
+        if writev is None or len(views) - i == 1:
+            n = os.write(fd, views[i])
+        else:
+            n = writev(fd, views[i:i + _IOV_MAX])
+        while n and i < len(views):  # drop what was written, split a part written in part
+            if n >= len(views[i]):
+                n -= len(views[i])
+                i += 1
+            else:
+                views[i] = views[i][n:]
+                n = 0
+
+
+#: the most parts one writev takes (POSIX IOV_MAX is at least 16; Linux and macOS have 1024)
+def _iov_max() -> int:
+    try:
+        return max(16, min(1024, int(os.sysconf("SC_IOV_MAX"))))
+    except (AttributeError, ValueError, OSError):  # Windows has no sysconf
+        return 16
+
+
+_IOV_MAX = _iov_max()
+
+
+def pread_into(fd: int, buf: memoryview, offset: int) -> int:
+    """Read into ``buf`` from ``offset`` until it is full or the file ends; the count read
+    (``os.preadv`` where it exists, else seek and readinto)."""
+    fn = getattr(os, "preadv", None)
+    got = 0
+    while got < len(buf):
+        if fn is not None:
+            n = fn(fd, [buf[got:]], offset + got)
+        else:  # pragma: no cover - Windows
+            os.lseek(fd, offset + got, os.SEEK_SET)
+            n = os.readv(fd, [buf[got:]]) if hasattr(os, "readv") else _read_into(fd, buf[got:])
+        if n <= 0:
+            break
+        got += n
+    return got
+
+
+def _read_into(fd: int, buf: memoryview) -> int:  # pragma: no cover - Windows
+    data = os.read(fd, len(buf))
+    buf[:len(data)] = data
+    return len(data)
 
 
 def pread(fd: int, size: int, offset: int) -> bytes:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Sequence
 
 from ckptfs.errors import StorageError
 from ckptfs.storage import local_errors as err
@@ -24,7 +25,7 @@ STAGE_SLICE = 256
 class LocalTemps(LocalFolders):
     """Writing temp files and putting them in place, one at a time or in slices."""
 
-    def _temp_open(self, data: bytes) -> tuple[str, int]:
+    def _temp_open(self, data: bytes | Sequence[bytes | memoryview]) -> tuple[str, int]:
         """Write ``data`` to a new unnamed (O_TMPFILE) or named temp file in the store's tmp/;
         return a path that ``os.link`` (or the rename of filelock mode) takes it from, and the
         still-open descriptor.
@@ -135,7 +136,8 @@ class LocalTemps(LocalFolders):
             os.close(fd)
             los.drop_temp(tmp)
 
-    def _write_one(self, data: bytes, path: str, *, exclusive: bool,
+    def _write_one(self, data: bytes | Sequence[bytes | memoryview], path: str, *,
+                   exclusive: bool,
                    replace: bool = False) -> None:
         try:
             temp = self._temp_open(data)

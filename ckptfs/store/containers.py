@@ -203,12 +203,18 @@ class ChunkReader:
             "snapshot.")
 
 
+def created_now() -> int:
+    """A new pack's ``created`` (ms since the epoch; the conformance generator fixes this
+    module's clock, so every writer of packs takes it from here)."""
+    return int(time.time() * 1000)
+
+
 def pack_bodies(bodies: Sequence[tuple[Digest, int, bytes]], *, target: int, writer: str,
                 created: int | None = None) -> tuple[list[tuple[str, bytes]],
                                                      dict[Digest, Location]]:
     """Packs of at most about ``target`` bytes for framed ``bodies``: their (path, bytes) and
     where each body is in them."""
-    created = int(time.time() * 1000) if created is None else created
+    created = created_now() if created is None else created
     groups: list[list[tuple[Digest, int, bytes]]] = [[]]
     size = 0
     for b in bodies:

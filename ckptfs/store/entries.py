@@ -16,21 +16,23 @@ Readers only concatenate chunks, so all of this is the writer's choice (spec: "C
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from typing import IO, Any, BinaryIO, cast
+from collections.abc import Collection, Iterable, Mapping
+from typing import IO, Any
 
 import attrs
 import cbor2
 
 from ckptfs.errors import CorruptSnapshot, FormatError, StateMismatch
 from ckptfs.format import cbor
-from ckptfs.format.cdc import ChunkerParams, cut_lengths, iter_chunks
+from ckptfs.format.cdc import ChunkerParams, cut_lengths
 from ckptfs.format.digest import Digest, hasher
 from ckptfs.format.ledger import Ledger, LedgerRef
 from ckptfs.format.limits import MAX_VALUE_SIZE
 from ckptfs.format.models import VALUE_TYPES, Captured, ChunkRef, Entry, Reference
 from ckptfs.format.names import check_entry_name
 from ckptfs.format.values import Blob, Ref, StoredBlob
+from ckptfs.store.blobs import stored_blob as stored_blob  # re-exported: read side
+from ckptfs.store.blobs import write_stream
 from ckptfs.store.objects import ObjectStore
 
 #: how many trailing pieces of one size class are merged into one (size-tiered compaction)
@@ -39,7 +41,6 @@ MERGE_FANOUT = 16
 MAX_OPEN = 2 * (MERGE_FANOUT - 1)
 #: values and byte blobs up to this size go in the manifest itself: no chunk file, no fsync
 INLINE_MAX = 2048
-_BATCH_BYTES = 32 * 1024 * 1024
 
 
 @attrs.define
@@ -408,26 +409,9 @@ class EntryWriter:
         return self._stream(src, blob.type, labels)
 
     def _stream(self, f: IO[bytes], typ: str, labels: dict[str, str]) -> Captured:
-        h = hasher()
-        chunks: list[ChunkRef] = []
-        batch: list[tuple[Digest, bytes | memoryview]] = []
-        batch_bytes = 0
-        size = 0
-        for data in iter_chunks(cast(BinaryIO, f), self.params):
-            h.update(data)
-            d = Digest.of(data)
-            chunks.append(ChunkRef(d, len(data)))
-            size += len(data)
-            if d not in self.objects.known:
-                batch.append((d, data))
-                batch_bytes += len(data)
-                self.bytes_new += len(data)
-            if batch_bytes >= _BATCH_BYTES:
-                self.objects.put_chunks(batch)
-                batch, batch_bytes = [], 0
-        self.objects.put_chunks(batch)
-        return Captured(kind="blob", type=typ, size=size, digest=Digest(h.digest()),
-                        chunks=tuple(chunks), labels=labels)
+        entry, new = write_stream(self.objects, f, self.params, typ, labels)
+        self.bytes_new += new
+        return entry
 
 
 def _last(value: Any) -> Any:
@@ -475,43 +459,6 @@ def decode_value(entry: Captured, content: bytes, *, where: str) -> Any:
     if entry.encoding == "cbor-seq":
         return cbor.decode_sequence(content, what=where)
     return cbor.decode(content, what=where, allow_bignum=True, check_canonical=False)
-
-
-def stored_blob(objects: ObjectStore, entry: Captured, *, where: str) -> StoredBlob:
-    def opener() -> Iterator[bytes]:
-        if entry.inline is not None:
-            yield entry.inline
-            return
-        h = hasher()
-        for window in _windows(entry.chunks):
-            for data in objects.get_chunks(window, where=where):
-                h.update(data)
-                yield data
-        if Digest(h.digest()) != entry.digest:
-            raise CorruptSnapshot(f"{where}: content does not match the entry digest {entry.digest}")
-
-    return StoredBlob(size=entry.size, digest=entry.digest, type=entry.type,
-                      labels=dict(entry.labels), opener=opener, chunks=entry.chunks)
-
-
-#: how many bytes of a stored blob's chunks are fetched together: consecutive bodies of one
-#: container then come in one ranged read (v2) instead of one read per chunk
-READ_WINDOW = 16 * 1024 * 1024
-
-
-def _windows(chunks: Sequence[ChunkRef]) -> Iterator[list[ChunkRef]]:
-    """Consecutive runs of ``chunks`` of at most ``READ_WINDOW`` bytes (one chunk at least):
-    a blob streams in bounded memory, a window at a time."""
-    out: list[ChunkRef] = []
-    size = 0
-    for c in chunks:
-        if out and size + c.size > READ_WINDOW:
-            yield out
-            out, size = [], 0
-        out.append(c)
-        size += c.size
-    if out:
-        yield out
 
 
 def read_ledger(objects: ObjectStore, field: Any, *, where: str

@@ -1,0 +1,374 @@
+"""Streaming a large blob into a store and back out, in bounded memory, at disk speed.
+
+Writing (``write_stream``) is a pipeline over two reused window buffers (about one pack each):
+
+- the caller's thread reads a window (``readinto``) and cuts it with pyfastcdc's ``cut_buf``
+  (C, without the GIL; views, no copies; a chunk that could still grow past the window's end
+  is carried to the start of the next window and cut again with what follows it);
+- a *hash* worker feeds the window to the whole-blob BLAKE3 (one call per window, in order);
+- a *store* worker takes each chunk's BLAKE3 from its view, frames new chunks as (codec byte,
+  payload) without copying a raw payload (``framing.frame_parts``: the choice ``frame`` makes),
+  lays them out as a pack named by the BLAKE3 of its parts (``pack_parts``) and hands the
+  parts to the OS (``Storage.stage_parts``: a temp file written with ``writev``);
+- a *sync* worker fsyncs each staged pack and links it at its final name, at most
+  ``MAX_SYNCING`` behind, so the next windows reach the page cache while a pack is flushed.
+
+A buffer is reused only after the hash and store workers are done with it; a pack is visible
+only once complete and durable; the commit that names the blob waits for every pack; the
+first failure of any worker is raised in the caller's thread, and staged temp files are
+dropped. The stored bytes follow the reference path: the same FastCDC cut points and chunk
+digests (tests/test_blobs.py), the same framing choice per chunk, the pack layout of
+``containers.encode_pack``; only the grouping of chunks into packs (one per window) is this
+writer's choice.
+
+Reading (``read_stream``): a window of chunk references (16 MiB) at a time, the bodies' ranges
+coalesced and read *into* one reused buffer (``Storage.read_range_into``); each body is
+verified from a view of it (raw: no copy), the window's chunks are joined into the one piece
+handed to the caller (the only copy), and a worker thread feeds the piece to the
+whole-content BLAKE3 in one call while the next window is read and verified; a mismatch is
+raised before the stream ends normally (spec/format.md 6.1). A body that does not verify where its location says is read
+again by ``ChunkReader``, which follows forwards and loose objects and reports the chunk
+corrupt or missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import IO, Any, BinaryIO, cast
+
+import blake3
+
+from ckptfs.errors import CorruptObject, CorruptSnapshot
+from ckptfs.format import containers as ct
+from ckptfs.format import framing
+from ckptfs.format.cdc import ChunkerParams, iter_chunks, native
+from ckptfs.format.containers import Location, PackRef
+from ckptfs.format.digest import Digest, hasher
+from ckptfs.format.models import Captured, ChunkRef
+from ckptfs.format.names import pack_path
+from ckptfs.format.pack_parts import FramedParts, pack_parts
+from ckptfs.format.values import StoredBlob
+from ckptfs.storage.base import Staged
+from ckptfs.store.containers import MAX_RANGE, PACK_TARGET, container_path, created_now
+from ckptfs.store.objects import ObjectStore
+
+#: bytes of source read at a time: a window's new chunks, framed, fill about one pack (the
+#: margin leaves room for one codec byte per chunk)
+WINDOW = PACK_TARGET - 64 * 1024
+#: how many bytes of a stored blob's chunks are fetched together: consecutive bodies of one
+#: container then come in one ranged read (v2) instead of one read per chunk
+READ_WINDOW = 16 * 1024 * 1024
+#: v1 stores (loose chunk files) and the pure-Python chunker: chunks written per this many bytes
+_BATCH_BYTES = 32 * 1024 * 1024
+_RAW = framing.CODEC_RAW
+
+
+class _Written:
+    """What a blob write produced: its chunk list, the bytes of chunks new to the store."""
+
+    def __init__(self) -> None:
+        self.chunks: list[ChunkRef] = []
+        self.size = 0
+        self.new_bytes = 0
+
+
+def write_stream(objects: ObjectStore, f: IO[bytes], params: ChunkerParams, typ: str,
+                 labels: dict[str, str]) -> tuple[Captured, int]:
+    """Store the stream ``f`` as a blob entry's chunks, durably; the entry and how many bytes
+    of new chunks were written."""
+    cdc = native(params)
+    out = _Written()
+    if cdc is None:
+        digest = _write_slow(objects, f, params, out)
+    else:
+        digest = _write_windows(objects, f, params, cdc, out)
+    return (Captured(kind="blob", type=typ, size=out.size, digest=digest,
+                     chunks=tuple(out.chunks), labels=labels), out.new_bytes)
+
+
+def _write_slow(objects: ObjectStore, f: IO[bytes], params: ChunkerParams,
+                out: _Written) -> Digest:
+    """Without pyfastcdc's extension: the reference chunker, chunks written in batches."""
+    h = hasher()
+    batch: list[tuple[Digest, bytes | memoryview]] = []
+    batch_bytes = 0
+    for data in iter_chunks(cast(BinaryIO, f), params):
+        h.update(data)
+        d = Digest.of(data)
+        out.chunks.append(ChunkRef(d, len(data)))
+        out.size += len(data)
+        if d not in objects.known:
+            batch.append((d, data))
+            batch_bytes += len(data)
+            out.new_bytes += len(data)
+        if batch_bytes >= _BATCH_BYTES:
+            objects.put_chunks(batch)
+            batch, batch_bytes = [], 0
+    objects.put_chunks(batch)
+    return Digest(h.digest())
+
+
+def _fill(f: IO[bytes], view: memoryview) -> int:
+    """Read from ``f`` into ``view`` until it is full or the stream ends; the count read."""
+    readinto = getattr(f, "readinto", None)
+    got = 0
+    while got < len(view):
+        if readinto is not None:
+            n = readinto(view[got:])
+        else:
+            data = f.read(len(view) - got)
+            n = len(data)
+            view[got:got + n] = data
+        if not n:
+            break
+        got += n
+    return got
+
+
+def _write_windows(objects: ObjectStore, f: IO[bytes], params: ChunkerParams, cdc: Any,
+                   out: _Written) -> Digest:
+    """The main thread reads and cuts; the "store" worker digests, frames and writes each
+    window's chunks (in window order), the "hash" worker feeds the whole-blob hash."""
+    window = max(WINDOW, 4 * params.max_size)
+    views = [memoryview(bytearray(window)), memoryview(bytearray(window))]
+    busy: list[list[Future[Any]]] = [[], []]  # the workers' jobs on each buffer
+    whole = hasher()
+    hashing = ThreadPoolExecutor(1, thread_name_prefix="ckptfs-blob-hash")
+    storing = ThreadPoolExecutor(1, thread_name_prefix="ckptfs-blob-store")
+    syncing = ThreadPoolExecutor(1, thread_name_prefix="ckptfs-blob-sync")
+    job = _StoreJob(objects, out, syncing)
+    carry = 0  # bytes at the start of the current buffer, carried from the previous one
+    k = 0
+    try:
+        while True:
+            view = views[k]
+            filled = carry + _fill(f, view[carry:])
+            eof = filled < window
+            cuts: list[memoryview] = []
+            keep = filled
+            for c in cdc.cut_buf(view[:filled]):
+                if not eof and c.offset + params.max_size > filled:
+                    keep = c.offset  # could grow past the window: cut again with what follows
+                    break
+                cuts.append(c.data)
+            out.size += keep
+            busy[k].append(hashing.submit(whole.update, view[:keep]))
+            busy[k].append(storing.submit(job.window, cuts))
+            if eof:
+                break
+            nxt = 1 - k
+            _wait(busy[nxt])
+            carry = filled - keep
+            views[nxt][:carry] = view[keep:filled]
+            k = nxt
+        for b in busy:
+            _wait(b)
+        job.finish_all()
+        objects.locations.add(job.placed)
+        objects.known.update(job.seen)
+        return Digest(whole.digest())
+    finally:
+        hashing.shutdown(wait=True, cancel_futures=True)
+        storing.shutdown(wait=True, cancel_futures=True)
+        syncing.shutdown(wait=True, cancel_futures=True)
+        job.drop_unfinished()
+
+
+#: most packs written but not yet fsynced and linked (each holds a temp file descriptor)
+MAX_SYNCING = 8
+
+
+class _StoreJob:
+    """The store worker's side of a blob write: one call per window, in order."""
+
+    def __init__(self, objects: ObjectStore, out: _Written, syncing: ThreadPoolExecutor
+                 ) -> None:
+        self.objects = objects
+        self.out = out
+        self.syncing = syncing
+        #: packs handed to the OS whose fsync and link run on the sync worker, oldest first
+        self.staged: list[tuple[Future[None], Staged]] = []
+        self.v2 = objects.layout >= 2
+        self.created = created_now()
+        self.seen: set[Digest] = set()
+        self.placed: dict[Digest, Location] = {}
+
+    def window(self, cuts: list[memoryview]) -> None:
+        """Digest the chunks ``cuts`` (views into a window), frame the new ones and write them
+        (v2: packs, durable when this returns; v1: loose chunk files)."""
+        bodies: list[FramedParts] = []
+        loose: list[tuple[Digest, bytes | memoryview]] = []
+        known, seen, chunks = self.objects.known, self.seen, self.out.chunks
+        for data in cuts:
+            d = Digest(blake3.blake3(data).digest())
+            chunks.append(ChunkRef(d, len(data)))
+            if d in seen or d in known:
+                continue
+            seen.add(d)
+            self.out.new_bytes += len(data)
+            if self.v2:
+                codec, payload = framing.frame_parts(data)
+                bodies.append((d, len(data), codec, payload))
+            else:
+                loose.append((d, data))
+        for group in _groups(bodies):
+            p = pack_parts(group, created=self.created, writer=self.objects.writer)
+            staged = self.objects.storage.stage_parts(pack_path(p.name), p.parts)
+            self.staged.append((self.syncing.submit(staged.finish), staged))
+            ref = PackRef(p.name)
+            self.placed.update({b.digest: Location(ref, p.start + b.offset, b.stored)
+                                for b in p.bodies})
+            while len(self.staged) > MAX_SYNCING:
+                self.staged.pop(0)[0].result()
+        if loose:
+            self.objects.put_chunks(loose)
+
+    def finish_all(self) -> None:
+        """Wait until every pack is durable and in place (the first failure raises)."""
+        while self.staged:
+            self.staged[0][0].result()
+            self.staged.pop(0)
+
+    def drop_unfinished(self) -> None:
+        """After a failure: drop the temp files of packs whose finish never ran."""
+        for fut, staged in self.staged:
+            if fut.cancelled():
+                staged.discard()
+        self.staged.clear()
+
+
+def _wait(jobs: list[Future[Any]]) -> None:
+    """Wait for every job (a failed one raises here, in the writer's thread)."""
+    try:
+        for j in jobs:
+            j.result()
+    finally:
+        jobs.clear()
+
+
+def _groups(bodies: list[FramedParts]) -> Iterator[list[FramedParts]]:
+    """Consecutive bodies of at most PACK_TARGET framed bytes each (one body at least)."""
+    group: list[FramedParts] = []
+    size = 0
+    for b in bodies:
+        n = len(b[2]) + len(b[3])
+        if group and size + n > PACK_TARGET:
+            yield group
+            group, size = [], 0
+        group.append(b)
+        size += n
+    if group:
+        yield group
+
+
+# -- reading -----------------------------------------------------------------------------------
+def stored_blob(objects: ObjectStore, entry: Captured, *, where: str) -> StoredBlob:
+    """A blob entry as a StoredBlob that streams (verified) from the store when iterated."""
+    def opener() -> Iterator[bytes]:
+        if entry.inline is not None:
+            yield entry.inline
+            return
+        yield from read_stream(objects, entry, where=where)
+
+    return StoredBlob(size=entry.size, digest=entry.digest, type=entry.type,
+                      labels=dict(entry.labels), opener=opener, chunks=entry.chunks)
+
+
+def _windows(chunks: Sequence[ChunkRef]) -> Iterator[list[ChunkRef]]:
+    """Consecutive runs of ``chunks`` of at most ``READ_WINDOW`` bytes (one chunk at least):
+    a blob streams in bounded memory, a window at a time."""
+    out: list[ChunkRef] = []
+    size = 0
+    for c in chunks:
+        if out and size + c.size > READ_WINDOW:
+            yield out
+            out, size = [], 0
+        out.append(c)
+        size += c.size
+    if out:
+        yield out
+
+
+def read_stream(objects: ObjectStore, entry: Captured, *, where: str) -> Iterator[bytes]:
+    """The verified content of a chunked entry, in order, one piece per read window (whole
+    chunks, each verified before its window is handed out); CorruptSnapshot (before the stream
+    ends normally) when the whole content does not match the entry's digest. A window's
+    chunks are joined into its piece straight from the read buffer (one copy); a worker
+    thread feeds each piece to the whole-content BLAKE3 in one call (one GIL hand-off per
+    window) while the caller's thread reads and verifies the next window."""
+    h = hasher()
+    buf = [bytearray()]
+    hashing = ThreadPoolExecutor(1, thread_name_prefix="ckptfs-blob-hash")
+    job: list[Future[Any]] = []
+    try:
+        for window in _windows(entry.chunks):
+            if objects.layout >= 2:
+                parts = _read_window(objects, window, buf, where=where)
+            else:
+                parts = list(objects.get_chunks(window, where=where))
+            piece = b"".join(parts)
+            del parts
+            _wait(job)  # the previous window's hash: at most two pieces held here
+            job.append(hashing.submit(h.update, piece))
+            yield piece
+        _wait(job)
+    finally:
+        hashing.shutdown(wait=True, cancel_futures=True)
+    if Digest(h.digest()) != entry.digest:
+        raise CorruptSnapshot(f"{where}: content does not match the entry digest {entry.digest}")
+
+
+def _read_window(objects: ObjectStore, window: Sequence[ChunkRef], holder: list[bytearray],
+                 *, where: str) -> list[bytes | memoryview]:
+    """A window's chunks, verified: bodies read by coalesced ranges into the reused buffer
+    ``holder[0]`` (grown to the window's ranges), verified from views of it; a chunk with no
+    location or that fails here goes to ChunkReader."""
+    locs = [objects.locations.get(r.digest) for r in window]
+    spans: dict[Any, list[tuple[int, int, memoryview]]] = {}
+    ranges = [s for s in ct.body_ranges([loc for loc in locs if loc is not None])
+              if s[2] - s[1] <= MAX_RANGE]
+    need = sum(b - a for _, a, b in ranges)
+    if len(holder[0]) < need:
+        holder[0] = bytearray(need)
+    buf = memoryview(holder[0])
+    pos = 0
+    for c, a, b in ranges:
+        try:
+            n = objects.storage.read_range_into(container_path(c), a, buf[pos:pos + b - a])
+        except FileNotFoundError:
+            continue
+        spans.setdefault(c, []).append((a, a + n, buf[pos:pos + n]))
+        pos += n
+    out: list[bytes | memoryview] = []
+    for r, loc in zip(window, locs):
+        data = None if loc is None else _verified(spans.get(loc.container, ()), loc, r)
+        if data is None:
+            data = objects.reader.read([r], where=where)[0]
+        out.append(data)
+    return out
+
+
+def _verified(spans: Sequence[tuple[int, int, memoryview]], loc: Location, ref: ChunkRef
+              ) -> bytes | memoryview | None:
+    """The chunk ``ref`` (a view into the read buffer when raw) from the body at ``loc``
+    within the ranges read, or None (not read,
+    cut short, damaged or another chunk: the caller reads it the slow way)."""
+    for a, b, view in spans:
+        if a <= loc.start and loc.start + loc.stored <= b:
+            body = view[loc.start - a:loc.start - a + loc.stored]
+            break
+    else:
+        return None
+    if len(body) < 1:
+        return None
+    if body[0] == _RAW:
+        payload = body[1:]
+        if len(payload) != ref.size or blake3.blake3(payload).digest() != ref.digest.raw:
+            return None
+        return payload
+    try:
+        data = framing.unframe(body, ref.size, what="chunk")
+    except CorruptObject:
+        return None
+    return data if blake3.blake3(data).digest() == ref.digest.raw else None
