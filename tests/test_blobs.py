@@ -260,3 +260,37 @@ def test_a_pack_whose_write_fails_leaves_no_file(tmp_path: Path, monkeypatch: py
         storage.stage_parts("packs/ab/" + "ab" * 32, parts).finish()
     assert not (tmp_path / "s" / "packs").exists()
     assert not [p for p in (tmp_path / "s" / "tmp").rglob("*") if p.is_file()]
+
+
+@pytest.mark.layout(2)
+def test_an_object_store_uploads_several_packs_at_once(small_window: None) -> None:
+    # the sync worker used to upload one staged pack at a time on every backend: serial PUTs
+    import threading
+    import time
+    import uuid
+
+    s = ckptfs.open_store(f"memory://blobs-{uuid.uuid4().hex}", chunker=SMALL)
+    s.start_run("r").checkpoint({"x": 0})
+    storage = s.repo.storage
+    write = storage.write
+    lock = threading.Lock()
+    now = [0]
+    most = [0]
+
+    def slow_write(path: str, data: bytes) -> None:
+        with lock:
+            now[0] += 1
+            most[0] = max(most[0], now[0])
+        try:
+            time.sleep(0.05)  # a request's latency: the uploads can overlap
+            write(path, data)
+        finally:
+            with lock:
+                now[0] -= 1
+
+    storage.write = slow_write  # type: ignore[method-assign]
+    data = random.Random(3).randbytes(200_000)
+    run = s.resume("r")
+    run.checkpoint({"b": ckptfs.Blob(io.BytesIO(data))})
+    assert 1 < most[0] <= storage.staged_workers
+    assert ckptfs.open_store(storage.url).resume("r").state["b"].read() == data

@@ -73,6 +73,11 @@ class Storage(abc.ABC):
     capabilities: Capabilities
     #: ``list_after`` answers from a key in one request per 1,000 names (S3)
     lists_after: bool = False
+    #: how many staged objects (``stage_parts``) to finish at once, and to hold staged: local
+    #: disk fsyncs one pack at a time while the writer stages the next ones in temp files;
+    #: object stores upload several at once (each staged pack is held in memory until then)
+    staged_workers: int = 4
+    staged_max: int = 4
 
     @abc.abstractmethod
     def read(self, path: str) -> bytes:

@@ -54,6 +54,9 @@ def _holds_a_file(folder: str) -> bool:
 class LocalStorage(LocalTemps, Storage):
     """A store in a local folder (any OS, any filesystem: see the module docstring)."""
 
+    staged_workers = 1  # one fsync at a time, up to 8 packs behind it in temp files
+    staged_max = 8
+
     # -- primitives --------------------------------------------------------------------------
     def _open_object(self, path: str) -> int:
         """A read-only descriptor of the regular file at ``path``: refused before it is opened

@@ -10,8 +10,10 @@ Writing (``write_stream``) is a pipeline over two reused window buffers (about o
   payload) without copying a raw payload (``framing.frame_parts``: the choice ``frame`` makes),
   lays them out as a pack named by the BLAKE3 of its parts (``pack_parts``) and hands the
   parts to the OS (``Storage.stage_parts``: a temp file written with ``writev``);
-- a *sync* worker fsyncs each staged pack and links it at its final name, at most
-  ``MAX_SYNCING`` behind, so the next windows reach the page cache while a pack is flushed.
+- *sync* workers (``Storage.staged_workers``: one on local disk, which fsyncs each staged pack
+  and links it at its final name; several on object stores, which upload) finish the staged
+  packs, at most ``Storage.staged_max`` behind, so the next windows reach the OS while a pack
+  is flushed or uploaded.
 
 A buffer is reused only after the hash and store workers are done with it; a pack is visible
 only once complete and durable; the commit that names the blob waits for every pack; the
@@ -136,7 +138,8 @@ def _write_windows(objects: ObjectStore, f: IO[bytes], params: ChunkerParams, cd
     whole = hasher()
     hashing = ThreadPoolExecutor(1, thread_name_prefix="ckptfs-blob-hash")
     storing = ThreadPoolExecutor(1, thread_name_prefix="ckptfs-blob-store")
-    syncing = ThreadPoolExecutor(1, thread_name_prefix="ckptfs-blob-sync")
+    syncing = ThreadPoolExecutor(objects.storage.staged_workers,
+                                 thread_name_prefix="ckptfs-blob-sync")
     job = _StoreJob(objects, out, syncing)
     carry = 0  # bytes at the start of the current buffer, carried from the previous one
     k = 0
@@ -175,8 +178,6 @@ def _write_windows(objects: ObjectStore, f: IO[bytes], params: ChunkerParams, cd
         job.drop_unfinished()
 
 
-#: most packs written but not yet fsynced and linked (each holds a temp file descriptor)
-MAX_SYNCING = 8
 
 
 class _StoreJob:
@@ -219,7 +220,7 @@ class _StoreJob:
             ref = PackRef(p.name)
             self.placed.update({b.digest: Location(ref, p.start + b.offset, b.stored)
                                 for b in p.bodies})
-            while len(self.staged) > MAX_SYNCING:
+            while len(self.staged) > self.objects.storage.staged_max:
                 self.staged.pop(0)[0].result()
         if loose:
             self.objects.put_chunks(loose)
