@@ -294,7 +294,7 @@ class _RunCopy:
                  tick: Callable[[int], None]) -> None:
         self.src, self.dst, self.run_id, self.index = src, dst, run_id, index
         self.report, self.life, self.reader, self.tick = report, life, reader, tick
-        self.have = set(dst.seqs(run_id))
+        self.have = set(life.dst_seqs)
         self.group: list[_Pending] = []
         #: source seqs handled (committed, present or skipped), for progress after a conflict
         self.handled = 0

@@ -63,7 +63,7 @@ class RunCopyV2:
                  life: RunLife, tick: Callable[[int], None], ledgers: LedgerScanner) -> None:
         self.src, self.dst, self.run_id, self.report = src, dst, run_id, report
         self.life, self.tick, self.ledgers = life, tick, ledgers
-        self.have = set(dst.seqs(run_id))
+        self.have = set(life.dst_seqs)
         self.handled = 0
         if self.have:  # what the destination's head locates needs no copy
             try:
