@@ -44,15 +44,16 @@ from ckptfs.errors import (
 )
 from ckptfs.format import framing
 from ckptfs.format.digest import Digest
-from ckptfs.format.models import ChunkRef, Manifest, RunRecord
+from ckptfs.format.models import ChunkRef, Manifest, RunRecord, StoreConfig
 from ckptfs.format.names import CHUNKS, CONFIG_PATH, chunk_path, record_path, snapshot_path
 from ckptfs.ops.chunks import snapshot_chunks
 from ckptfs.ops.copy_history import diverged
-from ckptfs.ops.copy_v2 import RunCopyV2, source_manifest
+from ckptfs.ops.copy_v2 import RunCopyV2, SharedLooks, source_manifest
 from ckptfs.ops.copy_retention import LifeReport, RunLife, tombstoned_runs
 from ckptfs.store.ledgers import LedgerScanner
 from ckptfs.store.objects import REUSE_WINDOW_S, KnownChunks, ledger_results
 from ckptfs.store.repository import Repository, Snapshot, default_version
+
 
 #: ``progress(done, total, note)``: snapshots handled so far of all to consider.
 Progress = Callable[[int, int, str], None]
@@ -166,7 +167,8 @@ def copy_runs(src: Repository, dst: Repository, *, runs: Iterable[str] | None = 
 
 
 def _copy_run(src: Repository, dst: Repository, run_id: str, now: int, report: CopyReport,
-              index: _ChunkIndex, reader: Executor, tick: Callable[[str, int], None]) -> None:
+              index: _ChunkIndex, reader: Executor, tick: Callable[[str, int], None],
+              looks: SharedLooks | None = None) -> None:
     """One run: its retention objects, then its snapshots in seq order (module docstring)."""
     report.runs += 1
     life = RunLife(src, dst, run_id, now, report.life)
@@ -184,7 +186,7 @@ def _copy_run(src: Repository, dst: Repository, run_id: str, now: int, report: C
     run: _RunCopy | RunCopyV2
     if dst.config.version >= 2:
         run = RunCopyV2(src, dst, run_id, report, life,
-                        functools.partial(tick, run_id), index.ledgers)
+                        functools.partial(tick, run_id), index.ledgers, looks=looks)
     else:
         run = _RunCopy(src, dst, run_id, index, report, life, reader,
                        functools.partial(tick, run_id))
@@ -212,9 +214,11 @@ def _copy_parallel(src: Repository, dst: Repository, run_ids: list[str], now: in
         with lock:
             tick(run_id, n)
 
+    looks = SharedLooks()  # one first look for all the runs, and after-looks reused by all
+
     def job(run_id: str, sub: CopyReport) -> None:
         own = _ChunkIndex(src, dst)  # its own LedgerScanner (one run's); v2 lists no chunks
-        _copy_run(src, dst, run_id, now, sub, own, reader, locked_tick)
+        _copy_run(src, dst, run_id, now, sub, own, reader, locked_tick, looks)
 
     subs = [CopyReport() for _ in run_ids]
     failed: BaseException | None = None
@@ -254,9 +258,9 @@ def _ensure_config(src: Repository, dst: Repository) -> bool:
         # the source's config (chunker, settings, features), in the layout new stores get
         cfg = attrs.evolve(src_cfg, version=default_version())
         try:
-            dst.storage.create(CONFIG_PATH, cfg.to_bytes() if cfg != src_cfg
-                               else src.storage.read(CONFIG_PATH))
-            dst._config = None
+            data = cfg.to_bytes() if cfg != src_cfg else src.storage.read(CONFIG_PATH)
+            dst.storage.create(CONFIG_PATH, data)
+            dst._configured(StoreConfig.from_bytes(data))  # what was created: not read back
             return True
         except FileExistsError:
             dst_cfg = dst.config
