@@ -103,6 +103,8 @@ class _ChunkIndex:
         self.seen = KnownChunks()
         #: the source's ledgers, read once along each run
         self.ledgers = LedgerScanner(src.objects)
+        #: the runs the destination holds tombstones of (one listing), set by ``copy_runs``
+        self.dst_stones: set[str] | None = None
 
     def _load(self) -> dict[str, float | None]:
         if self._mtimes is None:
@@ -155,6 +157,9 @@ def copy_runs(src: Repository, dst: Repository, *, runs: Iterable[str] | None = 
             progress(done[0], total, f"{run_id}  {report.bytes_copied} B copied")
 
     index = _ChunkIndex(src, dst)
+    # one listing of the destination's tombstones, not a read per run (an erase there after
+    # it is the erase's to reconcile with writers: spec/retention.md 4.2, 5)
+    index.dst_stones = tombstoned_runs(dst.storage)
     if workers is None:
         workers = COPY_WORKERS if dst.config.version >= 2 and dst.storage.lists_after else 1
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ckptfs-copy-read") as reader:
@@ -171,7 +176,7 @@ def _copy_run(src: Repository, dst: Repository, run_id: str, now: int, report: C
               looks: SharedLooks | None = None) -> None:
     """One run: its retention objects, then its snapshots in seq order (module docstring)."""
     report.runs += 1
-    life = RunLife(src, dst, run_id, now, report.life)
+    life = RunLife(src, dst, run_id, now, report.life, index.dst_stones)
     erasures = len(report.life.erased)
     try:
         seqs = life.carry()
@@ -218,6 +223,7 @@ def _copy_parallel(src: Repository, dst: Repository, run_ids: list[str], now: in
 
     def job(run_id: str, sub: CopyReport) -> None:
         own = _ChunkIndex(src, dst)  # its own LedgerScanner (one run's); v2 lists no chunks
+        own.dst_stones = index.dst_stones
         _copy_run(src, dst, run_id, now, sub, own, reader, locked_tick, looks)
 
     subs = [CopyReport() for _ in run_ids]

@@ -96,8 +96,10 @@ class RunLife:
     ``finish`` at the end."""
 
     def __init__(self, src: Repository, dst: Repository, run_id: str, now: int,
-                 report: LifeReport) -> None:
+                 report: LifeReport, dst_stones: set[str] | None = None) -> None:
         self.src, self.dst, self.run, self.now, self.report = src, dst, run_id, now, report
+        #: the runs the destination has tombstones of, when the copy listed them once
+        self.dst_stones = dst_stones
         self.src_over = _overrides(src.storage, run_id)
         # one listing of the destination's run folder serves its overrides, its records and
         # whether it has retired markers at all (no "retired" folder: no second listing)
@@ -124,7 +126,8 @@ class RunLife:
         if stone is not None:
             self._erased_run(stone)
             return []
-        if read_tombstone(self.dst.storage, self.run) is not None:
+        if (self.dst_stones is None or self.run in self.dst_stones) \
+                and read_tombstone(self.dst.storage, self.run) is not None:
             return []  # erased in the destination: nothing of it may come back
         erased_seqs = [s for s in (parse_seq_name(n[: -len(".cbor")])
                                    for n in st.list(f"{TOMBSTONES}/{self.run}")

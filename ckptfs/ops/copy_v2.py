@@ -111,6 +111,8 @@ class RunCopyV2:
         self.have = set(life.dst_seqs)
         self.handled = 0
         self.before: Seen | None = None
+        #: a snapshot prepared that did not fit its batch, and the look before it
+        self._carry: tuple[_Prepared, Seen | None] | None = None
         #: digests this copy sends in containers not yet confirmed written (packs in flight,
         #: records not yet created): not sent twice; a record that finds one of them not
         #: located when it commits carries it itself (``_commit``)
@@ -155,23 +157,31 @@ class RunCopyV2:
 
     def _next_batch(self, todo: Iterator[int]
                     ) -> tuple[list[_Prepared | int], BaseException | None, bool]:
-        """Snapshots prepared until their bulk reaches a pack (or ``BATCH_SNAPSHOTS``):
-        prepared ones, and the seqs with nothing to send (present or skipped); the error a
-        snapshot raised (the batch ends before it); whether seqs remain."""
+        """Snapshots prepared until their bulk fills a pack (or ``BATCH_SNAPSHOTS``): prepared
+        ones, and the seqs with nothing to send (present or skipped); the error a snapshot
+        raised (the batch ends before it); whether seqs remain. A snapshot whose bulk would
+        take the batch over ``pack_target`` starts the next batch (one pack per batch, not a
+        full one and a small one)."""
         items: list[_Prepared | int] = []
         bulk = 0
         self.before = self.dst.objects.sweeps.seen  # precedes what this batch relies on
+        if self._carry is not None:
+            (p0, self.before), self._carry = self._carry, None
+            items.append(p0)
+            bulk = p0.bulk_size
         for seq in todo:
             try:
                 p = self._prepare(seq)
             except (ConflictError, CorruptSnapshot) as e:
                 return items, e, False
+            if p is not None and bulk and bulk + p.bulk_size > self.target:
+                self._carry = (p, self.dst.objects.sweeps.seen)
+                return items, None, True
             items.append(seq if p is None else p)
-            if p is not None:
-                bulk += sum(len(b) for _, _, b in p.bulk) + sum(len(d) for _, d in p.moved)
+            bulk += 0 if p is None else p.bulk_size
             if bulk >= self.target or len(items) >= BATCH_SNAPSHOTS:
                 return items, None, True
-        return items, None, False
+        return items, None, self._carry is not None
 
     def _send(self, items: list[_Prepared | int], up: ThreadPoolExecutor) -> _Batch:
         """Pack a batch's bulk and start writing it (with the source packs moved whole)."""
@@ -313,6 +323,11 @@ class _Prepared:
     moved: list[tuple[str, bytes]]
     placed: dict[Digest, Location]
     copied: int
+
+    @property
+    def bulk_size(self) -> int:
+        """Bytes this snapshot adds to its batch's packs."""
+        return sum(len(b) for _, _, b in self.bulk) + sum(len(d) for _, d in self.moved)
 
 
 @attrs.frozen
