@@ -72,6 +72,10 @@ class SharedLooks:
         self._lock = threading.Lock()
         self._first: Seen | None = None
         self.latest: Seen | None = None
+        #: held while one run prepares a batch: preparing is CPU work (reading, verifying,
+        #: packing) that threads share anyway, so one batch ready at a time puts the first
+        #: pack on the wire a batch's time after the start, not all runs' batches' time
+        self.preparing = threading.Lock()
 
     def first(self, sweeps: SweepGuard) -> None:
         """Give this thread's writer state the first look (taken now by the first caller)."""
@@ -140,7 +144,8 @@ class RunCopyV2:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ckptfs-copy-packs") as up:
             try:
                 while True:
-                    items, error, more = self._next_batch(todo)
+                    with self.looks.preparing:
+                        items, error, more = self._next_batch(todo)
                     if items:
                         queue.append(self._send(items, up))
                     while len(queue) > (1 if more and error is None else 0):
