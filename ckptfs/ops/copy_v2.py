@@ -1,12 +1,15 @@
 """Copy into a format v2 destination, from a store of either layout (spec/v2.md "Copy").
 
 Each source snapshot, in seq order, becomes one v2 record in the destination carrying the
-manifest's exact bytes (the snapshot id never changes) and the bodies of every chunk the
-destination is not known to hold; bulk beyond the record limit goes to packs written before
-the record. A chunk counts as held when this copy wrote it, or when a record of the same run
-in the destination (read at the start: its head) locates it. Records are created only if
-absent, so an interrupted copy is resumed by running it again; what a crash leaves (packs
-without a record) is garbage that gc removes after the grace period.
+manifest's exact bytes (the snapshot id never changes) and locating the bodies of every chunk
+it names; bodies the destination is not known to hold are sent. A chunk counts as held when
+this copy wrote it, or when a record of the same run in the destination (read at the start:
+its head) locates it. Bulk goes to packs: source packs the destination holds none of are
+moved whole, other bodies are sent as stored (``copy_packs``). The snapshots go in a pipeline
+of batches of about one pack (``RunCopyV2.copy``): a batch's packs are durable before any of
+its records is created, and the records are created one at a time in seq order. Records are
+created only if absent, so an interrupted copy is resumed by running it again; what a crash
+leaves (packs without a record) is garbage that gc removes after the grace period.
 """
 
 from __future__ import annotations
