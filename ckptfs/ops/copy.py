@@ -44,15 +44,16 @@ from ckptfs.errors import (
 )
 from ckptfs.format import framing
 from ckptfs.format.digest import Digest
-from ckptfs.format.models import ChunkRef, Manifest, RunRecord
+from ckptfs.format.models import ChunkRef, Manifest, RunRecord, StoreConfig
 from ckptfs.format.names import CHUNKS, CONFIG_PATH, chunk_path, record_path, snapshot_path
 from ckptfs.ops.chunks import snapshot_chunks
 from ckptfs.ops.copy_history import diverged
-from ckptfs.ops.copy_v2 import RunCopyV2, source_manifest
+from ckptfs.ops.copy_v2 import RunCopyV2, SharedLooks, source_manifest
 from ckptfs.ops.copy_retention import LifeReport, RunLife, tombstoned_runs
 from ckptfs.store.ledgers import LedgerScanner
 from ckptfs.store.objects import REUSE_WINDOW_S, KnownChunks, ledger_results
 from ckptfs.store.repository import Repository, Snapshot, default_version
+
 
 #: ``progress(done, total, note)``: snapshots handled so far of all to consider.
 Progress = Callable[[int, int, str], None]
@@ -102,6 +103,8 @@ class _ChunkIndex:
         self.seen = KnownChunks()
         #: the source's ledgers, read once along each run
         self.ledgers = LedgerScanner(src.objects)
+        #: the runs the destination holds tombstones of (one listing), set by ``copy_runs``
+        self.dst_stones: set[str] | None = None
 
     def _load(self) -> dict[str, float | None]:
         if self._mtimes is None:
@@ -154,6 +157,9 @@ def copy_runs(src: Repository, dst: Repository, *, runs: Iterable[str] | None = 
             progress(done[0], total, f"{run_id}  {report.bytes_copied} B copied")
 
     index = _ChunkIndex(src, dst)
+    # one listing of the destination's tombstones, not a read per run (an erase there after
+    # it is the erase's to reconcile with writers: spec/retention.md 4.2, 5)
+    index.dst_stones = tombstoned_runs(dst.storage)
     if workers is None:
         workers = COPY_WORKERS if dst.config.version >= 2 and dst.storage.lists_after else 1
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ckptfs-copy-read") as reader:
@@ -166,10 +172,11 @@ def copy_runs(src: Repository, dst: Repository, *, runs: Iterable[str] | None = 
 
 
 def _copy_run(src: Repository, dst: Repository, run_id: str, now: int, report: CopyReport,
-              index: _ChunkIndex, reader: Executor, tick: Callable[[str, int], None]) -> None:
+              index: _ChunkIndex, reader: Executor, tick: Callable[[str, int], None],
+              looks: SharedLooks | None = None) -> None:
     """One run: its retention objects, then its snapshots in seq order (module docstring)."""
     report.runs += 1
-    life = RunLife(src, dst, run_id, now, report.life)
+    life = RunLife(src, dst, run_id, now, report.life, index.dst_stones)
     erasures = len(report.life.erased)
     try:
         seqs = life.carry()
@@ -184,7 +191,7 @@ def _copy_run(src: Repository, dst: Repository, run_id: str, now: int, report: C
     run: _RunCopy | RunCopyV2
     if dst.config.version >= 2:
         run = RunCopyV2(src, dst, run_id, report, life,
-                        functools.partial(tick, run_id), index.ledgers)
+                        functools.partial(tick, run_id), index.ledgers, looks=looks)
     else:
         run = _RunCopy(src, dst, run_id, index, report, life, reader,
                        functools.partial(tick, run_id))
@@ -212,9 +219,12 @@ def _copy_parallel(src: Repository, dst: Repository, run_ids: list[str], now: in
         with lock:
             tick(run_id, n)
 
+    looks = SharedLooks()  # one first look for all the runs, and after-looks reused by all
+
     def job(run_id: str, sub: CopyReport) -> None:
         own = _ChunkIndex(src, dst)  # its own LedgerScanner (one run's); v2 lists no chunks
-        _copy_run(src, dst, run_id, now, sub, own, reader, locked_tick)
+        own.dst_stones = index.dst_stones
+        _copy_run(src, dst, run_id, now, sub, own, reader, locked_tick, looks)
 
     subs = [CopyReport() for _ in run_ids]
     failed: BaseException | None = None
@@ -254,9 +264,9 @@ def _ensure_config(src: Repository, dst: Repository) -> bool:
         # the source's config (chunker, settings, features), in the layout new stores get
         cfg = attrs.evolve(src_cfg, version=default_version())
         try:
-            dst.storage.create(CONFIG_PATH, cfg.to_bytes() if cfg != src_cfg
-                               else src.storage.read(CONFIG_PATH))
-            dst._config = None
+            data = cfg.to_bytes() if cfg != src_cfg else src.storage.read(CONFIG_PATH)
+            dst.storage.create(CONFIG_PATH, data)
+            dst._configured(StoreConfig.from_bytes(data))  # what was created: not read back
             return True
         except FileExistsError:
             dst_cfg = dst.config
@@ -294,7 +304,7 @@ class _RunCopy:
                  tick: Callable[[int], None]) -> None:
         self.src, self.dst, self.run_id, self.index = src, dst, run_id, index
         self.report, self.life, self.reader, self.tick = report, life, reader, tick
-        self.have = set(dst.seqs(run_id))
+        self.have = set(life.dst_seqs)
         self.group: list[_Pending] = []
         #: source seqs handled (committed, present or skipped), for progress after a conflict
         self.handled = 0

@@ -27,6 +27,7 @@ from ckptfs.format.digest import Digest
 from ckptfs.format.lifecycle import FENCE_ALL, Expiry, Retired, Tombstone
 from ckptfs.format.names import (
     EXPIRY,
+    RETIRED,
     TOMBSTONES,
     expiry_path,
     parse_seq_name,
@@ -62,10 +63,12 @@ def tombstoned_runs(storage: Storage) -> set[str]:
     return {found[0] for found in map(tombstone_run, storage.list(TOMBSTONES)) if found}
 
 
-def _overrides(storage: Storage, run_id: str) -> dict[int | None, Expiry]:
-    """The run's expiry overrides: key None for the run's own, else the snapshot's seq."""
+def _overrides(storage: Storage, run_id: str, names: list[str] | None = None
+               ) -> dict[int | None, Expiry]:
+    """The run's expiry overrides: key None for the run's own, else the snapshot's seq.
+    ``names``: the run folder's listing when the caller holds it already."""
     out: dict[int | None, Expiry] = {}
-    for name in storage.list(run_dir(run_id)):
+    for name in storage.list(run_dir(run_id)) if names is None else names:
         if name == EXPIRY:
             seq: int | None = None
         elif name.startswith(EXPIRY + "-") and parse_seq_name(name[len(EXPIRY) + 1:]):
@@ -93,13 +96,24 @@ class RunLife:
     ``finish`` at the end."""
 
     def __init__(self, src: Repository, dst: Repository, run_id: str, now: int,
-                 report: LifeReport) -> None:
+                 report: LifeReport, dst_stones: set[str] | None = None) -> None:
         self.src, self.dst, self.run, self.now, self.report = src, dst, run_id, now, report
+        #: the runs the destination has tombstones of, when the copy listed them once
+        self.dst_stones = dst_stones
         self.src_over = _overrides(src.storage, run_id)
-        self.dst_over = _overrides(dst.storage, run_id)
-        self.marker = read_retired(dst.storage, run_id)
+        # one listing of the destination's run folder serves its overrides, its records and
+        # whether it has retired markers at all (no "retired" folder: no second listing)
+        dst.load_config()
+        names = dst.storage.list(run_dir(run_id))
+        self.dst_over = _overrides(dst.storage, run_id, names)
+        self.marker = read_retired(dst.storage, run_id,
+                                   None if RETIRED in names else [])
+        self.dst_records = sorted(s for s in map(parse_seq_name, names) if s is not None
+                                  and s >= 1)
+        #: the destination's visible seqs once ``carry`` has run (what the copy finds present)
+        self.dst_seqs: list[int] = []
         self.src_seqs = src.seqs(run_id)
-        self.candidates = set(self.src_seqs) | set(dst.record_seqs(run_id))
+        self.candidates = set(self.src_seqs) | set(self.dst_records)
         self.expired: set[int] = set()  # skipped, to be retired before any record above them
         self.history = History(src, dst, run_id)
 
@@ -112,14 +126,15 @@ class RunLife:
         if stone is not None:
             self._erased_run(stone)
             return []
-        if read_tombstone(self.dst.storage, self.run) is not None:
+        if (self.dst_stones is None or self.run in self.dst_stones) \
+                and read_tombstone(self.dst.storage, self.run) is not None:
             return []  # erased in the destination: nothing of it may come back
         erased_seqs = [s for s in (parse_seq_name(n[: -len(".cbor")])
                                    for n in st.list(f"{TOMBSTONES}/{self.run}")
                                    if n.endswith(".cbor")) if s]
         erased_ids = [pair for s in erased_seqs
                       for pair in _stone_ids(read_tombstone(st, self.run, s))]
-        records = set(self.dst.record_seqs(self.run))
+        records = set(self.dst_records)
         before = self._visible_set(records)
         merged = self._merged(read_retired(st, self.run), set(erased_seqs))
         after = {s for s in before if merged is None or merged.visible(s)}
@@ -135,6 +150,8 @@ class RunLife:
         for s in erased_seqs if same else []:
             if read_tombstone(self.dst.storage, self.run, s) is None:
                 self._put(tombstone_path(self.run, s), st.read(tombstone_path(self.run, s)))
+        self.dst_seqs = sorted(s for s in records - (before - after) - set(erased_seqs)
+                               if self._visible(s))
         return [s for s in self.src_seqs if self._visible(s)]
 
     def _erased_run(self, stone: Tombstone) -> None:

@@ -1,40 +1,47 @@
 """Copy into a format v2 destination, from a store of either layout (spec/v2.md "Copy").
 
 Each source snapshot, in seq order, becomes one v2 record in the destination carrying the
-manifest's exact bytes (the snapshot id never changes) and the bodies of every chunk the
-destination is not known to hold; bulk beyond the record limit goes to packs written before
-the record. A chunk counts as held when this copy wrote it, or when a record of the same run
-in the destination (read at the start: its head) locates it. Records are created only if
-absent, so an interrupted copy is resumed by running it again; what a crash leaves (packs
-without a record) is garbage that gc removes after the grace period.
+manifest's exact bytes (the snapshot id never changes) and locating the bodies of every chunk
+it names; bodies the destination is not known to hold are sent. A chunk counts as held when
+this copy wrote it, or when a record of the same run in the destination (read at the start:
+its head) locates it. Bulk goes to packs: source packs the destination holds none of are
+moved whole, other bodies are sent as stored (``copy_packs``). The snapshots go in a pipeline
+of batches of about one pack (``RunCopyV2.copy``): a batch's packs are durable before any of
+its records is created, and the records are created one at a time in seq order. Records are
+created only if absent, so an interrupted copy is resumed by running it again; what a crash
+leaves (packs without a record) is garbage that gc removes after the grace period.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import collections
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import attrs
 
 from ckptfs.errors import ConflictError, CorruptSnapshot, MissingObject
 from ckptfs.format import framing
-from ckptfs.format.containers import MAX_RECORD_BODIES, RecordRef, frame_bodies
+from ckptfs.format.containers import MAX_RECORD_BODIES, Location, RecordRef, frame_bodies
 from ckptfs.format.digest import Digest
 from ckptfs.format.models import ChunkRef, Manifest, RunRecord
 from ckptfs.format.names import record_path, snapshot_path
 from ckptfs.ops.chunks import snapshot_chunks
 from ckptfs.ops.copy_history import diverged
+from ckptfs.ops.copy_packs import SourceBodies
 from ckptfs.ops.copy_retention import RunLife
 from ckptfs.store.containers import PACK_TARGET, RECORD_BULK_MAX, pack_bodies
 from ckptfs.store.ledgers import LedgerScanner
 from ckptfs.store.objects import ledger_results
 from ckptfs.store.records import build_record
 from ckptfs.store.repository import Repository, Snapshot
+from ckptfs.store.sweeps import Seen, SweepGuard
 
 #: the report type of ckptfs.ops.copy (not imported: that module imports this one)
 Report = object
 
-#: a batch: snapshots prepared before their bulk is written (one overlapped write of packs)
-BATCH_BYTES = 64 * 1024 * 1024
+#: a batch: snapshots prepared before their bulk is written (about one pack, spec ``pack_target``)
 BATCH_SNAPSHOTS = 64
 #: a snapshot whose new bodies reach this many bytes sends them to the batch's packs (written
 #: together, overlapped) rather than in its own record (written alone, in seq order)
@@ -56,15 +63,68 @@ def source_manifest(src: Repository, rec: RunRecord, where: str) -> bytes:
     return data
 
 
+class SharedLooks:
+    """The looks at the destination's lease that runs copied side by side share (their
+    writer state is per thread): the first look, taken before any of them writes or relies
+    on anything (a look earlier than needed is only more cautious), and the freshest look
+    taken after a record, which any of them may reuse within the check window (spec/v2.md
+    5.4: reuse depends on when the look was sent, not on who sent it). The look a record is
+    judged against (``before``) stays the one that preceded its own batch (``RunCopyV2``)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._first: Seen | None = None
+        self.latest: Seen | None = None
+        #: held while one run prepares a batch: preparing is CPU work (reading, verifying,
+        #: packing) that threads share anyway, so one batch ready at a time puts the first
+        #: pack on the wire a batch's time after the start, not all runs' batches' time
+        self.preparing = threading.Lock()
+
+    def first(self, sweeps: SweepGuard) -> None:
+        """Give this thread's writer state the first look (taken now by the first caller)."""
+        with self._lock:
+            if sweeps.seen is None:
+                if self._first is None:
+                    sweeps.before_write([])
+                    self._first = sweeps.seen
+                else:
+                    sweeps.seen = self._first
+            if self.latest is None:
+                self.latest = sweeps.seen
+
+    def after(self, sweeps: SweepGuard) -> Seen:
+        """The look after a record: the freshest one if still reusable, else a new LIST."""
+        with self._lock:
+            mine, theirs = sweeps.seen, self.latest
+            if theirs is not None and (mine is None or theirs.at > mine.at):
+                sweeps.seen = theirs
+            got = sweeps.look_after()
+            if self.latest is None or got.at >= self.latest.at:
+                self.latest = got
+            return got
+
+
 class RunCopyV2:
-    """One run's snapshots into a v2 destination, one record per snapshot."""
+    """One run's snapshots into a v2 destination, one record per snapshot, in a pipeline of
+    batches (``copy``)."""
 
     def __init__(self, src: Repository, dst: Repository, run_id: str, report: object,
-                 life: RunLife, tick: Callable[[int], None], ledgers: LedgerScanner) -> None:
+                 life: RunLife, tick: Callable[[int], None], ledgers: LedgerScanner,
+                 bodies: SourceBodies | None = None, looks: SharedLooks | None = None) -> None:
         self.src, self.dst, self.run_id, self.report = src, dst, run_id, report
         self.life, self.tick, self.ledgers = life, tick, ledgers
-        self.have = set(dst.seqs(run_id))
+        self.bodies = SourceBodies(src) if bodies is None else bodies
+        self.looks = SharedLooks() if looks is None else looks
+        self.have = set(life.dst_seqs)
         self.handled = 0
+        self.before: Seen | None = None
+        #: a snapshot prepared that did not fit its batch, and the look before it
+        self._carry: tuple[_Prepared, Seen | None] | None = None
+        #: digests this copy sends in containers not yet confirmed written (packs in flight,
+        #: records not yet created): not sent twice; a record that finds one of them not
+        #: located when it commits carries it itself (``_commit``)
+        self.pending: set[Digest] = set()
+        self.target = int(dst.config.settings.get("pack_target", PACK_TARGET))
         if self.have:  # what the destination's head locates needs no copy
             try:
                 dst.record(run_id, max(self.have))
@@ -72,33 +132,95 @@ class RunCopyV2:
                 pass
 
     def copy(self, seqs: list[int]) -> None:
-        """In batches: every snapshot of a batch is prepared (its new bodies framed), the
-        bulk of the whole batch is written as packs in one overlapped ``write_many``, then
-        the records are created one by one, in seq order, each locating its bodies in those
-        packs. A crash leaves packs without records (garbage for gc) and a prefix of the
-        records: running the copy again resumes after the last record."""
-        i = 0
-        while i < len(seqs):
-            batch: list[_Prepared | None] = []
-            bulk = 0
-            while i < len(seqs) and (not batch or (bulk < BATCH_BYTES
-                                                   and len(batch) < BATCH_SNAPSHOTS)):
-                p = self._prepare(seqs[i], {d for q in batch if q is not None
-                                            for d, _, _ in q.bulk})
-                i += 1
-                batch.append(p)
-                bulk += 0 if p is None else sum(len(b) for _, _, b in p.bulk)
-            self._write_bulk([p for p in batch if p is not None])
-            for p in batch:
-                if p is not None:
-                    self._commit(p)
-                self.handled += 1
-                self.tick(1)
+        """A pipeline of batches of about one pack each: while the packs of batch k are
+        written (one background thread), batch k+1 is read, verified and packed; then, once
+        batch k's packs are durable, its records are created one by one in seq order while
+        batch k+1's packs go up. A record is only created after every pack it locates into
+        returned, and after the records before it (spec/v2.md 5.1, spec/retention.md 9). A
+        source snapshot found damaged or diverged stops the run after the snapshots before
+        it are committed. A crash leaves packs without records (garbage for gc) and a prefix
+        of the records: running the copy again resumes after the last record."""
+        todo = iter(seqs)
+        queue: collections.deque[_Batch] = collections.deque()
+        # the first look at the lease precedes everything this copy relies on or writes
+        self.looks.first(self.dst.objects.sweeps)
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ckptfs-copy-packs") as up:
+            try:
+                while True:
+                    with self.looks.preparing:
+                        items, error, more = self._next_batch(todo)
+                    if items:
+                        queue.append(self._send(items, up))
+                    while len(queue) > (1 if more and error is None else 0):
+                        self._finish(queue.popleft())
+                    if error is not None:
+                        raise error
+                    if not more:
+                        return
+            except BaseException:
+                for b in queue:  # let packs in flight end; their records are never created
+                    if b.written is not None:
+                        b.written.cancel()
+                raise
 
-    def _prepare(self, seq: int, pending: set[Digest]) -> _Prepared | None:
-        """Read and frame what snapshot ``seq`` needs; None when there is nothing to create
-        (present in the destination, or expired and skipped). ``pending``: bodies an earlier
-        snapshot of this batch will write (not framed twice)."""
+    def _next_batch(self, todo: Iterator[int]
+                    ) -> tuple[list[_Prepared | int], BaseException | None, bool]:
+        """Snapshots prepared until their bulk fills a pack (or ``BATCH_SNAPSHOTS``): prepared
+        ones, and the seqs with nothing to send (present or skipped); the error a snapshot
+        raised (the batch ends before it); whether seqs remain. A snapshot whose bulk would
+        take the batch over ``pack_target`` starts the next batch (one pack per batch, not a
+        full one and a small one)."""
+        items: list[_Prepared | int] = []
+        bulk = 0
+        self.before = self.dst.objects.sweeps.seen  # precedes what this batch relies on
+        if self._carry is not None:
+            (p0, self.before), self._carry = self._carry, None
+            items.append(p0)
+            bulk = p0.bulk_size
+        for seq in todo:
+            try:
+                p = self._prepare(seq)
+            except (ConflictError, CorruptSnapshot) as e:
+                return items, e, False
+            if p is not None and bulk and bulk + p.bulk_size > self.target:
+                self._carry = (p, self.dst.objects.sweeps.seen)
+                return items, None, True
+            items.append(seq if p is None else p)
+            bulk += 0 if p is None else p.bulk_size
+            if bulk >= self.target or len(items) >= BATCH_SNAPSHOTS:
+                return items, None, True
+        return items, None, self._carry is not None
+
+    def _send(self, items: list[_Prepared | int], up: ThreadPoolExecutor) -> _Batch:
+        """Pack a batch's bulk and start writing it (with the source packs moved whole)."""
+        prepared = [p for p in items if not isinstance(p, int)]
+        bodies = [b for p in prepared for b in p.bulk]
+        packs, placed = pack_bodies(bodies, target=self.target, writer=self.dst.objects.writer) \
+            if bodies else ([], {})
+        for p in prepared:
+            packs += p.moved
+            placed.update(p.placed)
+        written: Future[None] | None = None
+        if packs:
+            self.dst.objects.sweeps.before_write([])
+            written = up.submit(self.dst.storage.write_many, packs)
+        return _Batch(items, written, placed, sum(len(b) for _, b in packs), self.before)
+
+    def _finish(self, batch: _Batch) -> None:
+        """Wait for a batch's packs, then create its records in seq order."""
+        if batch.written is not None:
+            batch.written.result()
+        self.dst.objects.locations.add(batch.placed)
+        self.report.bytes_copied += batch.size  # type: ignore[attr-defined]
+        for p in batch.items:
+            if not isinstance(p, int):
+                self._commit(p, batch.before)
+            self.handled += 1
+            self.tick(1)
+
+    def _prepare(self, seq: int) -> _Prepared | None:
+        """Read and verify what snapshot ``seq`` needs; None when there is nothing to create
+        (present in the destination, or expired and skipped)."""
         src, dst, run_id, report = self.src, self.dst, self.run_id, self.report
         _, rec = self.life.history.record(seq)
         where = f"run {run_id!r} seq {seq} (snapshot {rec.snapshot.short})"
@@ -122,37 +244,33 @@ class RunCopyV2:
         snap = Snapshot(rec.snapshot, manifest)
         refs = {c.digest: c for _, c in snapshot_chunks(src, snap, ledgers=self.ledgers)}
         loc = dst.objects.locations
-        need = [c for d, c in refs.items() if loc.get(d) is None and d not in pending]
+
+        def held(d: Digest) -> bool:
+            return d in self.pending or loc.get(d) is not None
+
+        need = [c for d, c in refs.items() if not held(d)]
         report.chunks_present += len(refs) - len(need)  # type: ignore[attr-defined]
         try:
-            contents = src.objects.get_chunks(need, where=f"{src.url}: {where}")
+            got = self.bodies.gather(need, held, where=f"{src.url}: {where}")
         except MissingObject as e:
             raise CorruptSnapshot(f"{e} Nothing of this snapshot was committed to the "
                                   "destination.") from e
-        framed = frame_bodies((c.digest, b) for c, b in zip(need, contents))
+        framed = got.bodies
         size = sum(len(b) for _, _, b in framed)
         settings = dst.config.settings
         bulk: list[tuple[Digest, int, bytes]] = []
-        if size > min(MAX_RECORD_BODIES, int(settings.get("record_bulk_max", RECORD_BULK_MAX))
-                      ) or size >= PACK_MIN:
+        if got.moved or size > min(MAX_RECORD_BODIES, int(settings.get(
+                "record_bulk_max", RECORD_BULK_MAX))) or size >= PACK_MIN:
             bulk, framed = framed, []  # to the batch's packs, written before any record
-        return _Prepared(seq, rec, data, manifest, refs, framed, bulk, len(need))
+        self.pending.update(d for d, _, _ in got.bodies)
+        self.pending.update(got.placed)
+        return _Prepared(seq, rec, data, manifest, refs, framed, bulk, got.moved, got.placed,
+                         len(need))
 
-    def _write_bulk(self, batch: list[_Prepared]) -> None:
-        """The packs of a batch's bulk, durable (overlapped writes) before its records."""
-        bodies = [b for p in batch for b in p.bulk]
-        if not bodies:
-            return
-        dst = self.dst
-        packs, placed = pack_bodies(bodies, target=int(dst.config.settings.get(
-            "pack_target", PACK_TARGET)), writer=dst.objects.writer)
-        dst.objects.sweeps.before_write([])
-        dst.storage.write_many(packs)
-        dst.objects.locations.add(placed)
-        self.report.bytes_copied += sum(len(b) for _, b in packs)  # type: ignore[attr-defined]
-
-    def _commit(self, p: _Prepared) -> None:
-        """Create the record of a prepared snapshot (its bulk is in packs already)."""
+    def _commit(self, p: _Prepared, before: Seen | None = None) -> None:
+        """Create the record of a prepared snapshot (its bulk is in packs already), then the
+        sweep handshake judged from ``before``: the look that preceded the preparing of its
+        batch (what it relies on in the destination was chosen after it), not a later one."""
         src, dst, run_id, report = self.src, self.dst, self.run_id, self.report
         seq, rec, data, manifest = p.seq, p.rec, p.data, p.manifest
         loc = dst.objects.locations
@@ -180,9 +298,12 @@ class RunCopyV2:
         report.chunks_copied += p.copied  # type: ignore[attr-defined]
         report.bytes_copied += len(rec_bytes)  # type: ignore[attr-defined]
         objects = dst.objects
+        after = self.looks.after(objects.sweeps)
+        if before is not None:
+            objects.sweeps.seen = before
         try:
             objects.sweeps.after_record(
-                manifest, lambda: ledger_results(objects, rec.snapshot, manifest))
+                manifest, lambda: ledger_results(objects, rec.snapshot, manifest), after)
         except ConflictError as e:
             # withdrawn: its bodies went with it (as in Repository.commit); a later record of
             # this copy must carry them again, never point into the deleted record's path
@@ -206,4 +327,25 @@ class _Prepared:
     refs: dict[Digest, ChunkRef]
     framed: list[tuple[Digest, int, bytes]]
     bulk: list[tuple[Digest, int, bytes]]
+    #: source packs moved whole for this snapshot, and where their bodies land
+    moved: list[tuple[str, bytes]]
+    placed: dict[Digest, Location]
     copied: int
+
+    @property
+    def bulk_size(self) -> int:
+        """Bytes this snapshot adds to its batch's packs."""
+        return sum(len(b) for _, _, b in self.bulk) + sum(len(d) for _, d in self.moved)
+
+
+@attrs.frozen
+class _Batch:
+    """A batch in the pipeline: its items (prepared snapshots, or seqs with nothing to send),
+    the write of its packs (None: it has none), where their bodies are, their bytes."""
+
+    items: list[_Prepared | int]
+    written: Future[None] | None
+    placed: dict[Digest, Location]
+    size: int
+    #: the look at the lease taken before the batch was prepared
+    before: Seen | None

@@ -142,6 +142,22 @@ class ChunkReader:
                                         damaged=i in damaged)
         return [out[i] for i in range(len(refs))]
 
+    def read_stored(self, refs: Sequence[ChunkRef], *, where: str) -> list[bytes]:
+        """Every chunk of ``refs`` as its stored (framed) body, verified by digest: what a copy
+        writes again without framing it afresh. A chunk found only through a fallback (a
+        forward, a loose v1 object) is read as ``read`` does and framed anew."""
+        out: dict[int, bytes] = {}
+        located = [(i, r, self.locations.get(r.digest)) for i, r in enumerate(refs)]
+        batch = [(i, r, loc) for i, r, loc in located if loc is not None]
+        for (i, r, _), got in zip(batch, self._fetch([loc for _, _, loc in batch])):
+            if got is not None and unframe_body(got, r, where=f"{where}: chunk {r.digest}"
+                                                ) is not None:
+                out[i] = bytes(got)
+        rest = [i for i in range(len(refs)) if i not in out]
+        for i, data in zip(rest, self.read([refs[i] for i in rest], where=where)):
+            out[i] = framing.frame(data)
+        return [out[i] for i in range(len(refs))]
+
     def _fetch(self, locs: Sequence[Location]) -> list[bytes | None]:
         """The stored bytes at each location, in as few ranged reads as coalescing allows."""
         if not locs:
