@@ -73,3 +73,40 @@ def test_async_durability_lookups_match_sqlite(tmp_path: Path) -> None:
     got = [one.get_tuple({"configurable": {**CFG["configurable"], "checkpoint_id": c}})
            for c in ids[::7]]
     assert _shape(got) == want[::7]
+
+
+
+def _loop(steps: int) -> Any:
+    """One node that runs ``steps`` supersteps in one invoke."""
+    g = StateGraph(S)
+    g.add_node("a", lambda s: {"msgs": [str(len(s["msgs"]))]})
+    g.add_edge(START, "a")
+    g.add_conditional_edges("a", lambda s: "a" if len(s["msgs"]) < steps else END)
+    return g
+
+
+def test_async_durability_writes_do_not_list_the_run(tmp_path: Path) -> None:
+    """Under ``async`` durability a task's writes often reach the saver before the checkpoint
+    they name (LangGraph queues the checkpoint behind the previous one): the saver must not
+    take a new listing of the whole run for each of them (O(n) per step, a full LIST of the
+    run on an object store) to learn that nobody else committed it (issue 14)."""
+    saver = CkptfsSaver(str(tmp_path / "s"))
+    listed: list[str] = []
+    storage = saver.store.storage
+    real_list = storage.list
+
+    def counting_list(prefix: str) -> list[str]:
+        listed.append(prefix)
+        return real_list(prefix)
+
+    storage.list = counting_list  # type: ignore[method-assign]
+    steps = 40
+    cfg: Any = {**CFG, "recursion_limit": steps + 10}
+    _loop(steps).compile(checkpointer=saver).invoke({"msgs": []}, cfg, durability="async")
+    of_run = [p for p in listed if p == f"runs/{run_id_for('speed', '')}"]
+    assert len(of_run) <= 2, f"{len(of_run)} listings of the run in {steps} supersteps"
+    # and what it stored is still what SqliteSaver holds
+    sqlite = SqliteSaver(sqlite3.connect(":memory:", check_same_thread=False))
+    _loop(steps).compile(checkpointer=sqlite).invoke({"msgs": []}, cfg, durability="async")
+    assert (_shape(list(CkptfsSaver(str(tmp_path / "s")).list(CFG)))
+            == _shape(list(sqlite.list(CFG))))

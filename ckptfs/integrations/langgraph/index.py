@@ -10,7 +10,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 
-from ckptfs.format.names import DECIMAL
+from ckptfs.format.names import DECIMAL, record_path
 from ckptfs.integrations.langgraph.layout import (
     L_MAX_CID,
     L_MAX_W_SEQ,
@@ -104,6 +104,18 @@ class RunLookup:
         """Take a new listing of the run (another saver may have written or forgotten)."""
         with idx.lock:
             idx.reset(self.store.repo.seqs(idx.run_id))
+
+    def _catch_up(self, idx: _RunIndex) -> bool:
+        """Take a new listing only if another writer committed since the last one (there is a
+        record just above the known head: commits take the next sequence number); True when
+        it did. One existence check instead of a listing of the whole run, for a lookup that
+        missed: under ``async`` durability a task's writes usually name a checkpoint that is
+        still queued behind the previous one in this process (issue 14)."""
+        with idx.lock:
+            if not self.store.storage.exists(record_path(idx.run_id, idx.top + 1)):
+                return False
+            self._sync(idx)
+            return True
 
     def _run_ids(self, prefix: str) -> builtins.list[str]:
         return [r for r in self.store.repo.run_ids() if r.startswith(prefix)]

@@ -308,8 +308,7 @@ class CkptfsSaver(RunLookup, BaseCheckpointSaver[int]):
             idx = self._ns_index(tid, ns, refresh=False)
             with idx.lock:
                 parent = self._checkpoint(idx, parent_cid) if parent_cid else None
-                if parent_cid and parent is None:
-                    self._sync(idx)
+                if parent_cid and parent is None and self._catch_up(idx):
                     parent = self._checkpoint(idx, parent_cid)
                 chunks: _Chunks = []
                 entries, typed = self._channel_entries(idx, checkpoint, new_versions, parent,
@@ -373,8 +372,7 @@ class CkptfsSaver(RunLookup, BaseCheckpointSaver[int]):
             idx = self._ns_index(tid, ns, refresh=False)
             with idx.lock:
                 prev = self._writes_snap(idx, cid) or self._checkpoint(idx, cid)
-                if prev is None:
-                    self._sync(idx)
+                if prev is None and self._catch_up(idx):
                     prev = self._writes_snap(idx, cid) or self._checkpoint(idx, cid)
                 rows = builtins.list(self._rows(idx, cid))
                 where = {(r[0], r[2]): i for i, r in enumerate(rows)}
