@@ -110,3 +110,41 @@ def test_async_durability_writes_do_not_list_the_run(tmp_path: Path) -> None:
     _loop(steps).compile(checkpointer=sqlite).invoke({"msgs": []}, cfg, durability="async")
     assert (_shape(list(CkptfsSaver(str(tmp_path / "s")).list(CFG)))
             == _shape(list(sqlite.list(CFG))))
+
+
+def _ckpt(n: int) -> Any:
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.base.id import uuid6
+
+    cp = empty_checkpoint()
+    cp["id"] = str(uuid6(clock_seq=-1))
+    cp["channel_values"] = {"msgs": [str(i) for i in range(n)]}
+    cp["channel_versions"] = {"msgs": n}
+    return cp
+
+
+def test_writes_through_a_stale_saver_after_another_pruned_keep_every_row(
+        tmp_path: Path) -> None:
+    """Saver B's view of a thread is older than a checkpoint saver A committed, wrote a task's
+    writes for and then pruned the thread to (keep_latest forgets the records B knew of, the
+    one above B's head included). B's writes for that checkpoint must still find it and its
+    writes snapshot (the rows of A's task), not take "no record above my head" for "nothing
+    new" and commit a writes snapshot without A's rows."""
+    url = str(tmp_path / "s")
+    a, b = CkptfsSaver(url), CkptfsSaver(url)
+    conf: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    ids = []
+    parent = conf
+    for n in range(3):
+        parent = a.put(parent, _ckpt(n), {"step": n}, {"msgs": n})
+        ids.append(parent["configurable"]["checkpoint_id"])
+    assert b.get_tuple(conf) is not None  # B lists the run now: seqs 1-3
+    a.put_writes(parent, [("msgs", "w0")], "task-0")  # seq 4
+    last = a.put(parent, _ckpt(3), {"step": 3}, {"msgs": 3})  # seq 5
+    a.put_writes(last, [("msgs", "from-a")], "task-a")  # seq 6
+    a.prune(["t"], strategy="keep_latest")  # forgets 1-4: keeps seq 5, its writes and the head
+    b.put_writes(last, [("msgs", "from-b")], "task-b")
+    got = CkptfsSaver(url).get_tuple(last)
+    assert got is not None
+    assert sorted((w[0], w[2]) for w in got.pending_writes) == [
+        ("task-a", "from-a"), ("task-b", "from-b")]

@@ -106,13 +106,17 @@ class RunLookup:
             idx.reset(self.store.repo.seqs(idx.run_id))
 
     def _catch_up(self, idx: _RunIndex) -> bool:
-        """Take a new listing only if another writer committed since the last one (there is a
-        record just above the known head: commits take the next sequence number); True when
-        it did. One existence check instead of a listing of the whole run, for a lookup that
-        missed: under ``async`` durability a task's writes usually name a checkpoint that is
+        """Take a new listing only if another writer may have committed since the last one:
+        there is a record just above the known head (commits take the next sequence number),
+        or the run has retired markers (a forget or prune, whose collection may have deleted
+        that record already); True when it listed. An existence check and a listing of the
+        (usually absent) retired folder instead of a listing of the whole run, for a lookup
+        that missed: under ``async`` durability a task's writes usually name a checkpoint
         still queued behind the previous one in this process (issue 14)."""
         with idx.lock:
-            if not self.store.storage.exists(record_path(idx.run_id, idx.top + 1)):
+            storage = self.store.storage
+            if not storage.exists(record_path(idx.run_id, idx.top + 1)) and not (
+                    retired_throughs(storage, idx.run_id)):
                 return False
             self._sync(idx)
             return True
