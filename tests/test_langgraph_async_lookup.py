@@ -148,3 +148,37 @@ def test_writes_through_a_stale_saver_after_another_pruned_keep_every_row(
     assert got is not None
     assert sorted((w[0], w[2]) for w in got.pending_writes) == [
         ("task-a", "from-a"), ("task-b", "from-b")]
+
+
+@pytest.mark.parametrize("write", ["put_writes", "put"])
+def test_a_stale_saver_writes_after_another_pruned_and_collected(tmp_path: Path,
+                                                                 write: str) -> None:
+    """As above, and ``ckptfs gc`` then deleted the forgotten records B's view still names:
+    B's lookups must take a new listing, not fail with NotFound on a record gc removed."""
+    from ckptfs.ops.gc import gc
+
+    url = str(tmp_path / "s")
+    a, b = CkptfsSaver(url), CkptfsSaver(url)
+    conf: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    parent = conf
+    for n in range(3):
+        parent = a.put(parent, _ckpt(n), {"step": n}, {"msgs": n})
+    assert b.get_tuple(conf) is not None  # B lists the run now: seqs 1-3
+    a.put_writes(parent, [("msgs", "w0")], "task-0")  # seq 4
+    last = a.put(parent, _ckpt(3), {"step": 3}, {"msgs": 3})  # seq 5
+    a.put_writes(last, [("msgs", "from-a")], "task-a")  # seq 6
+    a.prune(["t"], strategy="keep_latest")
+    assert gc(a.store.repo, grace_ms=0).stray_records == 4
+    if write == "put_writes":
+        b.put_writes(last, [("msgs", "from-b")], "task-b")
+        got = CkptfsSaver(url).get_tuple(last)
+        assert got is not None
+        assert sorted((w[0], w[2]) for w in got.pending_writes) == [
+            ("task-a", "from-a"), ("task-b", "from-b")]
+    else:
+        new = b.put(last, _ckpt(4), {"step": 4}, {"msgs": 4})
+        got = CkptfsSaver(url).get_tuple(conf)
+        assert got is not None and got.config == new
+        assert got.parent_config is not None
+        assert got.parent_config["configurable"]["checkpoint_id"] == (
+            last["configurable"]["checkpoint_id"])

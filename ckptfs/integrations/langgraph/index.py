@@ -9,7 +9,9 @@ import builtins
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from typing import TypeVar
 
+from ckptfs.errors import ErasedError, NotFound
 from ckptfs.format.names import DECIMAL, record_path
 from ckptfs.integrations.langgraph.layout import (
     L_MAX_CID,
@@ -28,6 +30,8 @@ from ckptfs.integrations.langgraph.layout import (
 from ckptfs.runtime.store import Store
 from ckptfs.store.lifecycle import retired_throughs
 from ckptfs.store.repository import Snapshot
+
+_T = TypeVar("_T")
 
 
 class RunLookup:
@@ -120,6 +124,19 @@ class RunLookup:
                 return False
             self._sync(idx)
             return True
+
+    def _fresh(self, idx: _RunIndex, find: Callable[[], _T]) -> _T:
+        """``find()``, again after a new listing when the index names a record that is gone:
+        another process forgot it and ``ckptfs gc`` collected it since this saver listed the
+        run (the write paths do not list the run before every call). An erased run's
+        ErasedError is raised as it is."""
+        try:
+            return find()
+        except ErasedError:
+            raise
+        except NotFound:
+            self._sync(idx)
+            return find()
 
     def _run_ids(self, prefix: str) -> builtins.list[str]:
         return [r for r in self.store.repo.run_ids() if r.startswith(prefix)]
