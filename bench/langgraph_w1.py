@@ -41,6 +41,10 @@ from langgraph.graph.message import add_messages
 
 from ckptfs.integrations.langgraph import CkptfsSaver
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.common import have_strace, strace_syncs  # noqa: E402
+from bench.lg_store_parts import parts_md  # noqa: E402
+
 WORDS = ("agent tool call result plan step memory context token model user reply search file "
          "read write summary error retry approve budget cost latency store snapshot").split()
 
@@ -143,6 +147,28 @@ def load_latest(kind: str, where: Path, n: int) -> float:
     return load
 
 
+def write_only(kind: str, where: Path, n: int) -> None:
+    """Run the graph once into ``where`` (no timing): what ``--fsyncs`` traces."""
+    saver = make_saver(kind, where)
+    app = build(n, [], "Delta" in kind).compile(checkpointer=saver)
+    config: Any = {"configurable": {"thread_id": "w1"}, "recursion_limit": n + 10}
+    app.invoke({"messages": [], "n": 0}, config, durability=DURABILITY[0])  # type: ignore[arg-type]
+    if isinstance(saver, SqliteSaver):
+        saver.conn.close()
+    elif isinstance(saver, CkptfsSaver):
+        saver.close()
+
+
+def fsyncs(kind: str, where: Path, n: int) -> int:
+    """fsync-family calls (fsync, fdatasync, sync_file_range) of ``write_only`` in a fresh
+    process under ``strace -f -c``; imports and the interpreter's start make none."""
+    out = where.parent / f"{where.name}.strace"
+    subprocess.run(["strace", "-f", "-c", "-e", "trace=fsync,fdatasync,sync_file_range", "-o",
+                    str(out), sys.executable, __file__, "--write", kind, str(where), "--n",
+                    str(n), "--durability", DURABILITY[0]], capture_output=True, check=True)
+    return strace_syncs(str(out))
+
+
 def load_in_fresh_process(kind: str, where: Path, n: int) -> float:
     """``load_latest`` in a new Python process (imports excluded), as a restarted agent sees it."""
     out = subprocess.run([sys.executable, __file__, "--load", kind, str(where), "--n", str(n)],
@@ -158,10 +184,18 @@ def main() -> None:
     ap.add_argument("--durability", choices=("sync", "async", "exit"), default="sync")
     ap.add_argument("--load", nargs=2, metavar=("SAVER", "PATH"),
                     help="only time loading the latest state of PATH; print seconds")
+    ap.add_argument("--write", nargs=2, metavar=("SAVER", "PATH"),
+                    help="only run the graph into PATH (what --fsyncs traces)")
+    ap.add_argument("--fsyncs", action="store_true",
+                    help="also count fsync-family calls per superstep of each saver with "
+                         "strace, in separate untimed runs")
     args = ap.parse_args()
     DURABILITY[0] = args.durability
     if args.load:
         print(load_latest(args.load[0], Path(args.load[1]), args.n))
+        return
+    if args.write:
+        write_only(args.write[0], Path(args.write[1]), args.n)
         return
     scratch = Path(args.dir or tempfile.mkdtemp(prefix="lg-w1-"))
     scratch.mkdir(parents=True, exist_ok=True)
@@ -171,11 +205,18 @@ def main() -> None:
              ("SqliteSaver (file)", "Sqlite", "sqlite.db")]
     if delta_state() is not None:
         cases.append(("DeltaChannel + SqliteSaver", "DeltaSqlite", "delta-sqlite.db"))
+    syncs: dict[str, int] = {}
+    parts: list[str] = []
     try:
         for name, kind, where in cases:
             KIND[name] = kind
             path = scratch / where
             results.append(run(name, lambda: make_saver(kind, path), args.n, path))
+            if kind == "Ckptfs":
+                parts = parts_md(path)
+        if args.fsyncs and have_strace():
+            for name, kind, where in cases:
+                syncs[name] = fsyncs(kind, scratch / f"traced-{where}", args.n)
     finally:
         if args.dir is None:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -213,6 +254,15 @@ def main() -> None:
     lines += ["", f"Storage ratio SqliteSaver / CkptfsSaver: "
               f"{sq['apparent_mb'] / ck['apparent_mb']:.0f}x apparent, "
               f"{sq['allocated_mb'] / ck['allocated_mb']:.0f}x allocated.", ""]
+    if syncs:
+        # the graph runs n supersteps of the node, plus the input checkpoint's
+        lines += ["fsync-family calls (strace -f -c, a separate untimed run of each saver; "
+                  f"{args.n + 1} checkpoints):", "", "| saver | calls | per superstep |",
+                  "|---|---|---|"]
+        lines += [f"| {k} | {v} | {v / (args.n + 1):.2f} |" for k, v in syncs.items()]
+        lines.append("")
+    if parts:
+        lines += parts + [""]
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines))

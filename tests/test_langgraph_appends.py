@@ -196,3 +196,72 @@ def test_appends_false_packs_everything(tmp_path: Path) -> None:
     before = calls[0]
     put(saver, cid, [*msgs, AIMessage("new", id="new")], 2)
     assert calls[0] - before >= 21
+
+
+class _Obj:
+    def __init__(self, v: Any) -> None:
+        self.v = v
+
+
+def _mutate(x: Any, op: str) -> None:
+    """One change to an item made in place (some are no change at all)."""
+    if op == "field":
+        if isinstance(x, AIMessage):
+            x.content = "edited"
+        elif isinstance(x, _Obj):
+            x.v = "edited"
+        elif isinstance(x, dict):
+            x["a"] = "edited"
+    elif op == "same-object":
+        if isinstance(x, AIMessage):
+            x.content = x.content
+        elif isinstance(x, _Obj):
+            x.v = x.v
+    elif op == "equal-copy":  # an equal but new object: stored bytes could differ
+        if isinstance(x, AIMessage):
+            x.additional_kwargs = dict(x.additional_kwargs)
+        elif isinstance(x, dict):
+            x["b"] = list(x["b"])
+    elif op == "extra" and isinstance(x, AIMessage):
+        x.foo = 1  # type: ignore[attr-defined]
+    elif op == "add-field":
+        if isinstance(x, _Obj):
+            x.w = 1  # type: ignore[attr-defined]
+        elif isinstance(x, dict):
+            x["z"] = 1
+    elif op == "del-field":
+        if isinstance(x, _Obj):
+            del x.v
+        elif isinstance(x, dict):
+            x.pop("a")
+    elif op == "rename-last" and isinstance(x, dict):
+        x["c"] = x.pop("b")
+
+
+def test_the_quick_prefix_check_agrees_with_the_picture() -> None:
+    """``appends._unchanged`` (the per-step check of the committed prefix, walked without
+    building a new picture) answers what comparing a new ``_picture`` would, whatever changed
+    in place: messages, plain objects, dicts, scalars and mixes of them."""
+    import random
+
+    from ckptfs.integrations.langgraph import appends as ap
+
+    rng = random.Random(14)
+    makers = {"msg": lambda i: AIMessage(f"m{i}", id=f"id{i}"),
+              "dict": lambda i: {"a": i, "b": [i]}, "obj": lambda i: _Obj(i),
+              "scalar": lambda i: rng.choice([i, f"s{i}", None, 1.5])}
+    ops = ("none", "field", "same-object", "equal-copy", "extra", "add-field", "del-field",
+           "rename-last")
+    changed = 0
+    for _ in range(400):
+        kind = rng.choice([*makers, "mixed"])
+        items = [makers[kind if kind != "mixed" else rng.choice(list(makers))](i)
+                 for i in range(rng.randint(0, 8))]
+        picture = ap._picture(items)
+        assert picture is not None
+        if items:
+            _mutate(rng.choice(items), rng.choice(ops))
+        want = ap._seen(ap._picture(items), picture)
+        assert ap._unchanged(items, picture) is want
+        changed += not want
+    assert changed > 50  # the changes were seen often enough to mean something

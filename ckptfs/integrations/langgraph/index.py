@@ -9,8 +9,10 @@ import builtins
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from typing import TypeVar
 
-from ckptfs.format.names import DECIMAL
+from ckptfs.errors import ErasedError, NotFound
+from ckptfs.format.names import DECIMAL, record_path
 from ckptfs.integrations.langgraph.layout import (
     L_MAX_CID,
     L_MAX_W_SEQ,
@@ -28,6 +30,8 @@ from ckptfs.integrations.langgraph.layout import (
 from ckptfs.runtime.store import Store
 from ckptfs.store.lifecycle import retired_throughs
 from ckptfs.store.repository import Snapshot
+
+_T = TypeVar("_T")
 
 
 class RunLookup:
@@ -104,6 +108,35 @@ class RunLookup:
         """Take a new listing of the run (another saver may have written or forgotten)."""
         with idx.lock:
             idx.reset(self.store.repo.seqs(idx.run_id))
+
+    def _catch_up(self, idx: _RunIndex) -> bool:
+        """Take a new listing only if another writer may have committed since the last one:
+        there is a record just above the known head (commits take the next sequence number),
+        or the run has retired markers (a forget or prune, whose collection may have deleted
+        that record already); True when it listed. An existence check and a listing of the
+        (usually absent) retired folder instead of a listing of the whole run, for a lookup
+        that missed: under ``async`` durability a task's writes usually name a checkpoint
+        still queued behind the previous one in this process (issue 14)."""
+        with idx.lock:
+            storage = self.store.storage
+            if not storage.exists(record_path(idx.run_id, idx.top + 1)) and not (
+                    retired_throughs(storage, idx.run_id)):
+                return False
+            self._sync(idx)
+            return True
+
+    def _fresh(self, idx: _RunIndex, find: Callable[[], _T]) -> _T:
+        """``find()``, again after a new listing when the index names a record that is gone:
+        another process forgot it and ``ckptfs gc`` collected it since this saver listed the
+        run (the write paths do not list the run before every call). An erased run's
+        ErasedError is raised as it is."""
+        try:
+            return find()
+        except ErasedError:
+            raise
+        except NotFound:
+            self._sync(idx)
+            return find()
 
     def _run_ids(self, prefix: str) -> builtins.list[str]:
         return [r for r in self.store.repo.run_ids() if r.startswith(prefix)]

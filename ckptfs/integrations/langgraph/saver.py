@@ -307,10 +307,7 @@ class CkptfsSaver(RunLookup, BaseCheckpointSaver[int]):
             self._ensure_store()
             idx = self._ns_index(tid, ns, refresh=False)
             with idx.lock:
-                parent = self._checkpoint(idx, parent_cid) if parent_cid else None
-                if parent_cid and parent is None:
-                    self._sync(idx)
-                    parent = self._checkpoint(idx, parent_cid)
+                parent = self._fresh(idx, lambda: self._parent(idx, parent_cid))
                 chunks: _Chunks = []
                 entries, typed = self._channel_entries(idx, checkpoint, new_versions, parent,
                                                        chunks)
@@ -331,6 +328,22 @@ class CkptfsSaver(RunLookup, BaseCheckpointSaver[int]):
                 self._commit(idx, "step", entries, labels, parent.digest if parent else None,
                              chunks, typed=typed)
         return _config(config["configurable"]["thread_id"], ns, checkpoint["id"])
+
+    def _parent(self, idx: _RunIndex, parent_cid: str | None) -> Snapshot | None:
+        """The snapshot of the parent checkpoint ``put`` names (None: no such checkpoint)."""
+        parent = self._checkpoint(idx, parent_cid) if parent_cid else None
+        if parent_cid and parent is None and self._catch_up(idx):
+            parent = self._checkpoint(idx, parent_cid)
+        return parent
+
+    def _writes_of(self, idx: _RunIndex, cid: str
+                   ) -> tuple[Snapshot | None, builtins.list[Any], Snapshot | None]:
+        """What ``put_writes`` builds on: the snapshot its writes snapshot follows (the
+        checkpoint's newest writes, else the checkpoint), the rows so far, the newest writes."""
+        prev = self._writes_snap(idx, cid) or self._checkpoint(idx, cid)
+        if prev is None and self._catch_up(idx):
+            prev = self._writes_snap(idx, cid) or self._checkpoint(idx, cid)
+        return prev, self._rows(idx, cid), self._writes_snap(idx, cid)
 
     def _channel_entries(self, idx: _RunIndex, checkpoint: Checkpoint,
                          new_versions: ChannelVersions, parent: Snapshot | None,
@@ -372,14 +385,10 @@ class CkptfsSaver(RunLookup, BaseCheckpointSaver[int]):
             self._ensure_store()
             idx = self._ns_index(tid, ns, refresh=False)
             with idx.lock:
-                prev = self._writes_snap(idx, cid) or self._checkpoint(idx, cid)
-                if prev is None:
-                    self._sync(idx)
-                    prev = self._writes_snap(idx, cid) or self._checkpoint(idx, cid)
-                rows = builtins.list(self._rows(idx, cid))
+                prev, old_rows, last = self._fresh(idx, lambda: self._writes_of(idx, cid))
+                rows = builtins.list(old_rows)
                 where = {(r[0], r[2]): i for i, r in enumerate(rows)}
                 # rows carried over from the last writes snapshot keep their typed values
-                last = self._writes_snap(idx, cid)
                 typed = last is not None and TYPED_FEATURE in last.manifest.required
                 for i, (channel, value) in enumerate(writes):
                     widx = WRITES_IDX_MAP.get(channel, i)

@@ -1,0 +1,94 @@
+"""What the bytes of a CkptfsSaver store are: every file of a format v2 store split into the
+parts of a container (spec/v2.md), per snapshot kind (``lg.kind``: checkpoint, writes, ...).
+
+Parts of a run record: the fixed prefix and header digest; in the header, the manifest's
+canonical bytes (split further into the channel entries' chunk lists, inline values, labels
+and the rest), the body table, the locators (where the chunks the manifest names but the
+record does not carry are) and the other header fields; then the body area (the chunk bodies
+the commit added, framed and usually compressed). Packs and other files are counted whole.
+
+    python bench/lg_store_parts.py STORE_DIR
+"""
+
+from __future__ import annotations
+
+import collections
+import sys
+from pathlib import Path
+from typing import Any
+
+import cbor2
+
+from ckptfs.format import cbor
+from ckptfs.format import containers as ct
+
+
+def _len(x: Any) -> int:
+    return len(cbor.encode(x))
+
+
+def manifest_parts(manifest: bytes) -> dict[str, int]:
+    """The manifest's bytes split into chunk lists, inline values, labels and the rest."""
+    raw = cbor2.loads(manifest)
+    chunks = inline = 0
+    for entry in (raw.get("entries") or {}).values():
+        if isinstance(entry, dict):
+            chunks += _len(entry["chunks"]) if entry.get("chunks") else 0
+            inline += _len(entry["inline"]) if entry.get("inline") is not None else 0
+    labels = _len(raw.get("labels") or {})
+    return {"manifest: chunk lists": chunks, "manifest: inline values": inline,
+            "manifest: labels": labels,
+            "manifest: rest": len(manifest) - chunks - inline - labels}
+
+
+def store_parts(root: Path) -> tuple[dict[str, int], collections.Counter[str]]:
+    """(part name -> bytes, snapshot kind -> record count) over every file under ``root``."""
+    parts: collections.Counter[str] = collections.Counter()
+    kinds: collections.Counter[str] = collections.Counter()
+    for p in sorted(root.rglob("*")):
+        if not p.is_file():
+            continue
+        data = p.read_bytes()
+        if not ct.is_container(data):
+            parts["other files (config, markers, hints)"] += len(data)
+            continue
+        c = ct.decode(data, what=str(p))
+        h = c.header
+        if not isinstance(h, ct.RecordHeader):
+            parts["packs"] += len(data)
+            continue
+        kind = str(cbor2.loads(h.manifest).get("labels", {}).get("lg.kind", "other"))
+        kinds[kind] += 1
+        header = h.to_cbor()
+        header_len = _len(header)
+        manifest = _len(h.manifest)
+        bodies = _len(header["bodies"])
+        locators = _len(header["locators"])
+        parts[f"{kind}: prefix + header digest"] += c.body_start - header_len
+        for name, n in manifest_parts(h.manifest).items():
+            parts[f"{kind}: {name}"] += n
+        parts[f"{kind}: manifest: cbor head"] += manifest - len(h.manifest)
+        parts[f"{kind}: body table"] += bodies
+        parts[f"{kind}: locators"] += locators
+        parts[f"{kind}: other header fields"] += header_len - manifest - bodies - locators
+        parts[f"{kind}: body area (new chunks)"] += len(data) - c.body_start
+    return dict(parts), kinds
+
+
+def parts_md(root: Path) -> list[str]:
+    """A Markdown table of ``store_parts``."""
+    parts, kinds = store_parts(root)
+    total = sum(parts.values()) or 1
+    lines = [f"Store bytes by part ({sum(kinds.values())} records: "
+             + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) + f"; {total:,} bytes):",
+             "", "| part | bytes | share | per record of its kind |", "|---|---|---|---|"]
+    for name, n in sorted(parts.items(), key=lambda kv: -kv[1]):
+        per = kinds.get(name.split(":")[0], 0)
+        lines.append(f"| {name} | {n:,} | {n / total * 100:.1f} % | "
+                     f"{n / per:,.0f} |" if per else f"| {name} | {n:,} | "
+                     f"{n / total * 100:.1f} % | |")
+    return lines
+
+
+if __name__ == "__main__":
+    print("\n".join(parts_md(Path(sys.argv[1]))))
