@@ -27,7 +27,7 @@ from ckptfs.format.containers import Location, PackRef, RecordHeader, RecordRef
 from ckptfs.format.digest import Digest
 from ckptfs.format.manifest_bytes import ManifestEncoder
 from ckptfs.format.models import VALUE_TYPES, Captured, ChunkRef, Manifest, Schema
-from ckptfs.format.record_bytes import encode_record
+from ckptfs.format.record_bytes import LocatorRows, encode_record
 from ckptfs.store import chunk_sets, sweeps
 from tests.conftest import fuzz_examples
 
@@ -159,28 +159,53 @@ def test_caches_are_bounded() -> None:
 
 
 # -- the record's locator table -------------------------------------------------------------
-@settings(max_examples=fuzz_examples(80), deadline=None)
-@given(seed=st.integers(0, 1 << 30), n=st.integers(0, 60), k=st.integers(1, 8))
-def test_record_bytes_equal_the_header_model(seed: int, n: int, k: int) -> None:
-    """Plain rows and container keys give the bytes of RecordHeader over make_locators,
-    containers numbered in first use (equal refs as distinct objects included)."""
-    rng = random.Random(seed)
-    pool = [(lambda s=rng.randint(1, 99): RecordRef("r", s)) if rng.random() < 0.6
-            else (lambda d=rng.randbytes(32): PackRef(Digest(d))) for _ in range(k)]
-    where = {Digest(rng.randbytes(32)): Location(rng.choice(pool)(), rng.randint(0, 1 << 30),
-                                                 rng.randint(2, 1 << 20)) for _ in range(n)}
-    framed = [(Digest.of(bytes([i])), 1, b"\x00" + bytes([i])) for i in range(rng.randint(0, 3))]
+def _model_record(where: dict[Digest, Location], framed: list[Any]) -> tuple[bytes, int]:
     table, area, length = ct.layout_parts(framed)
     containers, locators = ct.make_locators(where)
     header = RecordHeader(run="r", seq=7, snapshot=Digest(bytes(32)), created=T0,
                           nonce=bytes(16), manifest=b"\xa0", bodies=table,
                           containers=containers, locators=locators, body_length=length)
-    want = ct.encode_record(header, area)
-    got = encode_record(run="r", seq=7, snapshot=Digest(bytes(32)), created=T0,
-                        nonce=bytes(16), manifest=b"\xa0", bodies=table,
-                        where={d.raw: loc for d, loc in where.items()}, area=area,
-                        body_length=length)
-    assert got == want
+    return ct.encode_record(header, area)
+
+
+def _fast_record(where: dict[Digest, Location], framed: list[Any],
+                 rows: LocatorRows | None) -> tuple[bytes, int]:
+    table, area, length = ct.layout_parts(framed)
+    return encode_record(run="r", seq=7, snapshot=Digest(bytes(32)), created=T0,
+                         nonce=bytes(16), manifest=b"\xa0", bodies=table,
+                         where={d.raw: loc for d, loc in where.items()}, area=area,
+                         body_length=length, rows=rows)
+
+
+@settings(max_examples=fuzz_examples(60), deadline=None)
+@given(seed=st.integers(0, 1 << 30), n=st.integers(0, 60), k=st.integers(1, 8),
+       steps=st.integers(1, 6))
+def test_record_bytes_equal_the_header_model(seed: int, n: int, k: int, steps: int) -> None:
+    """Plain rows and container keys, and rows cached across commits (chunks added, dropped
+    and moved to new Location objects, equal refs as distinct objects), give the bytes of
+    RecordHeader over make_locators, containers numbered in first use."""
+    rng = random.Random(seed)
+    pool = [(lambda s=rng.randint(1, 99): RecordRef("r", s)) if rng.random() < 0.6
+            else (lambda d=rng.randbytes(32): PackRef(Digest(d))) for _ in range(k)]
+
+    def loc() -> Location:
+        return Location(rng.choice(pool)(), rng.randint(0, 1 << 40), rng.randint(2, 1 << 20))
+
+    where = {Digest(rng.randbytes(32)): loc() for _ in range(n)}
+    rows = LocatorRows(keep=rng.choice([4, 1 << 18]))
+    for _ in range(steps):
+        framed = [(Digest.of(bytes([i])), 1, b"\x00" + bytes([i]))
+                  for i in range(rng.randint(0, 3))]
+        want = _model_record(where, framed)
+        assert _fast_record(where, framed, None) == want
+        assert _fast_record(where, framed, rows) == want
+        for d in list(where):
+            r = rng.random()
+            if r < 0.2:
+                del where[d]
+            elif r < 0.4:
+                where[d] = loc()  # moved: a new Location object
+        where.update({Digest(rng.randbytes(32)): loc() for _ in range(rng.randint(0, 5))})
 
 
 # -- the raw-digest sets ---------------------------------------------------------------------

@@ -20,6 +20,7 @@ from operator import is_
 
 import cbor2
 
+from ckptfs.format.cbor_parts import array_head
 from ckptfs.format.models import ChunkRef
 
 #: lists remembered (the entries a writer appends to, plus a few it alternates with)
@@ -53,25 +54,6 @@ class ChunkList:
         """The canonical CBOR array of all items (what ``[c.to_cbor() for c in chunks]``
         encodes to)."""
         return array_head(len(self.chunks)) + self.items
-
-
-def array_head(n: int) -> bytes:
-    """The canonical CBOR head of an array of ``n`` items."""
-    return uint_head(4, n)
-
-
-def uint_head(major: int, n: int) -> bytes:
-    """The canonical head of major type ``major`` with argument ``n`` (RFC 8949 3.1)."""
-    m = major << 5
-    if n < 24:
-        return bytes([m | n])
-    if n < 1 << 8:
-        return bytes([m | 24, n])
-    if n < 1 << 16:
-        return bytes([m | 25]) + n.to_bytes(2, "big")
-    if n < 1 << 32:
-        return bytes([m | 26]) + n.to_bytes(4, "big")
-    return bytes([m | 27]) + n.to_bytes(8, "big")
 
 
 def _encode_items(chunks: Sequence[ChunkRef]) -> tuple[list[bytes], list[int], list[bytes]]:
@@ -160,4 +142,4 @@ class ChunkListCache:
         return len(self._exact)
 
 
-__all__ = ["ChunkList", "ChunkListCache", "array_head", "common_prefix"]
+__all__ = ["ChunkList", "ChunkListCache", "common_prefix"]

@@ -29,18 +29,13 @@ import attrs
 
 from ckptfs.errors import FormatError
 from ckptfs.format import cbor
-from ckptfs.format.chunk_lists import ChunkList, ChunkListCache, uint_head
+from ckptfs.format.cbor_parts import map_bytes
+from ckptfs.format.chunk_lists import ChunkList, ChunkListCache
 from ckptfs.format.models import Captured, Entry, Manifest
 
 #: entries remembered (by identity) and the most bytes their encodings may hold in all
 KEEP_ENTRIES = 512
 KEEP_BYTES = 64 * 1024 * 1024
-
-
-def map_bytes(parts: Mapping[str, bytes]) -> bytes:
-    """The canonical CBOR map whose values are already encoded (``parts``: key -> bytes)."""
-    keyed = sorted((cbor.encode(k), v) for k, v in parts.items())
-    return uint_head(5, len(keyed)) + b"".join(k + v for k, v in keyed)
 
 
 class ManifestEncoder:

@@ -11,6 +11,7 @@ from ckptfs.format import framing
 from ckptfs.format.digest import Digest
 from ckptfs.format.models import MAX_CHUNK_SIZE, MAX_MANIFEST_SIZE, Captured, ChunkRef, Manifest
 from ckptfs.format.manifest_bytes import ManifestEncoder
+from ckptfs.format.record_bytes import LocatorRows
 from ckptfs.format.names import chunk_path, snapshot_path
 from ckptfs.storage.base import Storage
 from ckptfs.format.containers import LOCATOR_PREFIX, MAX_RECORD_BODIES, Location, frame_bodies
@@ -103,6 +104,8 @@ class ObjectStore:
         self.writer = "ckptfs"
         #: canonical manifest bytes from the previous commit's cached entry encodings
         self.manifest_bytes = ManifestEncoder()
+        #: v2: the encoded locator rows of the records this writer built (ckptfs.format.record_bytes)
+        self.locator_rows = LocatorRows()
 
     @property
     def layout(self) -> int:
@@ -150,14 +153,14 @@ class ObjectStore:
         if framed:
             located = located - {c.raw for c in own}
         exact, hints, n = self.locations.exact, self.locations.hints, LOCATOR_PREFIX
-        where: dict[bytes, Location] = {}
-        for raw in located:
-            loc = exact.get(raw) or hints.get(raw[:n])
+        where: dict[bytes, Location] = {raw: exact[raw] for raw in located & exact.keys()}
+        for raw in located - exact.keys():  # known by a record's locator only (a resume)
+            loc = hints.get(raw[:n])
             if loc is not None:
                 where[raw] = loc
         rec = RunRecord(run=manifest.run, seq=manifest.seq, snapshot=d, size=len(data),
                         created=manifest.created, nonce=nonce)
-        rec_bytes, placed_own = build_record_raw(rec, data, framed, where)
+        rec_bytes, placed_own = build_record_raw(rec, data, framed, where, self.locator_rows)
         return d, rec_bytes, packs, placed_own
 
     # -- chunks ------------------------------------------------------------------------------

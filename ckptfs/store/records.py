@@ -64,14 +64,17 @@ def build_record(rec: RunRecord, manifest: bytes, framed: Sequence[tuple[Digest,
 
 def build_record_raw(rec: RunRecord, manifest: bytes,
                      framed: Sequence[tuple[Digest, int, bytes]],
-                     where: Mapping[bytes, Location]) -> tuple[bytes, dict[Digest, Location]]:
+                     where: Mapping[bytes, Location], rows: record_bytes.LocatorRows | None = None
+                     ) -> tuple[bytes, dict[Digest, Location]]:
     """``build_record`` with ``where`` keyed by the digests' raw bytes (the commit path: no
-    model objects per located chunk, ckptfs.format.record_bytes)."""
+    model objects per located chunk; ``rows``: encoded locator rows kept across commits,
+    ckptfs.format.record_bytes)."""
     assert rec.nonce is not None
     table, area, area_length = ct.layout_parts(framed)
     data, start = record_bytes.encode_record(
         run=rec.run, seq=rec.seq, snapshot=rec.snapshot, created=rec.created, nonce=rec.nonce,
-        manifest=manifest, bodies=table, where=where, area=area, body_length=area_length)
+        manifest=manifest, bodies=table, where=where, area=area, body_length=area_length,
+        rows=rows)
     ref = RecordRef(rec.run, rec.seq)
     return data, {b.digest: Location(ref, start + b.offset, b.stored) for b in table}
 
