@@ -285,3 +285,20 @@ def test_committed_records_are_the_fresh_encoding(tmp_path: Any,
         assert (containers, locators) == (h.containers, h.locators)
         again, _ = ct.encode_record(h, [])
         assert again[:c.body_start] == data[:c.body_start]
+
+
+@settings(max_examples=fuzz_examples(100), deadline=None)
+@given(m=st.dictionaries(st.text(max_size=30), st.one_of(st.integers(0, 1 << 64),
+                                                         st.binary(max_size=40),
+                                                         st.lists(st.integers(0, 300))),
+                         max_size=30))
+def test_map_bytes_is_canonical_encoding(m: dict[str, Any]) -> None:
+    """Assembling a map from its values' encodings (remembered key encodings included) gives
+    cbor.encode's canonical bytes: key order by encoded key, heads of every width."""
+    from ckptfs.format import cbor
+    from ckptfs.format.cbor_parts import array_bytes, map_bytes
+
+    assert map_bytes({k: cbor.encode(v) for k, v in m.items()}) == cbor.encode(m)
+    assert map_bytes({k: cbor.encode(v) for k, v in m.items()}) == cbor.encode(m)
+    items = list(m.values())
+    assert array_bytes(cbor.encode(v) for v in items) == cbor.encode(items)

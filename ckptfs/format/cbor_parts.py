@@ -40,9 +40,26 @@ def array_bytes(items: Iterable[bytes]) -> bytes:
     return array_head(len(parts)) + b"".join(parts)
 
 
+#: encoded map keys (text is immutable: keyed by content); bounded, cleared when full
+_KEYS: dict[str, bytes] = {}
+_KEYS_MAX = 4096
+
+
+def key_bytes(k: str) -> bytes:
+    """The canonical encoding of the text map key ``k`` (remembered)."""
+    got = _KEYS.get(k)
+    if got is None or type(k) is not str:
+        got = cbor.encode(k)
+        if type(k) is str:
+            if len(_KEYS) >= _KEYS_MAX:
+                _KEYS.clear()
+            _KEYS[k] = got
+    return got
+
+
 def map_bytes(parts: Mapping[str, bytes]) -> bytes:
     """The canonical CBOR map whose values are already encoded (``parts``: key -> bytes)."""
-    keyed = sorted((cbor.encode(k), v) for k, v in parts.items())
+    keyed = sorted((key_bytes(k), v) for k, v in parts.items())
     return uint_head(5, len(keyed)) + b"".join(k + v for k, v in keyed)
 
 
