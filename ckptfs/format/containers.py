@@ -218,7 +218,11 @@ def frame_bodies(chunks: Iterable[tuple[Digest, bytes | memoryview]]
 def encode(header_cbor: dict[str, Any], area: bytes | Sequence[bytes]) -> tuple[bytes, int]:
     """A container's bytes from its header map and body area (bytes, or its parts in order:
     ``layout_parts``); also the body area's offset."""
-    header = cbor.encode(header_cbor)
+    return encode_bytes(cbor.encode(header_cbor), area)
+
+
+def encode_bytes(header: bytes, area: bytes | Sequence[bytes]) -> tuple[bytes, int]:
+    """``encode`` with the header map already encoded (canonically)."""
     if len(header) > MAX_HEADER_SIZE:
         raise FormatError(f"container header would be {len(header)} bytes, over {MAX_HEADER_SIZE}")
     start = PREFIX_LEN + len(header) + DIGEST_SIZE

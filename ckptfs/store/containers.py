@@ -47,25 +47,33 @@ def container_path(ref: ContainerRef) -> str:
 
 class Locations:
     """Where this process last saw each chunk body: by full digest (bodies it read in a
-    container's table or wrote), and by 8-byte prefix (record locators). Hints only."""
+    container's table or wrote), and by 8-byte prefix (record locators). Hints only. Keyed
+    by the digests' raw bytes (hashed in C: a commit looks up every chunk it names)."""
 
     def __init__(self) -> None:
-        self.exact: dict[Digest, Location] = {}
+        self.exact: dict[bytes, Location] = {}
         self.hints: dict[bytes, Location] = {}
 
     def learn(self, c: Container, ref: ContainerRef) -> None:
         """Remember the bodies (and, for a record, the locators) of container ``c``."""
-        self.exact.update(ct.locations(c, ref))
+        self.exact.update({b.digest.raw: c.location(ref, b) for b in c.header.bodies})
         h = c.header
         if isinstance(h, ct.RecordHeader):
             for x in h.locators:
                 self.hints[x.prefix] = Location(h.containers[x.container], x.start, x.stored)
 
     def add(self, where: Mapping[Digest, Location]) -> None:
-        self.exact.update(where)
+        self.exact.update({d.raw: loc for d, loc in where.items()})
+
+    def put(self, d: Digest, loc: Location) -> None:
+        self.exact[d.raw] = loc
 
     def get(self, d: Digest) -> Location | None:
-        return self.exact.get(d) or self.hints.get(d.raw[:ct.LOCATOR_PREFIX])
+        return self.get_raw(d.raw)
+
+    def get_raw(self, raw: bytes) -> Location | None:
+        """``get`` by the digest's raw bytes."""
+        return self.exact.get(raw) or self.hints.get(raw[:ct.LOCATOR_PREFIX])
 
     def forget(self, containers: Iterable[ContainerRef]) -> None:
         """Drop every location inside ``containers`` (they were deleted or rewritten)."""
@@ -198,7 +206,7 @@ class ChunkReader:
             got = self._fetch([loc])[0]
             data = unframe_body(got, ref, where=what)
             if data is not None:
-                self.locations.exact[ref.digest] = loc
+                self.locations.put(ref.digest, loc)
                 return data
             damaged = damaged or got is not None
         try:

@@ -11,9 +11,10 @@ from ckptfs.format import framing
 from ckptfs.format.digest import Digest
 from ckptfs.format.models import MAX_CHUNK_SIZE, MAX_MANIFEST_SIZE, Captured, ChunkRef, Manifest
 from ckptfs.format.manifest_bytes import ManifestEncoder
+from ckptfs.format.record_bytes import LocatorRows
 from ckptfs.format.names import chunk_path, snapshot_path
 from ckptfs.storage.base import Storage
-from ckptfs.format.containers import MAX_RECORD_BODIES, Location, frame_bodies
+from ckptfs.format.containers import LOCATOR_PREFIX, MAX_RECORD_BODIES, Location, frame_bodies
 from ckptfs.format.models import RunRecord
 from ckptfs.store.containers import (
     PACK_TARGET,
@@ -23,8 +24,9 @@ from ckptfs.store.containers import (
     locatable,
     pack_bodies,
 )
-from ckptfs.store.records import build_record
-from ckptfs.store.sweeps import SweepGuard, named_chunks, unprotected
+from ckptfs.store.chunk_sets import named_raws, unprotected
+from ckptfs.store.records import build_record_raw
+from ckptfs.store.sweeps import SweepGuard
 
 #: How long a writer trusts that a chunk it wrote (or restored) still exists without writing it
 #: again. Must stay well under the store's GC grace period (spec/retention.md "Grace rule").
@@ -102,6 +104,8 @@ class ObjectStore:
         self.writer = "ckptfs"
         #: canonical manifest bytes from the previous commit's cached entry encodings
         self.manifest_bytes = ManifestEncoder()
+        #: v2: the encoded locator rows of the records this writer built (ckptfs.format.record_bytes)
+        self.locator_rows = LocatorRows()
 
     @property
     def layout(self) -> int:
@@ -141,19 +145,22 @@ class ObjectStore:
                                         writer=self.writer)
             self.locations.add(placed)
             framed = []
-        where: dict[Digest, Location] = {}
-        named = named_chunks(manifest)
-        for r in results:
-            named[r.digest] = r.size
-        for c in named:
-            if c in own and framed:
-                continue
-            loc = self.locations.get(c)
+        # every chunk it names that this record does not carry is located (raw digests:
+        # hashed and looked up in C, ckptfs.store.chunk_sets)
+        named = named_raws(manifest, self.manifest_bytes.chunk_lists)
+        extra = {r.digest.raw for r in results}
+        located = named | extra if extra else named
+        if framed:
+            located = located - {c.raw for c in own}
+        exact, hints, n = self.locations.exact, self.locations.hints, LOCATOR_PREFIX
+        where: dict[bytes, Location] = {raw: exact[raw] for raw in located & exact.keys()}
+        for raw in located - exact.keys():  # known by a record's locator only (a resume)
+            loc = hints.get(raw[:n])
             if loc is not None:
-                where[c] = loc
+                where[raw] = loc
         rec = RunRecord(run=manifest.run, seq=manifest.seq, snapshot=d, size=len(data),
                         created=manifest.created, nonce=nonce)
-        rec_bytes, placed_own = build_record(rec, data, framed, where)
+        rec_bytes, placed_own = build_record_raw(rec, data, framed, where, self.locator_rows)
         return d, rec_bytes, packs, placed_own
 
     # -- chunks ------------------------------------------------------------------------------
@@ -204,7 +211,8 @@ class ObjectStore:
         are neither in ``given`` nor named by ``parent`` (its run's previous snapshot) nor
         written by this writer within the reuse window. ``results``: chunks of ledger results
         inherited from another run (a fork). Usually none: then no request at all."""
-        need = unprotected(manifest, parent, (d for d, _ in given), self.known.wrote)
+        need = unprotected(manifest, parent, (d for d, _ in given), self.known.wrote,
+                           self.manifest_bytes.chunk_lists)
         extra = {c.digest: c.size for c in results}
         need += [(d, n) for d, n in extra.items() if d not in {x for x, _ in need}
                  and d not in {g for g, _ in given} and not self.known.wrote(d)]

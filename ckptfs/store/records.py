@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from ckptfs.errors import CorruptSnapshot, FormatError, NonCanonical
 from ckptfs.format import containers as ct
+from ckptfs.format import record_bytes
 from ckptfs.format.containers import Container, Location, RecordHeader, RecordRef
 from ckptfs.format.digest import Digest
 from ckptfs.format.models import RunRecord
@@ -58,13 +59,22 @@ def build_record(rec: RunRecord, manifest: bytes, framed: Sequence[tuple[Digest,
                  where: Mapping[Digest, Location]) -> tuple[bytes, dict[Digest, Location]]:
     """A v2 record's bytes for commit ``rec`` carrying ``manifest`` and the ``framed`` bodies,
     with locators for the chunks at ``where``; also where its own bodies will be."""
+    return build_record_raw(rec, manifest, framed, {d.raw: loc for d, loc in where.items()})
+
+
+def build_record_raw(rec: RunRecord, manifest: bytes,
+                     framed: Sequence[tuple[Digest, int, bytes]],
+                     where: Mapping[bytes, Location], rows: record_bytes.LocatorRows | None = None
+                     ) -> tuple[bytes, dict[Digest, Location]]:
+    """``build_record`` with ``where`` keyed by the digests' raw bytes (the commit path: no
+    model objects per located chunk; ``rows``: encoded locator rows kept across commits,
+    ckptfs.format.record_bytes)."""
     assert rec.nonce is not None
     table, area, area_length = ct.layout_parts(framed)
-    containers, locators = ct.make_locators(where)
-    header = RecordHeader(run=rec.run, seq=rec.seq, snapshot=rec.snapshot, created=rec.created,
-                          nonce=rec.nonce, manifest=manifest, bodies=table,
-                          containers=containers, locators=locators, body_length=area_length)
-    data, start = ct.encode_record(header, area)
+    data, start = record_bytes.encode_record(
+        run=rec.run, seq=rec.seq, snapshot=rec.snapshot, created=rec.created, nonce=rec.nonce,
+        manifest=manifest, bodies=table, where=where, area=area, body_length=area_length,
+        rows=rows)
     ref = RecordRef(rec.run, rec.seq)
     return data, {b.digest: Location(ref, start + b.offset, b.stored) for b in table}
 
@@ -118,5 +128,5 @@ def header_snapshot(first: bytes) -> Digest | None:
     return h.snapshot if isinstance(h, RecordHeader) else None
 
 
-__all__ = ["parse_record", "build_record", "read_hint", "seqs_after", "scan_records",
+__all__ = ["parse_record", "build_record", "build_record_raw", "read_hint", "seqs_after", "scan_records",
            "header_snapshot", "SEQ_WIDTH"]
