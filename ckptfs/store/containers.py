@@ -75,6 +75,18 @@ class Locations:
         """``get`` by the digest's raw bytes."""
         return self.exact.get(raw) or self.hints.get(raw[:ct.LOCATOR_PREFIX])
 
+    def candidates(self, d: Digest) -> list[Location]:
+        """Every place this process knows for ``d``, best first: the body it last saw in a
+        container's table, then the last record locator with ``d``'s prefix. The first can be
+        stale while the second is right (another process's gc deleted the container this
+        process once read the body in, keeping the copy a newer record locates), so a reader
+        tries them all before it reports the chunk missing (spec/v2.md 3.5, 6)."""
+        out: list[Location] = []
+        for loc in (self.exact.get(d.raw), self.hints.get(d.raw[:ct.LOCATOR_PREFIX])):
+            if loc is not None and loc not in out:
+                out.append(loc)
+        return out
+
     def forget(self, containers: Iterable[ContainerRef]) -> None:
         """Drop every location inside ``containers`` (they were deleted or rewritten)."""
         gone = set(containers)
@@ -146,8 +158,7 @@ class ChunkReader:
                 damaged.add(i)
         for i, r in enumerate(refs):
             if i not in out:
-                out[i] = self._fallback(r, self.locations.get(r.digest), where=where,
-                                        damaged=i in damaged)
+                out[i] = self._fallback(r, where=where, damaged=i in damaged)
         return [out[i] for i in range(len(refs))]
 
     def read_stored(self, refs: Sequence[ChunkRef], *, where: str) -> list[bytes]:
@@ -184,12 +195,44 @@ class ChunkReader:
             out.append(piece)
         return out
 
-    def _fallback(self, ref: ChunkRef, loc: Location | None, *, where: str,
-                  damaged: bool = False) -> bytes:
-        """Forwards of the hinted container, then the loose v1 object, then missing
-        (``damaged``: bytes were found at ``loc`` but they are not the chunk; then a chunk no
+    def _fallback(self, ref: ChunkRef, *, where: str, damaged: bool = False) -> bytes:
+        """Each place this process knows for the chunk (``Locations.candidates``; the first
+        was tried already) and the forwards of each, then the loose v1 object, then missing
+        (``damaged``: bytes were found somewhere but they are not the chunk; then a chunk no
         other place holds is corrupt, not missing, spec/v2.md 6 step 5)."""
         what = f"{where}: chunk {ref.digest}"
+        for n, loc in enumerate(self.locations.candidates(ref.digest)):
+            if n:
+                got = self._fetch([loc])[0]
+                data = unframe_body(got, ref, where=what)
+                if data is not None:
+                    self.locations.put(ref.digest, loc)
+                    return data
+                damaged = damaged or got is not None
+            found, damaged = self._forwarded(ref, loc, what, damaged)
+            if found is not None:
+                return found
+        try:
+            stored: bytes | None = self.storage.read(chunk_path(ref.digest))
+        except FileNotFoundError:
+            stored = None
+        if stored is not None:
+            data = unframe_body(stored, ref, where=what)
+            if data is not None:
+                return data
+            damaged = True
+        if damaged:
+            raise CorruptSnapshot(f"{what} does not match its digest where the store holds it "
+                                  "(bytes flipped on disk?). Run 'ckptfs verify'.")
+        raise MissingObject(
+            f"{what} is missing from the store (no container, forward or loose object holds "
+            "it); the snapshot cannot be restored. Run 'ckptfs verify' to list every affected "
+            "snapshot.")
+
+    def _forwarded(self, ref: ChunkRef, loc: Location | None, what: str, damaged: bool
+                   ) -> tuple[bytes | None, bool]:
+        """The chunk through the forwards of ``loc``'s container (at most MAX_HOPS), or None;
+        and whether damaged bytes were met on the way."""
         hops = 0
         while loc is not None and hops < MAX_HOPS:
             hops += 1
@@ -207,24 +250,9 @@ class ChunkReader:
             data = unframe_body(got, ref, where=what)
             if data is not None:
                 self.locations.put(ref.digest, loc)
-                return data
+                return data, damaged
             damaged = damaged or got is not None
-        try:
-            stored: bytes | None = self.storage.read(chunk_path(ref.digest))
-        except FileNotFoundError:
-            stored = None
-        if stored is not None:
-            data = unframe_body(stored, ref, where=what)
-            if data is not None:
-                return data
-            damaged = True
-        if damaged:
-            raise CorruptSnapshot(f"{what} does not match its digest where the store holds it "
-                                  "(bytes flipped on disk?). Run 'ckptfs verify'.")
-        raise MissingObject(
-            f"{what} is missing from the store (no container, forward or loose object holds "
-            "it); the snapshot cannot be restored. Run 'ckptfs verify' to list every affected "
-            "snapshot.")
+        return None, damaged
 
 
 def created_now() -> int:
@@ -274,21 +302,25 @@ def locatable(storage: Storage, locations: Locations, digests: Iterable[Digest],
     lost = []
     seen = {} if seen is None else seen
     for d in digests:
-        loc = locations.get(d)
-        if loc is not None:
-            ok = seen.get(loc.container)
-            if ok is None:
-                ok = seen[loc.container] = container_exists(storage, loc.container)
-            if ok:
-                continue
-            try:
-                fwd = ct.Forward.from_bytes(
-                    storage.read(forward_path(container_path(loc.container))), what="forward")
-            except (FileNotFoundError, FormatError):
-                fwd = None
-            moved = fwd.bodies.get(d) if fwd is not None else None
-            if moved is not None and container_exists(storage, moved.container):
-                continue
+        if any(_held_at(storage, loc, d, seen) for loc in locations.candidates(d)):
+            continue
         if not storage.exists(chunk_path(d)):
             lost.append(d)
     return lost
+
+
+def _held_at(storage: Storage, loc: Location, d: Digest, seen: dict[ContainerRef, bool]
+             ) -> bool:
+    """Whether ``loc``'s container exists, or its forward moves ``d`` to one that does."""
+    ok = seen.get(loc.container)
+    if ok is None:
+        ok = seen[loc.container] = container_exists(storage, loc.container)
+    if ok:
+        return True
+    try:
+        fwd = ct.Forward.from_bytes(
+            storage.read(forward_path(container_path(loc.container))), what="forward")
+    except (FileNotFoundError, FormatError):
+        return False
+    moved = fwd.bodies.get(d)
+    return moved is not None and container_exists(storage, moved.container)
