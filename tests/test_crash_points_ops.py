@@ -116,14 +116,24 @@ def every_crash(kind: str, prepare: Callable[[], str], doomed: Callable[[Storage
             if LONG or op in MUTATIONS
             for mode in ("before", "after", "tear")
             if mode != "tear" or (has_data and kind == "local")]
+    finished = 0
     for k, mode in plan:
         url = prepare()
         faulty = FaultyStorage(reopen(kind, url), fail_at=k, mode=mode)
-        with pytest.raises(Crash):
+        try:
             doomed(faulty)
+        except Crash:
+            pass
+        else:
+            # this run made fewer operations than the counting one: copy uploads packs on a
+            # thread while it creates records, and reuses a lease look only within the check
+            # window, so its operations can depend on timing. The finished store is checked
+            # like a crashed one; most points must still crash
+            finished += 1
         check(reopen(kind, url), f"op {k}: {faulty.crashed_in}")
         drop(kind, url)
-    return len(plan)
+    assert finished <= len(plan) // 10, f"{finished} of {len(plan)} runs ended before their op"
+    return len(plan) - finished
 
 
 def _tally(name: str, kind: str, n: int) -> None:
