@@ -212,23 +212,10 @@ class LocalStorage(LocalTemps, Storage):
         there = self._existing(path)
         if there is True:
             return Staged(finish=lambda: None, discard=lambda: None)
-        try:
-            temp = self._temp_open(parts)
-        except StorageError:
-            raise
-        except OSError as e:
-            raise err.wrap(e, path) from e
-
-        def finish() -> None:
-            try:
-                if self.durable:
-                    self._fsync(temp[1])
-            except OSError as e:
-                self._discard([temp])
-                raise err.wrap(e, path) from e
-            self._sync_dirs([self._put(temp, path, exclusive=False, replace=there is None)])
-
-        return Staged(finish=finish, discard=lambda: self._discard([temp]))
+        temp = self._temp_for(parts, path)
+        return Staged(finish=lambda: self._place_temp(temp, path, exclusive=False,
+                                                      replace=there is None),
+                      discard=lambda: self._discard([temp]))
 
     def write_many(self, items: Iterable[tuple[str, bytes]]) -> None:
         todo, replace = self._todo(items)

@@ -139,12 +139,22 @@ class LocalTemps(LocalFolders):
     def _write_one(self, data: bytes | Sequence[bytes | memoryview], path: str, *,
                    exclusive: bool,
                    replace: bool = False) -> None:
+        self._place_temp(self._temp_for(data, path), path, exclusive=exclusive,
+                         replace=replace)
+
+    def _temp_for(self, data: bytes | Sequence[bytes | memoryview], path: str
+                  ) -> tuple[str, int]:
+        """A temp file holding ``data``, bound for ``path`` (errors name ``path``)."""
         try:
-            temp = self._temp_open(data)
+            return self._temp_open(data)
         except StorageError:
             raise
         except OSError as e:
             raise err.wrap(e, path) from e
+
+    def _place_temp(self, temp: tuple[str, int], path: str, *, exclusive: bool,
+                    replace: bool) -> None:
+        """Make the temp file ``temp`` durable and put it at ``path`` (dropped on failure)."""
         try:
             if self.durable:
                 self._fsync(temp[1])
