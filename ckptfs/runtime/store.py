@@ -20,7 +20,7 @@ from ckptfs.format import cbor
 from ckptfs.format.cdc import ChunkerParams
 from ckptfs.format.ledger import Ledger
 from ckptfs.format.models import Captured, Manifest, Reference, Schema
-from ckptfs.format.names import check_run_id
+from ckptfs.format.names import EXPIRY, check_run_id
 from ckptfs.runtime.codecs import Codecs
 from ckptfs.runtime.effects import large_result
 from ckptfs.runtime.migrations import Migrations, Step, apply_steps, apply_to_result, as_schema
@@ -29,6 +29,7 @@ from ckptfs.runtime.run import Run, expiry_ms
 from ckptfs.storage import Storage, open_storage
 from ckptfs.store.entries import EntryWriter, decode_value, read_content, read_ledger, stored_blob
 from ckptfs.store.lifecycle import read_expiry, read_retired
+from ckptfs.store.heads import HeadLook
 from ckptfs.store.repository import Repository, Snapshot, now_ms
 
 #: a state schema as the API takes it: a Schema, ``(name, version)`` or ``"name@version"``
@@ -113,11 +114,11 @@ class Store:
         # retention hook (ckptfs.store.sweeps): look at the maintenance lease before relying on
         # the head's chunks, so that the next commit knows whether a sweep may have taken them
         self.repo.objects.sweeps.before_write(())
-        snap, is_head = self.repo.resolve_ref(ref)
-        self.repo.check_not_erased(snap.run)
+        snap, look = self.repo.resolve_ref(ref)
+        self.repo.check_not_erased(snap.run, look)
         # a run id resolved to its head just now: finding it again costs requests, no safety
         # (the head may move either way before the next commit, which then conflicts)
-        head = snap if is_head else self.repo.head(snap.run)
+        head = snap if look is not None else self.repo.head(snap.run)
         if head is None or head.seq != snap.seq:
             raise ConflictError(
                 f"snapshot {snap.id} is seq {snap.seq} of run {snap.run!r}, whose head is now "
@@ -125,11 +126,13 @@ class Store:
                 "head, or fork the snapshot into a new run (store.fork / 'ckptfs fork').")
         target, chain = self._plan(snap, schema, migrations)
         state, writer = self._restore(snap, lenient_refs=lenient_refs, allow_expired=allow_expired,
-                                      seed=True, ref_policy=ref_policy, raw_types=bool(chain))
+                                      seed=True, ref_policy=ref_policy, raw_types=bool(chain),
+                                      look=look)
         ledger, ledger_writer = self._ledger(snap, writer)
         state = self._migrate(snap, chain, state)
         ledger = self._migrate_ledger(snap, chain, ledger)
-        run_expiry = read_expiry(self.storage, snap.run)
+        run_expiry = (None if look is not None and look.expiry_names is not None
+                      and EXPIRY not in look.expiry_names else read_expiry(self.storage, snap.run))
         return Run(self, snap.run, target, head=snap, resumed_from=snap.digest,
                    attempt=snap.attempt + 1, state=state, writer=writer, ledger=ledger,
                    ledger_writer=ledger_writer, expires=run_expiry.expires if run_expiry else None,
@@ -230,10 +233,10 @@ class Store:
 
         With ``schema`` and ``migrations`` the state is migrated in memory as ``resume`` would.
         """
-        snap = ref if isinstance(ref, Snapshot) else self.repo.resolve(ref)
+        snap, look = (ref, None) if isinstance(ref, Snapshot) else self.repo.resolve_ref(ref)
         _, chain = self._plan(snap, schema, migrations)
         state, _ = self._restore(snap, lenient_refs=lenient_refs, allow_expired=allow_expired,
-                                 ref_policy=ref_policy, raw_types=bool(chain))
+                                 ref_policy=ref_policy, raw_types=bool(chain), look=look)
         return self._migrate(snap, chain, state)
 
     def ledger(self, ref: str | Snapshot, *, allow_expired: bool = False,
@@ -263,13 +266,16 @@ class Store:
 
     def _restore(self, snap: Snapshot, *, lenient_refs: bool, allow_expired: bool = False,
                  seed: bool = False, ref_policy: RefPolicy | None = None,
-                 raw_types: bool = False) -> tuple[dict[str, Any], EntryWriter]:
+                 raw_types: bool = False, look: HeadLook | None = None
+                 ) -> tuple[dict[str, Any], EntryWriter]:
         """The state of ``snap``; with ``raw_types`` unregistered type names come back as
-        TypedValue whatever the registry says (a migration chain will map or refuse them)."""
+        TypedValue whatever the registry says (a migration chain will map or refuse them).
+        ``look``: the head search that found ``snap`` in this operation (its listing tells
+        which expiry overrides exist)."""
         m: Manifest = snap.manifest
         policy = ref_policy or self.ref_policy
         if not allow_expired:
-            self.repo.check_not_expired(snap)
+            self.repo.check_not_expired(snap, look=look)
         writer = self._writer() if seed else EntryWriter(self.repo.objects, self.repo.config.chunker)
         self.repo.ensure_located(snap)
         state: dict[str, Any] = {}

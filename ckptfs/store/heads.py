@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
+import attrs
+
 from ckptfs.errors import NotFound
+from ckptfs.format.lifecycle import Retired
 from ckptfs.format.models import RunRecord
-from ckptfs.format.names import parse_seq_name, run_dir
+from ckptfs.format.names import EXPIRY, parse_seq_name, run_dir
 from ckptfs.store.lifecycle import read_retired
 from ckptfs.store.records import read_hint, seqs_after
 
@@ -20,33 +23,68 @@ if TYPE_CHECKING:
     from ckptfs.store.repository import Repository
 
 
+@attrs.frozen
+class HeadLook:
+    """What finding a run's head learned: the head record (None: the run has none), the run's
+    retired marker as read then, and which expiry overrides of the run exist when the listing
+    showed them (their names relative to the run's folder; None when unknown).
+
+    A look is a moment's reading, like the requests it saves: the operation that found the
+    head may use it for its own checks (erased, fenced, expired) instead of asking again, and
+    must not keep it beyond that operation."""
+
+    record: RunRecord | None
+    retired: Retired | None
+    expiry_names: frozenset[str] | None = None
+
+
 def find_head(repo: Repository, run_id: str) -> RunRecord | None:
     """The record with the highest visible sequence number of ``run_id``, or None."""
+    return look_for_head(repo, run_id).record
+
+
+def look_for_head(repo: Repository, run_id: str) -> HeadLook:
+    """``find_head``, with the retired marker and expiry overrides it saw on the way."""
     if repo.config.version >= 2:
         found = head_from_hint(repo, run_id)
         if found is not None:
-            return found or None
+            return found
     listing = repo.storage.list(run_dir(run_id))
     retired = read_retired(repo.storage, run_id) if listing else None
     if retired is None:  # the greatest record name is the head: look from the end
         top = next((n for n in sorted(listing, reverse=True) if parse_seq_name(n)), None)
-        return None if top is None else repo.record(run_id, int(top))
+        return HeadLook(None if top is None else repo.record(run_id, int(top)), None)
     names = [n for n in listing if parse_seq_name(n)]
     visible = [s for s in map(int, names) if retired.visible(s)]  # strays are not heads
-    return repo.record(run_id, max(visible)) if visible else None
+    return HeadLook(repo.record(run_id, max(visible)) if visible else None, retired)
 
 
-def head_from_hint(repo: Repository, run_id: str) -> RunRecord | Literal[False] | None:
-    """The head found forward from the hint; False when the run has no records; None when this
-    backend or this hint cannot tell (the caller lists the run)."""
+def head_from_hint(repo: Repository, run_id: str) -> HeadLook | None:
+    """The head found forward from the hint; None when this backend or this hint cannot tell
+    (the caller lists the run). The listing after the hint holds every retired marker and
+    expiry override of the run (they sort after the record names): the marker is read from
+    it without listing ``retired/`` again (spec/v2.md 4)."""
     storage = repo.storage
     hint = read_hint(storage, run_id)
     h = hint.seq if hint is not None else 0
     after = seqs_after(storage, run_id, h)
     if after is None:
         return None
-    above, has_retired = after
-    retired = read_retired(storage, run_id) if has_retired else None
+    above, other = after
+    throughs = [s for s in (parse_seq_name(n[len("retired/"):]) for n in other
+                            if n.startswith("retired/")) if s is not None]
+    retired = read_retired(storage, run_id, throughs) if throughs else None
+    expiry = frozenset(n for n in other if n == EXPIRY or n.startswith(EXPIRY + "-"))
+    found = _visible_top(repo, run_id, above, h, retired)
+    if found is None:
+        return None
+    return HeadLook(found or None, retired, expiry)
+
+
+def _visible_top(repo: Repository, run_id: str, above: list[int], h: int,
+                 retired: Retired | None) -> RunRecord | Literal[False] | None:
+    """The highest visible record among ``above``, else the hint's own record ``h``; False
+    when the run has no records at all; None when the hint is ahead (list the run)."""
     for seq in reversed(above):
         if retired is None or retired.visible(seq):
             return repo.record(run_id, seq)

@@ -81,10 +81,14 @@ def read_expiry(storage: Storage, run_id: str, seq: int | None = None) -> Expiry
     return e
 
 
-def effective_expiry(storage: Storage, run_id: str, seq: int, manifest_expires: int | None
-                     ) -> int | None:
-    """A snapshot's expiry: its own override, else the run's override, else the manifest's."""
+def effective_expiry(storage: Storage, run_id: str, seq: int, manifest_expires: int | None,
+                     *, exists: frozenset[str] | None = None) -> int | None:
+    """A snapshot's expiry: its own override, else the run's override, else the manifest's.
+    ``exists``: the override names (relative to the run's folder) a listing of this operation
+    showed; an override it did not show is not read (None: read both)."""
     for s in (seq, None):
+        if exists is not None and expiry_path(run_id, s).rsplit("/", 1)[1] not in exists:
+            continue
         o = read_expiry(storage, run_id, s)
         if o is not None:
             return o.expires

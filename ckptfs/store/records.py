@@ -88,14 +88,22 @@ def read_hint(storage: Storage, run_id: str) -> ct.HeadHint | None:
         return None
 
 
-def seqs_after(storage: Storage, run_id: str, after: int) -> tuple[list[int], bool] | None:
-    """Record seqs above ``after`` and whether the run has retired markers, from one listing
-    that starts after record ``after`` (None when the backend cannot list from a key)."""
+def seqs_after(storage: Storage, run_id: str, after: int) -> tuple[list[int], list[str]] | None:
+    """Record seqs above ``after``, ascending, and the run's other names (relative, at any
+    depth: ``retired/<seq>``, ``expiry``, ``expiry-<seq>``, ``head``, which all sort after
+    the 20-digit record names, so the listing holds every one of them), from one listing that
+    starts after record ``after`` (None when the backend cannot list from a key)."""
     names = storage.list_after(run_dir(run_id), seq_name(after))
     if names is None:
         return None
-    seqs = [s for s in (parse_seq_name(n) for n in names if "/" not in n) if s is not None]
-    return sorted(s for s in seqs if s > after), any(n.startswith("retired/") for n in names)
+    seqs, other = [], []
+    for n in names:
+        s = parse_seq_name(n) if "/" not in n else None
+        if s is None:
+            other.append(n)
+        elif s > after:
+            seqs.append(s)
+    return sorted(seqs), other
 
 
 def record_names(names: Iterable[str]) -> list[int]:

@@ -51,7 +51,7 @@ from ckptfs.store.lifecycle import (
 )
 from ckptfs.store.objects import ObjectStore, ledger_results
 from ckptfs.store.sweeps import Seen, check_window_ms, named_chunks
-from ckptfs.store.heads import find_head
+from ckptfs.store.heads import HeadLook, look_for_head
 from ckptfs.store.snapshot import Snapshot as Snapshot  # re-exported: its old home
 from ckptfs.store.ids import find_record, ids_with_prefix
 from ckptfs.store.records import parse_record
@@ -204,12 +204,14 @@ class Repository:
         return ErasedError(f"{what} was erased at {at} (reason: "
                            f"{stone.reason!r}); only its tombstone remains")
 
-    def check_not_erased(self, run_id: str) -> None:
-        """Raise ErasedError when the run was erased or fenced by a partial erase."""
+    def check_not_erased(self, run_id: str, look: HeadLook | None = None) -> None:
+        """Raise ErasedError when the run was erased or fenced by a partial erase. ``look``:
+        the head search this operation just made, whose retired marker is used instead of
+        reading it again (one listing and one read fewer on an object store)."""
         err = self.erased(run_id)
         if err is not None:
             raise err
-        retired = read_retired(self.storage, run_id)
+        retired = look.retired if look is not None else read_retired(self.storage, run_id)
         if retired is not None and retired.fenced:
             raise ErasedError(f"run {run_id!r} is fenced (it or snapshots of it were erased): "
                               "no writer may commit to it again. Fork a retained snapshot into a "
@@ -233,7 +235,11 @@ class Repository:
 
     def head(self, run_id: str) -> RunRecord | None:
         """The record with the highest visible sequence number (ckptfs.store.heads)."""
-        return find_head(self, run_id)
+        return look_for_head(self, run_id).record
+
+    def head_look(self, run_id: str) -> HeadLook:
+        """``head``, with the run's retired marker and expiry overrides seen on the way."""
+        return look_for_head(self, run_id)
 
     def commit(self, manifest: Manifest,
                chunks: list[tuple[Digest, bytes | memoryview]] | None = None,
@@ -383,15 +389,19 @@ class Repository:
                 f"run {run_id!r} has no retained snapshot with sequence number {seq} (it was "
                 "forgotten)"))
 
-    def expiry(self, snap: Snapshot) -> int | None:
+    def expiry(self, snap: Snapshot, look: HeadLook | None = None) -> int | None:
         """The snapshot's effective expiry in ms (its override, else its run's, else the
-        manifest's; spec/retention.md "Lifetimes"), or None for never."""
-        return effective_expiry(self.storage, snap.run, snap.seq, snap.expires)
+        manifest's; spec/retention.md "Lifetimes"), or None for never. ``look``: a head search
+        of this operation whose listing showed which overrides exist (none is read that it
+        did not show)."""
+        return effective_expiry(self.storage, snap.run, snap.seq, snap.expires,
+                                exists=None if look is None else look.expiry_names)
 
-    def check_not_expired(self, snap: Snapshot, *, now: int | None = None) -> None:
+    def check_not_expired(self, snap: Snapshot, *, now: int | None = None,
+                          look: HeadLook | None = None) -> None:
         """Raise ExpiredError when ``snap`` has expired: its state must not be restored or shown
         unless the caller explicitly allows expired data."""
-        expires = self.expiry(snap)
+        expires = self.expiry(snap, look)
         if expires is not None and expires <= (now_ms() if now is None else now):
             raise ExpiredError(
                 f"snapshot {snap.id} (run {snap.run!r} seq {snap.seq}) expired at "
@@ -441,36 +451,37 @@ class Repository:
         ``RUN@SEQ``."""
         return self.resolve_ref(ref)[0]
 
-    def resolve_ref(self, ref: str) -> tuple[Snapshot, bool]:
-        """``resolve``, and whether the snapshot was found as its run's head just now (``RUN``,
-        ``RUN@head``): a caller that needs the head then need not find it again."""
+    def resolve_ref(self, ref: str) -> tuple[Snapshot, HeadLook | None]:
+        """``resolve``, and the head search that found it when it was found as its run's head
+        just now (``RUN``, ``RUN@head``; else None): a caller that needs the head then need not
+        find it again, and may check the run's retired range and expiry from that look."""
         ref = ref.strip()
         if ref.startswith("blake3:") or (len(ref) == 64 and _is_hex(ref)):
-            return self.snapshot(Digest.parse(ref)), False
+            return self.snapshot(Digest.parse(ref)), None
         if "@" in ref:
             run_id, _, seq_text = ref.rpartition("@")
             check_run_id(run_id)
             if seq_text == "head":
-                return self._head_snapshot(run_id), True
+                return self._head_snapshot(run_id)
             seq = parse_uint(seq_text, what=f"{ref!r:.200}: expected RUN@SEQ, and SEQ")
             snap = self.snapshot_at(run_id, seq)
             self._check_retained(run_id, snap.seq)
-            return snap, False
+            return snap, None
         if _is_hex(ref) and len(ref) >= 6 and ref not in self.run_ids():
             matches = self.snapshot_ids(ref)
             if len(matches) > 1:
                 raise NotFound(f"snapshot prefix {ref!r} is ambiguous ({len(matches)} matches)")
             if matches:
-                return self.snapshot(matches[0]), False
+                return self.snapshot(matches[0]), None
         if RUN_ID.match(ref):
-            return self._head_snapshot(ref), True
+            return self._head_snapshot(ref)
         raise NotFound(f"{ref!r} names no snapshot or run in {self.url}")
 
-    def _head_snapshot(self, run_id: str) -> Snapshot:
-        rec = self.head(run_id)
-        if rec is None:
+    def _head_snapshot(self, run_id: str) -> tuple[Snapshot, HeadLook]:
+        look = self.head_look(run_id)
+        if look.record is None:
             raise self.erased(run_id) or NotFound(f"no run {run_id!r} in {self.url}")
-        return self._recorded(rec)
+        return self._recorded(look.record), look
 
 
 def _is_hex(s: str) -> bool:

@@ -90,16 +90,27 @@ def _break_v2(rule: str) -> None:
     if rule == "trust-head-hint":  # [4] the hint is taken as the head, unchecked
         from ckptfs.store.records import read_hint
 
+        from ckptfs.store.heads import HeadLook
+        from ckptfs.store.lifecycle import read_retired
+
         def head(self: repository.Repository, run_id: str) -> Any:
             hint = read_hint(self.storage, run_id)
             return self.record(run_id, hint.seq) if hint is not None else real_head(self, run_id)
+
+        def head_look(self: repository.Repository, run_id: str) -> Any:
+            hint = read_hint(self.storage, run_id)
+            if hint is None:
+                return real_look(self, run_id)
+            return HeadLook(self.record(run_id, hint.seq), read_retired(self.storage, run_id))
 
         def parse(cls: Any, data: bytes, run: str) -> Any:
             m = cbor.decode(data[:-ct.HINT_CHECK], what="hint", check_canonical=False)
             return cls(run, m["seq"], Digest(m["snapshot"]), m["written"])
 
         real_head = repository.Repository.head
+        real_look = repository.Repository.head_look
         setattr(repository.Repository, "head", head)
+        setattr(repository.Repository, "head_look", head_look)
         setattr(ct.HeadHint, "parse", classmethod(lambda cls, data, run: _or_none(
             lambda: parse(cls, data, run))))
     elif rule == "skip-header-digest":  # [3.1 step 2] (digests of containers and hints)
