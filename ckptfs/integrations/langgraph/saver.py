@@ -33,7 +33,7 @@ from ckptfs.format.ledger import Effect
 from ckptfs.format.models import Captured, Entry, Manifest
 from ckptfs.format.names import LABEL_KEY
 from ckptfs.format.typed import FEATURE as TYPED_FEATURE
-from ckptfs.integrations.langgraph import threads
+from ckptfs.integrations.langgraph import listing, threads
 from ckptfs.integrations.langgraph.index import RunLookup
 from ckptfs.integrations.langgraph.layout import (
     CHAIN,
@@ -117,7 +117,7 @@ class CkptfsSaver(RunLookup, BaseCheckpointSaver[int]):
         self._effect_runs: dict[str, Run] = {}
         self._live: dict[str, str] = {}
         #: run id -> the listing ``_closed`` just took, for the index created next
-        self._listed: dict[str, builtins.list[int]] = {}
+        self._listed: dict[str, tuple[builtins.list[int], listing.Marks]] = {}
         self._ready = False
 
     @classmethod
