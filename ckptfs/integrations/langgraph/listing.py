@@ -86,9 +86,13 @@ def above(repo: Repository, run_id: str, top: int, known: Marks
 
 
 def first_look(repo: Repository, run_id: str) -> tuple[list[int], Marks]:
-    """The visible sequence numbers of a run this saver has not seen: from the head hint and
-    one listing after it when the run has no retired markers (records 1 to the head, none
-    missing), else (no hint, no listing from a key, markers) one listing of the run."""
+    """The visible sequence numbers of a run this saver has not seen. A run without retired
+    markers holds records 1 to its head, none missing: on a version 2 store on a backend that
+    lists from a key, its head comes from the head hint and one listing after it (spec/v2.md
+    section 4). Runs with markers, other backends (spec/v2.md 4: they list the whole run; a
+    probe of names could miss records above a damaged gap) and version 1 stores are listed
+    whole. A record below the hint found missing later sends the saver to a whole listing
+    (``RunLookup._fresh``)."""
     storage = repo.storage
     cfg = repo.load_config()
     if cfg is not None and cfg.version >= 2 and storage.lists_after:
