@@ -19,7 +19,14 @@ from __future__ import annotations
 import attrs
 
 from ckptfs.format.lifecycle import Retired
-from ckptfs.format.names import RETIRED, parse_seq_name, record_path, run_dir, seq_name
+from ckptfs.format.names import (
+    RETIRED,
+    SEQ_WIDTH,
+    parse_seq_name,
+    record_path,
+    run_dir,
+    seq_name,
+)
 from ckptfs.store.lifecycle import read_retired, retired_throughs
 from ckptfs.store.records import read_hint
 from ckptfs.store.repository import Repository
@@ -49,10 +56,23 @@ def whole(repo: Repository, run_id: str) -> tuple[list[int], Marks]:
     """Every visible sequence number, ascending, from one listing of the run, and the markers
     read before it (a forget that lands in between changes them: the next look lists again)."""
     marks = read_marks(repo, run_id)
-    seqs = repo.record_seqs(run_id)
+    repo.load_config()  # a store this reader cannot read fails before anything else
+    seqs = record_seqs(repo.storage.list(run_dir(run_id)))
     if marks.top is not None:
         seqs = [s for s in seqs if marks.top.visible(s)]
     return seqs, marks
+
+
+def record_seqs(names: list[str]) -> list[int]:
+    """The sequence numbers (>= 1) of the record names among ``names``, a listing sorted by
+    name (fixed-width names sort as their numbers): ``parse_seq_name`` inlined, about twice
+    as fast on a run of thousands of records."""
+    out = [int(n) for n in names if len(n) == SEQ_WIDTH and n.isascii() and n.isdigit()]
+    if out and (out[0] < 1 or out[-1] >= 1 << 64):
+        out = [s for s in out if 1 <= s < 1 << 64]
+    if any(a >= b for a, b in zip(out, out[1:])):  # a backend that does not sort its listing
+        out = sorted(set(out))
+    return out
 
 
 def above(repo: Repository, run_id: str, top: int, known: Marks
@@ -96,10 +116,10 @@ def first_look(repo: Repository, run_id: str) -> tuple[list[int], Marks]:
     storage = repo.storage
     cfg = repo.load_config()
     if cfg is not None and cfg.version >= 2 and storage.lists_after:
-        marks = read_marks(repo, run_id)
-        hint = read_hint(storage, run_id) if not marks.throughs else None
+        hint = read_hint(storage, run_id)
         if hint is not None and hint.seq > 0:
-            new = above(repo, run_id, hint.seq, marks)
+            # the listing after the hint shows the markers too: None when there are any
+            new = above(repo, run_id, hint.seq, Marks())
             if new is not None and (new or storage.exists(record_path(run_id, hint.seq))):
-                return list(range(1, (new[-1] if new else hint.seq) + 1)), marks
+                return list(range(1, (new[-1] if new else hint.seq) + 1)), Marks()
     return whole(repo, run_id)
