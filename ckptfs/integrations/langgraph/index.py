@@ -12,7 +12,8 @@ from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 from ckptfs.errors import ErasedError, NotFound
-from ckptfs.format.names import DECIMAL, record_path
+from ckptfs.format.names import DECIMAL
+from ckptfs.integrations.langgraph import listing
 from ckptfs.integrations.langgraph.layout import (
     L_MAX_CID,
     L_MAX_W_SEQ,
@@ -42,7 +43,7 @@ class RunLookup:
     _thread_locks: dict[str, threading.RLock]
     _runs: OrderedDict[str, _RunIndex]
     _live: dict[str, str]
-    _listed: dict[str, builtins.list[int]]
+    _listed: dict[str, tuple[builtins.list[int], listing.Marks]]
     _ready: bool
 
     # -- bookkeeping -------------------------------------------------------------------------
@@ -71,12 +72,15 @@ class RunLookup:
 
     def _closed(self, run_id: str) -> bool:
         """True when the run has a retired marker and no visible snapshot (erased, or forgotten
-        whole): no new snapshot may be committed to it."""
-        seqs = self.store.repo.seqs(run_id)
+        whole): no new snapshot may be committed to it. A run without markers is open: no
+        listing of its records then."""
+        if not retired_throughs(self.store.storage, run_id):
+            return False
+        seqs, marks = listing.whole(self.store.repo, run_id)
         if seqs:  # the listing a new index of this run would take again at once: keep it
             with self._lock:
-                self._listed[run_id] = seqs
-        return not seqs and bool(retired_throughs(self.store.storage, run_id))
+                self._listed[run_id] = (seqs, marks)
+        return not seqs
 
     def _index(self, run_id: str, thread_id: str | None, ns: str | None, *,
                refresh: bool = True) -> _RunIndex:
@@ -87,7 +91,7 @@ class RunLookup:
                 idx = self._runs[run_id] = _RunIndex(run_id, thread_id, ns)
                 refresh = True
                 if listed is not None:  # taken by _live_run a moment ago
-                    idx.reset(listed)
+                    idx.reset(*listed)
                     refresh = False
             self._runs.move_to_end(run_id)
             for cold in builtins.list(self._runs.values())[:-WARM_RUNS]:
@@ -96,34 +100,52 @@ class RunLookup:
                 cold.loaded.clear()
                 cold.complete = False
         if refresh:
-            self._sync(idx)
+            self._refresh(idx)
         return idx
 
     def _ns_index(self, thread_id: str, ns: str, *, refresh: bool = True) -> _RunIndex:
-        """The index of the live run of (thread, namespace)."""
-        return self._index(self._live_run(run_id_for(thread_id, ns)), thread_id, ns,
-                           refresh=refresh)
+        """The index of the live run of (thread, namespace). A refreshed run that turned out
+        empty with retired markers may have been erased by another saver since this one chose
+        it: the live generation is looked up again (else the next put would hit the fence)."""
+        base = run_id_for(thread_id, ns)
+        idx = self._index(self._live_run(base), thread_id, ns, refresh=refresh)
+        if refresh and not idx.seqs and idx.marks is not None and idx.marks.throughs:
+            with self._lock:
+                if self._live.get(base) == idx.run_id:
+                    del self._live[base]
+            rid = self._live_run(base)
+            if rid != idx.run_id:
+                idx = self._index(rid, thread_id, ns)
+        return idx
 
     def _sync(self, idx: _RunIndex) -> None:
-        """Take a new listing of the run (another saver may have written or forgotten)."""
+        """Take a new listing of the whole run (another saver may have written or forgotten)."""
         with idx.lock:
-            idx.reset(self.store.repo.seqs(idx.run_id))
+            idx.reset(*listing.whole(self.store.repo, idx.run_id))
+
+    def _refresh(self, idx: _RunIndex) -> bool:
+        """Bring the index up to date without listing the history (``listing``): what lies
+        above the known head, the whole run only when its retired markers changed; a first
+        look from the head hint. True when something may have changed."""
+        with idx.lock:
+            repo = self.store.repo
+            if idx.marks is None:
+                idx.reset(*listing.first_look(repo, idx.run_id))
+                return True
+            new = listing.above(repo, idx.run_id, idx.top, idx.marks)
+            if new is None:
+                self._sync(idx)
+                return True
+            if new:
+                idx.seqs.extend(new)
+                idx.complete = False
+            return bool(new)
 
     def _catch_up(self, idx: _RunIndex) -> bool:
-        """Take a new listing only if another writer may have committed since the last one:
-        there is a record just above the known head (commits take the next sequence number),
-        or the run has retired markers (a forget or prune, whose collection may have deleted
-        that record already); True when it listed. An existence check and a listing of the
-        (usually absent) retired folder instead of a listing of the whole run, for a lookup
-        that missed: under ``async`` durability a task's writes usually name a checkpoint
-        still queued behind the previous one in this process (issue 14)."""
-        with idx.lock:
-            storage = self.store.storage
-            if not storage.exists(record_path(idx.run_id, idx.top + 1)) and not (
-                    retired_throughs(storage, idx.run_id)):
-                return False
-            self._sync(idx)
-            return True
+        """``_refresh`` for a lookup that missed (True when something may have changed): under
+        ``async`` durability a task's writes usually name a checkpoint still queued behind the
+        previous one in this process, so nothing is new and no listing of the run is taken."""
+        return self._refresh(idx)
 
     def _fresh(self, idx: _RunIndex, find: Callable[[], _T]) -> _T:
         """``find()``, again after a new listing when the index names a record that is gone:

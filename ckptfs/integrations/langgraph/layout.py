@@ -16,6 +16,7 @@ from ckptfs.errors import CorruptSnapshot
 from ckptfs.format.digest import Digest
 from ckptfs.format.models import Schema
 from ckptfs.format.names import ENTRY_SEGMENT
+from ckptfs.integrations.langgraph.listing import Marks
 from ckptfs.integrations.lg_names import EFFECTS_PREFIX as EFFECTS_PREFIX
 from ckptfs.integrations.lg_names import RUN_PREFIX as RUN_PREFIX
 from ckptfs.integrations.lg_names import _h as _h
@@ -94,6 +95,8 @@ class _RunIndex:
     lists: dict[str, Any] = attrs.field(factory=dict)
     rows: dict[Digest, builtins.list[Any]] = attrs.field(factory=dict)
     meta: dict[Digest, Any] = attrs.field(factory=dict)
+    #: the run's retired markers when ``seqs`` was last listed whole (None: never looked)
+    marks: Marks | None = None
     #: guards the fields above; held briefly, after (never while taking) a thread lock
     lock: threading.RLock = attrs.field(factory=threading.RLock)
 
@@ -114,8 +117,10 @@ class _RunIndex:
                 f"runs named {RUN_PREFIX}* for LangGraph threads only")
         return snap
 
-    def reset(self, seqs: builtins.list[int]) -> None:
-        """Adopt a new listing: forget what is no longer visible."""
+    def reset(self, seqs: builtins.list[int], marks: Marks | None = None) -> None:
+        """Adopt a new listing (and the markers read before it): forget what is no longer
+        visible."""
+        self.marks = marks
         keep = set(seqs)
         self.loaded = {s: v for s, v in self.loaded.items() if s in keep}
         self.complete = self.complete and keep <= self.loaded.keys()

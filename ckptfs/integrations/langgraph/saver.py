@@ -27,13 +27,13 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from ckptfs.errors import ConflictError
+from ckptfs.errors import ConflictError, ErasedError, NotFound
 from ckptfs.format.digest import Digest
 from ckptfs.format.ledger import Effect
 from ckptfs.format.models import Captured, Entry, Manifest
 from ckptfs.format.names import LABEL_KEY
 from ckptfs.format.typed import FEATURE as TYPED_FEATURE
-from ckptfs.integrations.langgraph import threads
+from ckptfs.integrations.langgraph import listing, threads
 from ckptfs.integrations.langgraph.index import RunLookup
 from ckptfs.integrations.langgraph.layout import (
     CHAIN,
@@ -117,7 +117,7 @@ class CkptfsSaver(RunLookup, BaseCheckpointSaver[int]):
         self._effect_runs: dict[str, Run] = {}
         self._live: dict[str, str] = {}
         #: run id -> the listing ``_closed`` just took, for the index created next
-        self._listed: dict[str, builtins.list[int]] = {}
+        self._listed: dict[str, tuple[builtins.list[int], listing.Marks]] = {}
         self._ready = False
 
     @classmethod
@@ -235,11 +235,15 @@ class CkptfsSaver(RunLookup, BaseCheckpointSaver[int]):
         cid = get_checkpoint_id(config)
         with self._thread_lock(tid):
             idx = self._ns_index(tid, ns)
-            with idx.lock:
+
+            def find() -> CheckpointTuple | None:
                 snap = self._checkpoint(idx, cid) if cid else self._latest(idx)
                 if snap is None:
                     return None
                 return self._tuple(idx, snap, config["configurable"]["thread_id"])
+
+            with idx.lock:
+                return self._fresh(idx, find)
 
     def _newest_first(self, idx: _RunIndex, before_id: str | None
                       ) -> Iterator[tuple[str, _RunIndex, Snapshot]]:
@@ -275,6 +279,20 @@ class CkptfsSaver(RunLookup, BaseCheckpointSaver[int]):
                 indexes = self._thread_indexes(tid)
         else:
             indexes = [self._index(r, None, None) for r in self._run_ids(RUN_PREFIX)]
+        try:
+            found = self._found(indexes, config, filter, before, limit, conf)
+        except ErasedError:
+            raise
+        except NotFound:  # a record the index named is gone (``_fresh``): list and look again
+            for idx in indexes:
+                self._sync(idx)
+            found = self._found(indexes, config, filter, before, limit, conf)
+        yield from found
+
+    def _found(self, indexes: builtins.list[_RunIndex], config: RunnableConfig | None,
+               filter: dict[str, Any] | None, before: RunnableConfig | None,
+               limit: int | None, conf: Mapping[str, Any]) -> builtins.list[CheckpointTuple]:
+        """What ``list`` yields, from the given run indexes."""
         only = get_checkpoint_id(config) if config else None
         before_id = get_checkpoint_id(before) if before else None
         found: builtins.list[CheckpointTuple] = []
@@ -294,7 +312,7 @@ class CkptfsSaver(RunLookup, BaseCheckpointSaver[int]):
                     if not all(meta.get(k) == v for k, v in filter.items()):
                         continue
                 found.append(self._tuple(idx, snap, conf.get("thread_id", idx.thread_id)))
-        yield from found
+        return found
 
     # -- writing -----------------------------------------------------------------------------
     def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
