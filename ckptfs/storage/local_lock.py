@@ -21,8 +21,6 @@ import hashlib
 import os
 from collections.abc import Iterator
 
-import filelock
-
 from ckptfs.errors import StorageError
 
 #: a create holds its lock for a check, a rename and a folder fsync: milliseconds. A holder
@@ -39,12 +37,16 @@ def lock_name(folder: str) -> str:
 def soft_only() -> bool:
     """True when filelock can only make soft locks here (no flock: a lock file left by a
     killed process then blocks until removed by hand)."""
+    import filelock  # here, not at import: only stores without hard links lock (70 ms)
+
     return issubclass(filelock.FileLock, filelock.SoftFileLock)
 
 
 @contextlib.contextmanager
 def folder_lock(lock_dir: str, folder: str, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
     """Hold the lock of store folder ``folder``; a StorageError after ``timeout`` seconds."""
+    import filelock
+
     path = os.path.join(lock_dir, lock_name(folder))
     lock = filelock.FileLock(path, timeout=timeout)
     try:
