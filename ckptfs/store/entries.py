@@ -5,7 +5,10 @@ The writer is history-aware to keep per-step cost proportional to what changed:
 * a top-level ``list`` is stored as a CBOR sequence of its items (``cbor-seq``), so appending
   an item appends bytes instead of re-encoding a new array header and everything after it;
 * unchanged leading items are recognised by comparing a fast (non-canonical) encoding of the
-  list with the previous one; only new items are validated and canonically encoded;
+  list with the previous one (ckptfs.format.fast_plain: strict msgpack, in C); only new items
+  are validated and canonically encoded; when the items committed last time were *pure* (no
+  byte string, no integer outside 64 bits), an equal prefix of the fast form also proves the
+  list plain data (``proven_plain``), so the exact path walks no committed item in Python;
 * every previous chunk is reused as it is; the appended bytes become a new small chunk, and
   small chunks are merged sixteen at a time by size class (size-tiered compaction), so an append
   writes roughly the appended bytes and the chunk list stays short.
@@ -26,6 +29,7 @@ from ckptfs.errors import CorruptSnapshot, FormatError, StateMismatch
 from ckptfs.format import cbor
 from ckptfs.format.cdc import ChunkerParams, cut_lengths
 from ckptfs.format.digest import Digest, hasher
+from ckptfs.format.fast_plain import fast_items, impure, strict_pack_items
 from ckptfs.format.ledger import Ledger, LedgerRef
 from ckptfs.format.limits import MAX_VALUE_SIZE
 from ckptfs.format.models import VALUE_TYPES, Captured, ChunkRef, Entry, Reference
@@ -61,11 +65,9 @@ class _Prev:
     #: ``audit``'s cursor in a list entry: the next item to compare and its byte offset
     audit_i: int = 0
     audit_off: int = 0
-
-
-def _array_header_len(first: int) -> int:
-    info = first & 0x1F
-    return 1 if info < 24 else 1 + (1 << (info - 24))
+    #: the committed items are pure (ckptfs.format.fast_plain.impure is false for each);
+    #: None: not known yet (worked out, once, by ``proven_plain``)
+    pure: bool | None = None
 
 
 class EntryWriter:
@@ -82,14 +84,16 @@ class EntryWriter:
     # -- public ------------------------------------------------------------------------------
     def encode_state(self, state: Mapping[str, Any],
                      entry_labels: Mapping[str, Mapping[str, str]] | None = None, *,
-                     changed: Collection[str] | None = None) -> dict[str, Entry]:
+                     changed: Collection[str] | None = None,
+                     proven: Mapping[str, bytes] | None = None) -> dict[str, Entry]:
         """The entries of ``state``. ``changed`` (None: unknown, everything is compared): the
         names the caller says changed; every other entry is taken as it was last time only when
         the library can see that it is: the same object (``is``) as last committed and, for a
         list, the same length; otherwise it is encoded in full. A declared list that is the
         same object, no shorter and still has the last committed item at its place is taken as
         appended to: only the new items are encoded. What this cannot see is a change made in
-        place inside an item (or a slot) that was already committed."""
+        place inside an item (or a slot) that was already committed. ``proven``: list entries
+        ``proven_plain`` proved plain data just now, with their fast form (not computed again)."""
         if not isinstance(state, Mapping):
             raise TypeError(f"state must be a mapping of entry name -> value, not {type(state).__name__}")
         entries: dict[str, Entry] = {}
@@ -108,9 +112,11 @@ class EntryWriter:
             elif isinstance(value, StoredBlob):
                 entries[name] = _restored_blob(value, labels)
             elif changed is not None:
-                entries[name] = self._declared(name, value, labels, pending, name in changed)
+                entries[name] = self._declared(name, value, labels, pending, name in changed,
+                                               (proven or {}).get(name))
             else:
-                entries[name] = self._value(name, value, labels, pending)
+                entries[name] = self._value(name, value, labels, pending,
+                                            (proven or {}).get(name))
         for name in list(self.prev):
             if name not in state:
                 del self.prev[name]
@@ -120,8 +126,7 @@ class EntryWriter:
         """Remember a restored entry so the next checkpoint after a resume reuses its chunks."""
         fast = None
         if entry.encoding == "cbor-seq":
-            b = cbor2.dumps(value)
-            fast = b[_array_header_len(b[0]):]
+            fast = fast_items(value)
         h = hasher()
         h.update(content)
         sealed = 0
@@ -139,12 +144,39 @@ class EntryWriter:
         for name in names:
             self.prev.pop(name, None)
 
+    def proven_plain(self, name: str, value: Any) -> bytes | None:
+        """The fast form of list ``value`` (the next state of entry ``name``) when it is proved
+        plain data without walking its committed items in Python, else None (walk it): its
+        strict msgpack form (ckptfs.format.fast_plain) starts with the form of the items
+        committed last time, which were pure, and every new item is plain data. The committed
+        items' purity is worked out once (a walk) and then kept up by the new items'."""
+        prev = self.prev.get(name)
+        if (prev is None or prev.pure is False or prev.fast is None or type(value) is not list
+                or len(value) < prev.count or prev.entry.kind != "value"):
+            return None
+        fast = strict_pack_items(value)
+        if fast is None or not fast.startswith(prev.fast):
+            return None
+        k = prev.count
+        try:
+            if not all(cbor._is_plain(x, cbor.SEQ_ITEM_DEPTH) for x in value[k:]):
+                return None
+        except RecursionError:
+            return None
+        if prev.pure is None:
+            # equal bytes: these are the committed items, so their purity is the committed one
+            prev.pure = not any(impure(x) for x in value[:k])
+            if not prev.pure:
+                return None
+        return fast
+
     # -- declared changes (O(change)) --------------------------------------------------------
     def _declared(self, name: str, value: Any, labels: dict[str, str],
-                  pending: list[tuple[Digest, bytes | memoryview]], declared: bool) -> Entry:
+                  pending: list[tuple[Digest, bytes | memoryview]], declared: bool,
+                  proven: bytes | None = None) -> Entry:
         prev = self.prev.get(name)
         if prev is None or prev.obj is not value or prev.entry.kind != "value":
-            return self._value(name, value, labels, pending)
+            return self._value(name, value, labels, pending, proven)
         is_list = type(value) is list
         if not declared:
             if not is_list or len(value) == prev.count:
@@ -152,11 +184,11 @@ class EntryWriter:
                     return prev.entry  # the same object: its manifest bytes stay cached
                 prev.entry = attrs.evolve(prev.entry, labels=labels)
                 return prev.entry
-            return self._value(name, value, labels, pending)  # grew or shrank: undeclared
+            return self._value(name, value, labels, pending, proven)  # grew or shrank
         if (is_list and prev.fast is not None and len(value) >= prev.count
                 and (prev.count == 0 or value[prev.count - 1] is prev.last)):
             return self._append(name, prev, value, labels, pending)
-        return self._value(name, value, labels, pending)
+        return self._value(name, value, labels, pending, proven)
 
     def _append(self, name: str, prev: _Prev, value: list[Any], labels: dict[str, str],
                 pending: list[tuple[Digest, bytes | memoryview]]) -> Captured:
@@ -169,7 +201,7 @@ class EntryWriter:
         for i, x in enumerate(new, k):
             cbor.check_plain(x, what=f"{what}[{i}]", max_depth=cbor.SEQ_ITEM_DEPTH)
         add = b"".join([cbor.encode(x) for x in new])
-        fast_add = b"".join([cbor2.dumps(x) for x in new])
+        fast_add = fast_items(new)
         old = len(prev.content)
         if old + len(add) > MAX_VALUE_SIZE:
             raise FormatError(
@@ -197,7 +229,8 @@ class EntryWriter:
                              digest=Digest(h.digest()), chunks=tuple(chunks),
                              encoding="cbor-seq", labels=labels)
         self.prev[name] = _Prev(entry, content, fast, len(value), sealed, h, value, _last(value),
-                                prev.audit_i, prev.audit_off)  # the committed prefix is kept
+                                prev.audit_i, prev.audit_off,  # the committed prefix is kept
+                                _still_pure(prev.pure, new))
         return entry
 
     # -- audit -------------------------------------------------------------------------------
@@ -253,22 +286,27 @@ class EntryWriter:
 
     # -- values ------------------------------------------------------------------------------
     def _value(self, name: str, value: Any, labels: dict[str, str],
-               pending: list[tuple[Digest, bytes | memoryview]]) -> Captured:
+               pending: list[tuple[Digest, bytes | memoryview]],
+               proven: bytes | None = None) -> Captured:
         what = f"state[{name!r}]"
         prev = self.prev.get(name)
         fast: bytes | None = None
         appended = False
+        pure: bool | None = None
         if type(value) is list:
             encoding = "cbor-seq"
-            try:
-                b = cbor2.dumps(value)
-            except (cbor2.CBOREncodeError, TypeError, ValueError, RecursionError):
-                cbor.check_plain(value, what=what)
-                raise
-            fast = b[_array_header_len(b[0]):]
+            if proven is not None:
+                fast = proven
+            else:
+                try:
+                    fast = fast_items(value)
+                except (cbor2.CBOREncodeError, TypeError, ValueError, RecursionError):
+                    cbor.check_plain(value, what=what)
+                    raise
             if (prev is not None and prev.fast is not None and len(value) >= prev.count
                     and fast.startswith(prev.fast)):
                 k = prev.count
+                pure = _still_pure(prev.pure, value[k:])
                 for i in range(k, len(value)):
                     cbor.check_plain(value[i], what=f"{what}[{i}]",
                                      max_depth=cbor.SEQ_ITEM_DEPTH)
@@ -291,6 +329,8 @@ class EntryWriter:
             entry = attrs.evolve(prev.entry, labels=labels)
             prev.entry, prev.fast, prev.count = entry, fast, len(value) if fast is not None else 0
             prev.obj, prev.last = value, _last(value)
+            if not appended:
+                prev.pure = None  # equal content, but the fast form may differ (key order)
             return entry
         if len(content) <= INLINE_MAX:
             h = hasher()
@@ -299,7 +339,7 @@ class EntryWriter:
                              digest=Digest(h.digest()), chunks=(), encoding=encoding,
                              labels=labels, inline=content)
             self.prev[name] = _Prev(entry, content, fast, len(value) if fast is not None else 0,
-                                    0, h, value, _last(value))
+                                    0, h, value, _last(value), pure=pure)
             return entry
         if appended and prev is not None and prev.entry.inline is None:
             h = prev.hash_state.copy()
@@ -313,7 +353,7 @@ class EntryWriter:
                          digest=Digest(h.digest()), chunks=tuple(chunks), encoding=encoding,
                          labels=labels)
         self.prev[name] = _Prev(entry, content, fast, len(value) if fast is not None else 0,
-                                sealed, h, value, _last(value))
+                                sealed, h, value, _last(value), pure=pure)
         return entry
 
     def _piece(self, content: bytes | bytearray, start: int, length: int,
@@ -412,6 +452,13 @@ class EntryWriter:
         entry, new = write_stream(self.objects, f, self.params, typ, labels)
         self.bytes_new += new
         return entry
+
+
+def _still_pure(pure: bool | None, new: list[Any]) -> bool | None:
+    """The purity of committed items ``pure`` grown by ``new`` (None stays unknown)."""
+    if not pure:
+        return pure
+    return not any(impure(x) for x in new)
 
 
 def _last(value: Any) -> Any:
