@@ -204,7 +204,7 @@ def test_fast_items_are_self_delimiting_and_typed() -> None:
     another's (the prefix comparison relies on both)."""
     vals = [0, 1, 1.0, True, False, None, "", "a", b"", b"a", [], {}, [0], {"a": 0}, {"a": 0.0},
             -0.0, 0.0, 2 ** 64 - 1, -(2 ** 63), -(2 ** 63) - 1, 2 ** 64, "\u00e9", [[]], [{}]]
-    forms = [fast_plain.fast_items([v]) for v in vals]
+    forms = [b[at:] for b, at in (fast_plain.fast_items([v]) for v in vals)]
     for i, a in enumerate(forms):
         for k, b in enumerate(forms):
             if i != k:

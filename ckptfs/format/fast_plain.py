@@ -49,10 +49,15 @@ def _refuse(value: Any) -> Any:
     raise TypeError(type(value).__name__)
 
 
-def strict_pack_items(items: list[Any]) -> bytes | None:
-    """The concatenated msgpack encodings of ``items`` (a list) when every part of every item
-    is of an exact plain type or bytearray/memoryview/Ext (see the module docstring) and no
-    item nests more than 254 containers; None otherwise (walk the items instead)."""
+#: a fast form: bytes and the offset where the items' encodings start (the list's msgpack
+#: head is skipped, not sliced off: a copy of a megabyte costs as much as the comparison)
+Form = tuple[bytes, int]
+
+
+def strict_pack_items(items: list[Any]) -> Form | None:
+    """The msgpack encoding of ``items`` (a list) and where its items start, when every part
+    of every item is of an exact plain type or bytearray/memoryview/Ext (see the module
+    docstring) and no item nests more than 254 containers; None otherwise (walk them)."""
     if ormsgpack is None or type(items) is not list:
         return None
     try:
@@ -60,21 +65,34 @@ def strict_pack_items(items: list[Any]) -> bytes | None:
     except (TypeError, ValueError, OverflowError, RecursionError):
         return None
     # the array's head: fixarray (1 byte), array 16 (3) or array 32 (5)
-    head = 1 if b[0] < 0xDC else 3 if b[0] == 0xDC else 5
-    return b[head:]
+    return b, 1 if b[0] < 0xDC else 3 if b[0] == 0xDC else 5
 
 
-def fast_items(items: list[Any]) -> bytes:
+def extends(form: Form, prefix: bytes | bytearray, at: int = 0) -> bool:
+    """Whether ``form``'s items start with the items ``prefix[at:]`` (no copy of either)."""
+    b, start = form
+    if at:
+        with memoryview(prefix) as v, v[at:] as tail:
+            return b.startswith(tail, start)
+    return b.startswith(prefix, start)
+
+
+def fast_items(items: list[Any]) -> Form:
     """The fast form of a list entry's items, joined: each item's strict msgpack encoding, or
     (an item that has none: a typed value, an integer outside 64 bits) msgpack ext 1 around
     cbor2's (non-canonical) encoding of it; without ormsgpack, cbor2's encodings. Raises what
     cbor2 raises for a value it cannot encode."""
     if ormsgpack is None:
-        return b"".join([cbor2.dumps(x) for x in items])
-    b = strict_pack_items(items)
-    if b is not None:
-        return b
-    return b"".join([strict_pack_items([x]) or _wrapped(x) for x in items])
+        return b"".join([cbor2.dumps(x) for x in items]), 0
+    got = strict_pack_items(items)
+    if got is not None:
+        return got
+    return b"".join([_one(x) for x in items]), 0
+
+
+def _one(x: Any) -> bytes:
+    got = strict_pack_items([x])
+    return got[0][got[1]:] if got is not None else _wrapped(x)
 
 
 def _wrapped(x: Any) -> bytes:
@@ -107,4 +125,4 @@ _U64_END = 1 << 64
 _I64_MIN = -(1 << 63)
 
 
-__all__ = ["AVAILABLE", "fast_items", "impure", "strict_pack_items"]
+__all__ = ["AVAILABLE", "Form", "extends", "fast_items", "impure", "strict_pack_items"]

@@ -326,7 +326,7 @@ class Run:
         return snap
 
     def _typed(self, state: Mapping[str, Any], changed: frozenset[str] | None = None
-               ) -> tuple[dict[str, Any], bool, dict[str, bytes]]:
+               ) -> tuple[dict[str, Any], bool, dict[str, tuple[bytes, int]]]:
         """``state`` with values of registered types in their stored, tagged form (the store's
         ckptfs.Codecs), whether there were any (the manifest then requires the feature), and
         the fast form of the list entries the writer proved plain data without a walk in
@@ -339,7 +339,7 @@ class Run:
         out: dict[str, Any] = {}
         typed = False
         cache = self._encoded
-        proven: dict[str, bytes] = {}
+        proven: dict[str, tuple[bytes, int]] = {}
         for k, v in state.items():
             if isinstance(v, (Blob, Ref, StoredBlob)) or not isinstance(k, str):
                 out[k] = v

@@ -29,7 +29,7 @@ from ckptfs.errors import CorruptSnapshot, FormatError, StateMismatch
 from ckptfs.format import cbor
 from ckptfs.format.cdc import ChunkerParams, cut_lengths
 from ckptfs.format.digest import Digest, hasher
-from ckptfs.format.fast_plain import fast_items, impure, strict_pack_items
+from ckptfs.format.fast_plain import Form, extends, fast_items, impure, strict_pack_items
 from ckptfs.format.ledger import Ledger, LedgerRef
 from ckptfs.format.limits import MAX_VALUE_SIZE
 from ckptfs.format.models import VALUE_TYPES, Captured, ChunkRef, Entry, Reference
@@ -68,6 +68,8 @@ class _Prev:
     #: the committed items are pure (ckptfs.format.fast_plain.impure is false for each);
     #: None: not known yet (worked out, once, by ``proven_plain``)
     pure: bool | None = None
+    #: where the items start in ``fast`` (a list's msgpack head is skipped, not copied off)
+    fast_at: int = 0
 
 
 class EntryWriter:
@@ -85,7 +87,7 @@ class EntryWriter:
     def encode_state(self, state: Mapping[str, Any],
                      entry_labels: Mapping[str, Mapping[str, str]] | None = None, *,
                      changed: Collection[str] | None = None,
-                     proven: Mapping[str, bytes] | None = None) -> dict[str, Entry]:
+                     proven: Mapping[str, Form] | None = None) -> dict[str, Entry]:
         """The entries of ``state``. ``changed`` (None: unknown, everything is compared): the
         names the caller says changed; every other entry is taken as it was last time only when
         the library can see that it is: the same object (``is``) as last committed and, for a
@@ -124,9 +126,9 @@ class EntryWriter:
 
     def seed(self, name: str, entry: Captured, content: bytes, value: Any) -> None:
         """Remember a restored entry so the next checkpoint after a resume reuses its chunks."""
-        fast = None
+        fast, at = None, 0
         if entry.encoding == "cbor-seq":
-            fast = fast_items(value)
+            fast, at = fast_items(value)
         h = hasher()
         h.update(content)
         sealed = 0
@@ -135,7 +137,7 @@ class EntryWriter:
                 break
             sealed += 1
         self.prev[name] = _Prev(entry, content, fast, len(value) if fast is not None else 0,
-                                sealed, h, value, _last(value))
+                                sealed, h, value, _last(value), fast_at=at)
         self.objects.known.seed(c.digest for c in entry.chunks)  # restored, not written
 
     def forget(self, names: Iterable[str]) -> None:
@@ -144,7 +146,7 @@ class EntryWriter:
         for name in names:
             self.prev.pop(name, None)
 
-    def proven_plain(self, name: str, value: Any) -> bytes | None:
+    def proven_plain(self, name: str, value: Any) -> Form | None:
         """The fast form of list ``value`` (the next state of entry ``name``) when it is proved
         plain data without walking its committed items in Python, else None (walk it): its
         strict msgpack form (ckptfs.format.fast_plain) starts with the form of the items
@@ -155,7 +157,7 @@ class EntryWriter:
                 or len(value) < prev.count or prev.entry.kind != "value"):
             return None
         fast = strict_pack_items(value)
-        if fast is None or not fast.startswith(prev.fast):
+        if fast is None or not extends(fast, prev.fast, prev.fast_at):
             return None
         k = prev.count
         try:
@@ -173,7 +175,7 @@ class EntryWriter:
     # -- declared changes (O(change)) --------------------------------------------------------
     def _declared(self, name: str, value: Any, labels: dict[str, str],
                   pending: list[tuple[Digest, bytes | memoryview]], declared: bool,
-                  proven: bytes | None = None) -> Entry:
+                  proven: Form | None = None) -> Entry:
         prev = self.prev.get(name)
         if prev is None or prev.obj is not value or prev.entry.kind != "value":
             return self._value(name, value, labels, pending, proven)
@@ -201,7 +203,7 @@ class EntryWriter:
         for i, x in enumerate(new, k):
             cbor.check_plain(x, what=f"{what}[{i}]", max_depth=cbor.SEQ_ITEM_DEPTH)
         add = b"".join([cbor.encode(x) for x in new])
-        fast_add = fast_items(new)
+        add_b, add_at = fast_items(new)
         old = len(prev.content)
         if old + len(add) > MAX_VALUE_SIZE:
             raise FormatError(
@@ -210,9 +212,10 @@ class EntryWriter:
                 "ckptfs.Blob or split it into several entries.")
         assert prev.fast is not None
         content = prev.content if type(prev.content) is bytearray else bytearray(prev.content)
-        fast = prev.fast if type(prev.fast) is bytearray else bytearray(prev.fast)
+        fast = (prev.fast if type(prev.fast) is bytearray
+                else bytearray(memoryview(prev.fast)[prev.fast_at:]))
         content += add
-        fast += fast_add
+        fast += memoryview(add_b)[add_at:]
         h = prev.hash_state.copy()
         h.update(add)
         if len(content) <= INLINE_MAX:
@@ -287,24 +290,23 @@ class EntryWriter:
     # -- values ------------------------------------------------------------------------------
     def _value(self, name: str, value: Any, labels: dict[str, str],
                pending: list[tuple[Digest, bytes | memoryview]],
-               proven: bytes | None = None) -> Captured:
+               proven: Form | None = None) -> Captured:
         what = f"state[{name!r}]"
         prev = self.prev.get(name)
         fast: bytes | None = None
+        at = 0
         appended = False
         pure: bool | None = None
         if type(value) is list:
             encoding = "cbor-seq"
-            if proven is not None:
-                fast = proven
-            else:
-                try:
-                    fast = fast_items(value)
-                except (cbor2.CBOREncodeError, TypeError, ValueError, RecursionError):
-                    cbor.check_plain(value, what=what)
-                    raise
+            try:
+                form = proven or fast_items(value)
+            except (cbor2.CBOREncodeError, TypeError, ValueError, RecursionError):
+                cbor.check_plain(value, what=what)
+                raise
+            fast, at = form
             if (prev is not None and prev.fast is not None and len(value) >= prev.count
-                    and fast.startswith(prev.fast)):
+                    and (proven is not None or extends(form, prev.fast, prev.fast_at))):
                 k = prev.count
                 pure = _still_pure(prev.pure, value[k:])
                 for i in range(k, len(value)):
@@ -328,6 +330,7 @@ class EntryWriter:
         if prev is not None and prev.entry.encoding == encoding and prev.content == content:
             entry = attrs.evolve(prev.entry, labels=labels)
             prev.entry, prev.fast, prev.count = entry, fast, len(value) if fast is not None else 0
+            prev.fast_at = at
             prev.obj, prev.last = value, _last(value)
             if not appended:
                 prev.pure = None  # equal content, but the fast form may differ (key order)
@@ -339,7 +342,7 @@ class EntryWriter:
                              digest=Digest(h.digest()), chunks=(), encoding=encoding,
                              labels=labels, inline=content)
             self.prev[name] = _Prev(entry, content, fast, len(value) if fast is not None else 0,
-                                    0, h, value, _last(value), pure=pure)
+                                    0, h, value, _last(value), pure=pure, fast_at=at)
             return entry
         if appended and prev is not None and prev.entry.inline is None:
             h = prev.hash_state.copy()
@@ -353,7 +356,7 @@ class EntryWriter:
                          digest=Digest(h.digest()), chunks=tuple(chunks), encoding=encoding,
                          labels=labels)
         self.prev[name] = _Prev(entry, content, fast, len(value) if fast is not None else 0,
-                                sealed, h, value, _last(value), pure=pure)
+                                sealed, h, value, _last(value), pure=pure, fast_at=at)
         return entry
 
     def _piece(self, content: bytes | bytearray, start: int, length: int,
