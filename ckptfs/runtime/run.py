@@ -268,10 +268,11 @@ class Run:
         if state is not None or self.snapshot is None:
             prepared = {k: capture(v) if isinstance(v, Ref) and v.capture else v
                         for k, v in (self.state if state is None else state).items()}
-            encoded, typed = self._typed(prepared, changed)
+            encoded, typed, proven = self._typed(prepared, changed)
             # a value refused here (not plain data, too large) leaves the writer's memory as it
             # was: the O(change) path checks new items before it grows anything
-            entries = self._writer.encode_state(encoded, entry_labels, changed=changed)
+            entries = self._writer.encode_state(encoded, entry_labels, changed=changed,
+                                                proven=proven)
             chunks.extend(self._writer.pending)
             required = (TYPED_FEATURE,) if typed else ()
         else:
@@ -325,9 +326,11 @@ class Run:
         return snap
 
     def _typed(self, state: Mapping[str, Any], changed: frozenset[str] | None = None
-               ) -> tuple[dict[str, Any], bool]:
+               ) -> tuple[dict[str, Any], bool, dict[str, tuple[bytes, int]]]:
         """``state`` with values of registered types in their stored, tagged form (the store's
-        ckptfs.Codecs), and whether there were any (the manifest then requires the feature).
+        ckptfs.Codecs), whether there were any (the manifest then requires the feature), and
+        the fast form of the list entries the writer proved plain data without a walk in
+        Python (``EntryWriter.proven_plain``: what the exact path costs for a grown list).
 
         With ``changed`` (an O(change) commit) an entry the caller did not name, still the same
         object as last time, reuses last time's encoding, and a named list that is the same
@@ -336,6 +339,7 @@ class Run:
         out: dict[str, Any] = {}
         typed = False
         cache = self._encoded
+        proven: dict[str, tuple[bytes, int]] = {}
         for k, v in state.items():
             if isinstance(v, (Blob, Ref, StoredBlob)) or not isinstance(k, str):
                 out[k] = v
@@ -352,12 +356,17 @@ class Run:
                     out[k] = v  # grown at its end by plain items: still its own encoding
                     cache[k] = (v, v, len(v))
                     continue
-            out[k] = codecs.encode(v, what=f"state[{k!r}]")
+            fast = self._writer.proven_plain(k, v) if type(v) is list else None
+            if fast is not None:
+                out[k] = v  # plain data: its own stored form
+                proven[k] = fast
+            else:
+                out[k] = codecs.encode(v, what=f"state[{k!r}]")
             cache[k] = (v, out[k], len(v) if type(v) is list else 0)
             typed = typed or out[k] is not v
         for k in [k for k in cache if k not in state]:
             del cache[k]
-        return out, typed
+        return out, typed, proven
 
     def _pending_resume(self) -> bool:
         return (self._resumed_from is not None and self.snapshot is not None

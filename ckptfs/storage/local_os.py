@@ -134,11 +134,18 @@ def _proc_fd() -> int:
     return _PROC_FD[1]
 
 
+#: whether /proc/self/fd exists (looked at once per process: not a stat per commit)
+_HAVE_PROC_FD: bool | None = None
+
+
 def open_tmpfile(folder: str) -> tuple[str, int]:
     """An unnamed temp file in ``folder`` (O_TMPFILE) and the path ``link`` links it from;
     OSError where the OS or the filesystem has no O_TMPFILE."""
+    global _HAVE_PROC_FD
     tmpfile = flag("TMPFILE")
-    if not tmpfile or not os.path.isdir("/proc/self/fd"):
+    if _HAVE_PROC_FD is None:
+        _HAVE_PROC_FD = os.path.isdir("/proc/self/fd")
+    if not tmpfile or not _HAVE_PROC_FD:
         raise OSError(0, "O_TMPFILE is not available")
     fd = os.open(folder, tmpfile | os.O_WRONLY | flag("CLOEXEC"), 0o644)
     return f"/proc/self/fd/{fd}", fd

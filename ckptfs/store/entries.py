@@ -5,7 +5,10 @@ The writer is history-aware to keep per-step cost proportional to what changed:
 * a top-level ``list`` is stored as a CBOR sequence of its items (``cbor-seq``), so appending
   an item appends bytes instead of re-encoding a new array header and everything after it;
 * unchanged leading items are recognised by comparing a fast (non-canonical) encoding of the
-  list with the previous one; only new items are validated and canonically encoded;
+  list with the previous one (ckptfs.format.fast_plain: strict msgpack, in C); only new items
+  are validated and canonically encoded; when the items committed last time were *pure* (no
+  byte string, no integer outside 64 bits), an equal prefix of the fast form also proves the
+  list plain data (``proven_plain``), so the exact path walks no committed item in Python;
 * every previous chunk is reused as it is; the appended bytes become a new small chunk, and
   small chunks are merged sixteen at a time by size class (size-tiered compaction), so an append
   writes roughly the appended bytes and the chunk list stays short.
@@ -26,6 +29,7 @@ from ckptfs.errors import CorruptSnapshot, FormatError, StateMismatch
 from ckptfs.format import cbor
 from ckptfs.format.cdc import ChunkerParams, cut_lengths
 from ckptfs.format.digest import Digest, hasher
+from ckptfs.format.fast_plain import Form, extends, fast_items, impure, strict_pack_items
 from ckptfs.format.ledger import Ledger, LedgerRef
 from ckptfs.format.limits import MAX_VALUE_SIZE
 from ckptfs.format.models import VALUE_TYPES, Captured, ChunkRef, Entry, Reference
@@ -61,11 +65,11 @@ class _Prev:
     #: ``audit``'s cursor in a list entry: the next item to compare and its byte offset
     audit_i: int = 0
     audit_off: int = 0
-
-
-def _array_header_len(first: int) -> int:
-    info = first & 0x1F
-    return 1 if info < 24 else 1 + (1 << (info - 24))
+    #: the committed items are pure (ckptfs.format.fast_plain.impure is false for each);
+    #: None: not known yet (worked out, once, by ``proven_plain``)
+    pure: bool | None = None
+    #: where the items start in ``fast`` (a list's msgpack head is skipped, not copied off)
+    fast_at: int = 0
 
 
 class EntryWriter:
@@ -82,14 +86,16 @@ class EntryWriter:
     # -- public ------------------------------------------------------------------------------
     def encode_state(self, state: Mapping[str, Any],
                      entry_labels: Mapping[str, Mapping[str, str]] | None = None, *,
-                     changed: Collection[str] | None = None) -> dict[str, Entry]:
+                     changed: Collection[str] | None = None,
+                     proven: Mapping[str, Form] | None = None) -> dict[str, Entry]:
         """The entries of ``state``. ``changed`` (None: unknown, everything is compared): the
         names the caller says changed; every other entry is taken as it was last time only when
         the library can see that it is: the same object (``is``) as last committed and, for a
         list, the same length; otherwise it is encoded in full. A declared list that is the
         same object, no shorter and still has the last committed item at its place is taken as
         appended to: only the new items are encoded. What this cannot see is a change made in
-        place inside an item (or a slot) that was already committed."""
+        place inside an item (or a slot) that was already committed. ``proven``: list entries
+        ``proven_plain`` proved plain data just now, with their fast form (not computed again)."""
         if not isinstance(state, Mapping):
             raise TypeError(f"state must be a mapping of entry name -> value, not {type(state).__name__}")
         entries: dict[str, Entry] = {}
@@ -108,9 +114,11 @@ class EntryWriter:
             elif isinstance(value, StoredBlob):
                 entries[name] = _restored_blob(value, labels)
             elif changed is not None:
-                entries[name] = self._declared(name, value, labels, pending, name in changed)
+                entries[name] = self._declared(name, value, labels, pending, name in changed,
+                                               (proven or {}).get(name))
             else:
-                entries[name] = self._value(name, value, labels, pending)
+                entries[name] = self._value(name, value, labels, pending,
+                                            (proven or {}).get(name))
         for name in list(self.prev):
             if name not in state:
                 del self.prev[name]
@@ -118,10 +126,9 @@ class EntryWriter:
 
     def seed(self, name: str, entry: Captured, content: bytes, value: Any) -> None:
         """Remember a restored entry so the next checkpoint after a resume reuses its chunks."""
-        fast = None
+        fast, at = None, 0
         if entry.encoding == "cbor-seq":
-            b = cbor2.dumps(value)
-            fast = b[_array_header_len(b[0]):]
+            fast, at = fast_items(value)
         h = hasher()
         h.update(content)
         sealed = 0
@@ -130,7 +137,7 @@ class EntryWriter:
                 break
             sealed += 1
         self.prev[name] = _Prev(entry, content, fast, len(value) if fast is not None else 0,
-                                sealed, h, value, _last(value))
+                                sealed, h, value, _last(value), fast_at=at)
         self.objects.known.seed(c.digest for c in entry.chunks)  # restored, not written
 
     def forget(self, names: Iterable[str]) -> None:
@@ -139,12 +146,39 @@ class EntryWriter:
         for name in names:
             self.prev.pop(name, None)
 
+    def proven_plain(self, name: str, value: Any) -> Form | None:
+        """The fast form of list ``value`` (the next state of entry ``name``) when it is proved
+        plain data without walking its committed items in Python, else None (walk it): its
+        strict msgpack form (ckptfs.format.fast_plain) starts with the form of the items
+        committed last time, which were pure, and every new item is plain data. The committed
+        items' purity is worked out once (a walk) and then kept up by the new items'."""
+        prev = self.prev.get(name)
+        if (prev is None or prev.pure is False or prev.fast is None or type(value) is not list
+                or len(value) < prev.count or prev.entry.kind != "value"):
+            return None
+        fast = strict_pack_items(value)
+        if fast is None or not extends(fast, prev.fast, prev.fast_at):
+            return None
+        k = prev.count
+        try:
+            if not all(cbor._is_plain(x, cbor.SEQ_ITEM_DEPTH) for x in value[k:]):
+                return None
+        except RecursionError:
+            return None
+        if prev.pure is None:
+            # equal bytes: these are the committed items, so their purity is the committed one
+            prev.pure = not any(impure(x) for x in value[:k])
+            if not prev.pure:
+                return None
+        return fast
+
     # -- declared changes (O(change)) --------------------------------------------------------
     def _declared(self, name: str, value: Any, labels: dict[str, str],
-                  pending: list[tuple[Digest, bytes | memoryview]], declared: bool) -> Entry:
+                  pending: list[tuple[Digest, bytes | memoryview]], declared: bool,
+                  proven: Form | None = None) -> Entry:
         prev = self.prev.get(name)
         if prev is None or prev.obj is not value or prev.entry.kind != "value":
-            return self._value(name, value, labels, pending)
+            return self._value(name, value, labels, pending, proven)
         is_list = type(value) is list
         if not declared:
             if not is_list or len(value) == prev.count:
@@ -152,11 +186,11 @@ class EntryWriter:
                     return prev.entry  # the same object: its manifest bytes stay cached
                 prev.entry = attrs.evolve(prev.entry, labels=labels)
                 return prev.entry
-            return self._value(name, value, labels, pending)  # grew or shrank: undeclared
+            return self._value(name, value, labels, pending, proven)  # grew or shrank
         if (is_list and prev.fast is not None and len(value) >= prev.count
                 and (prev.count == 0 or value[prev.count - 1] is prev.last)):
             return self._append(name, prev, value, labels, pending)
-        return self._value(name, value, labels, pending)
+        return self._value(name, value, labels, pending, proven)
 
     def _append(self, name: str, prev: _Prev, value: list[Any], labels: dict[str, str],
                 pending: list[tuple[Digest, bytes | memoryview]]) -> Captured:
@@ -169,7 +203,7 @@ class EntryWriter:
         for i, x in enumerate(new, k):
             cbor.check_plain(x, what=f"{what}[{i}]", max_depth=cbor.SEQ_ITEM_DEPTH)
         add = b"".join([cbor.encode(x) for x in new])
-        fast_add = b"".join([cbor2.dumps(x) for x in new])
+        add_b, add_at = fast_items(new)
         old = len(prev.content)
         if old + len(add) > MAX_VALUE_SIZE:
             raise FormatError(
@@ -178,9 +212,10 @@ class EntryWriter:
                 "ckptfs.Blob or split it into several entries.")
         assert prev.fast is not None
         content = prev.content if type(prev.content) is bytearray else bytearray(prev.content)
-        fast = prev.fast if type(prev.fast) is bytearray else bytearray(prev.fast)
+        fast = (prev.fast if type(prev.fast) is bytearray
+                else bytearray(memoryview(prev.fast)[prev.fast_at:]))
         content += add
-        fast += fast_add
+        fast += memoryview(add_b)[add_at:]
         h = prev.hash_state.copy()
         h.update(add)
         if len(content) <= INLINE_MAX:
@@ -197,7 +232,8 @@ class EntryWriter:
                              digest=Digest(h.digest()), chunks=tuple(chunks),
                              encoding="cbor-seq", labels=labels)
         self.prev[name] = _Prev(entry, content, fast, len(value), sealed, h, value, _last(value),
-                                prev.audit_i, prev.audit_off)  # the committed prefix is kept
+                                prev.audit_i, prev.audit_off,  # the committed prefix is kept
+                                _still_pure(prev.pure, new))
         return entry
 
     # -- audit -------------------------------------------------------------------------------
@@ -253,22 +289,26 @@ class EntryWriter:
 
     # -- values ------------------------------------------------------------------------------
     def _value(self, name: str, value: Any, labels: dict[str, str],
-               pending: list[tuple[Digest, bytes | memoryview]]) -> Captured:
+               pending: list[tuple[Digest, bytes | memoryview]],
+               proven: Form | None = None) -> Captured:
         what = f"state[{name!r}]"
         prev = self.prev.get(name)
         fast: bytes | None = None
+        at = 0
         appended = False
+        pure: bool | None = None
         if type(value) is list:
             encoding = "cbor-seq"
             try:
-                b = cbor2.dumps(value)
+                form = proven or fast_items(value)
             except (cbor2.CBOREncodeError, TypeError, ValueError, RecursionError):
                 cbor.check_plain(value, what=what)
                 raise
-            fast = b[_array_header_len(b[0]):]
+            fast, at = form
             if (prev is not None and prev.fast is not None and len(value) >= prev.count
-                    and fast.startswith(prev.fast)):
+                    and (proven is not None or extends(form, prev.fast, prev.fast_at))):
                 k = prev.count
+                pure = _still_pure(prev.pure, value[k:])
                 for i in range(k, len(value)):
                     cbor.check_plain(value[i], what=f"{what}[{i}]",
                                      max_depth=cbor.SEQ_ITEM_DEPTH)
@@ -290,7 +330,10 @@ class EntryWriter:
         if prev is not None and prev.entry.encoding == encoding and prev.content == content:
             entry = attrs.evolve(prev.entry, labels=labels)
             prev.entry, prev.fast, prev.count = entry, fast, len(value) if fast is not None else 0
+            prev.fast_at = at
             prev.obj, prev.last = value, _last(value)
+            if not appended:
+                prev.pure = None  # equal content, but the fast form may differ (key order)
             return entry
         if len(content) <= INLINE_MAX:
             h = hasher()
@@ -299,7 +342,7 @@ class EntryWriter:
                              digest=Digest(h.digest()), chunks=(), encoding=encoding,
                              labels=labels, inline=content)
             self.prev[name] = _Prev(entry, content, fast, len(value) if fast is not None else 0,
-                                    0, h, value, _last(value))
+                                    0, h, value, _last(value), pure=pure, fast_at=at)
             return entry
         if appended and prev is not None and prev.entry.inline is None:
             h = prev.hash_state.copy()
@@ -313,7 +356,7 @@ class EntryWriter:
                          digest=Digest(h.digest()), chunks=tuple(chunks), encoding=encoding,
                          labels=labels)
         self.prev[name] = _Prev(entry, content, fast, len(value) if fast is not None else 0,
-                                sealed, h, value, _last(value))
+                                sealed, h, value, _last(value), pure=pure, fast_at=at)
         return entry
 
     def _piece(self, content: bytes | bytearray, start: int, length: int,
@@ -412,6 +455,13 @@ class EntryWriter:
         entry, new = write_stream(self.objects, f, self.params, typ, labels)
         self.bytes_new += new
         return entry
+
+
+def _still_pure(pure: bool | None, new: list[Any]) -> bool | None:
+    """The purity of committed items ``pure`` grown by ``new`` (None stays unknown)."""
+    if not pure:
+        return pure
+    return not any(impure(x) for x in new)
 
 
 def _last(value: Any) -> Any:
