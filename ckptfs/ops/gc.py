@@ -139,7 +139,7 @@ def _mark(repo: Repository, into: _Mark, ledgers: LedgerScanner, problems: list[
                 h = got.container.header
                 into.named.add(RecordRef(run_id, seq))
                 if isinstance(h, RecordHeader):
-                    into.named.update(h.containers)
+                    into.named.update(gc_locators.locator_containers(h))
             if into.seen.get((run_id, seq)) == rec.snapshot:
                 continue  # marked already (a record withdrawn and made again is marked anew)
             into.manifests.add(rec.snapshot)

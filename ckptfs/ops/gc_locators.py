@@ -120,5 +120,50 @@ def sweep(storage: Storage, plan: Plan, named: Iterable[ContainerRef], report: R
     return records
 
 
-def plan_forwards(storage: Storage, problems: list[str]) -> Plan:
-    return Plan(forwards(storage, problems))
+def plan_forwards(storage: Storage, problems: list[str]) -> Plan | None:
+    """The plan's forwards, read; None when one cannot be read (then gc keeps the rule that
+    reads every old stray: a damaged forward may have pointed into any container)."""
+    mine: list[str] = []
+    fwd = forwards(storage, mine)
+    if mine:
+        problems += mine
+        return None
+    return Plan(fwd)
+
+
+def locator_containers(h: ct.RecordHeader) -> tuple[ContainerRef, ...]:
+    """The containers a record's locators name (spec/v2.md 3.5)."""
+    return h.containers
+
+
+def named_containers(repo: Repository) -> list[str]:
+    """The paths of the stray records and packs of the store that its visible records name
+    (their locators, and the forwards reached from named containers): the old containers a gc
+    under this rule must read and judge rather than delete unread (spec/v2.md 9.2). Visible
+    records are named too but not listed (gc never deletes them). A record that cannot be
+    read raises (gc would then delete nothing)."""
+    from ckptfs.errors import CkptfsError
+    from ckptfs.ops.repack import packs
+    from ckptfs.ops.runscan import RecordCache
+
+    st = repo.storage
+    cache = RecordCache()
+    named: set[ContainerRef] = set()
+    strays: set[ContainerRef] = set()
+    for run_id in repo.run_ids():
+        listing = cache.listing(st, run_id)
+        strays.update(RecordRef(run_id, s) for s in listing.strays)
+        for got in cache.records(repo, listing, listing.visible):
+            if got.error is not None:
+                raise got.error
+            if got.container is not None:
+                named.add(RecordRef(run_id, got.seq))
+                h = got.container.header
+                if isinstance(h, ct.RecordHeader):
+                    named.update(locator_containers(h))
+    problems: list[str] = []
+    keep = reached(named, forwards(st, problems))
+    if problems:
+        raise CkptfsError("; ".join(problems))
+    held = strays | set(packs(st))
+    return sorted(container_path(r) for r in keep & held)
