@@ -39,7 +39,7 @@ PACK_TARGET = 16 * 1024 * 1024
 #: the most bytes one coalesced ranged read may span
 MAX_RANGE = 32 * 1024 * 1024
 #: record tables a process remembers (the parent of its next commit is the last one)
-TABLES_MAX = 16
+TABLES_MAX = 64
 
 
 def container_path(ref: ContainerRef) -> str:
