@@ -53,6 +53,8 @@ class GcReport:
     expired: list[str] = attrs.field(factory=list)
     stray_records: int = 0
     manifests_deleted: int = 0
+    #: chunks gone, by digest; v2 with complete locators: only those of containers gc read
+    #: (a stray deleted unread counts in ``containers`` and its bytes, spec/v2.md 9.2)
     chunks_deleted: int = 0
     tmp_deleted: int = 0
     bytes_freed: int = 0
