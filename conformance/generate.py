@@ -1443,6 +1443,14 @@ def _v2_vectors(g: Gen) -> None:
         gen_v2.valid(g, new_store, prng, render_store, NOW, T0)
         gen_v2.invalid(g, new_store, prng, invalid_stores, T0)
         gen_v2.lookups(g, new_store, prng, NOW, T0)
+        _locator_vectors(g)
+
+
+def _locator_vectors(g: Gen) -> None:
+    """Complete locators (conformance/gen_locators.py, spec/v2.md 3.5, 9.2)."""
+    from conformance import gen_locators
+
+    gen_locators.vectors(g, new_store, prng, render_store, NOW)
 
 
 def _drop_leases(out: Path) -> None:

@@ -28,7 +28,7 @@ import attrs
 
 VECTORS = Path(__file__).resolve().parent / "vectors"
 CAPABILITIES = ("digest", "cbor", "cbor-encode", "framing", "chunker", "reader", "ledger",
-                "lifecycle", "v2", "writer", "writer-exact", "typed-values")
+                "lifecycle", "v2", "writer", "writer-exact", "typed-values", "gc")
 PASS, FAIL, SKIP, ERROR = "Pass", "Fail", "Skip", "Error"
 
 

@@ -118,7 +118,10 @@ def test_delete_for_runs_of_the_newest_forgets_behind_a_mark_and_gc_reclaims(
     assert fresh.get_tuple(c) is None and len(list(fresh.list(cfg("t")))) == 3
     assert verify(root).returncode == 0
     report = gc(fresh.store.repo, grace_ms=0)
-    assert report.manifests_deleted == 2 and report.chunks_deleted >= 1
+    # v2 with complete locators: the strays are deleted unread, so their bodies are counted in
+    # bytes, not chunks (spec/v2.md 9.2); the byte scan below is the proof either way
+    assert report.manifests_deleted == 2
+    assert report.chunks_deleted >= 1 or report.containers.bytes_freed > 0
     assert b"rolled back" not in store_bytes(root)
     # LangGraph goes on from the kept checkpoint; lookups stay exact
     nxt = fresh.put(cfg("t", cid=last), ckpt({"i": 9}), {}, {"i": 2})

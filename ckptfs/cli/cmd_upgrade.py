@@ -6,15 +6,22 @@ import argparse
 
 from ckptfs.cli import EXIT_OK, print_json
 
+#: a v2 store whose records are not all complete: nothing changed
+EXIT_NOT_UPGRADED = 1
+
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = sub.add_parser(
-        "upgrade", help="upgrade a format v1 store to v2 in place (no snapshot id changes)",
+        "upgrade", help="upgrade a store in place: v1 to v2, or give a v2 store complete locators "
+             "(no snapshot id changes)",
         description="Rewrite STORE's config as format version 2 (spec/v2.md 10). Existing "
                     "snapshots stay as they are and keep their ids; new commits are written in "
                     "the v2 layout (one file per commit). Readers older than ckptfs 0.2 can no "
                     "longer open the store; to keep a v1 store, copy it instead "
-                    "('ckptfs copy SRC DST' writes a v2 copy).")
+                    "('ckptfs copy SRC DST' writes a v2 copy). On a v2 store written by an "
+                    "earlier ckptfs: check that every visible record locates every chunk it "
+                    "needs and then add the required feature complete-locators, which lets gc "
+                    "delete old records without reading them (spec/v2.md 2, 9.2).")
     p.add_argument("store", metavar="STORE")
     p.add_argument("--dry-run", action="store_true", help="say what would change")
     p.add_argument("--json", action="store_true")
@@ -29,7 +36,19 @@ def run(args: argparse.Namespace) -> int:
     r = upgrade(store.repo, dry_run=args.dry_run)
     if args.json:
         print_json({"store": r.store, "before": r.before, "after": r.after,
-                    "changed": r.changed, "dry_run": args.dry_run})
+                    "changed": r.changed, "dry_run": args.dry_run, "checked": r.checked,
+                    "holes": list(r.holes), "holes_total": r.holes_total})
+    elif r.holes_total:
+        print(f"{r.store}: not changed: {r.holes_total} visible record(s) do not locate "
+              "every chunk they need, so gc must keep reading old records (spec/v2.md 9.2):")
+        for h in r.holes:
+            print(f"  {h}")
+        print("Commit those runs again (or copy the store) and run 'ckptfs upgrade' again.")
+        return EXIT_NOT_UPGRADED
+    elif r.before == r.after == 2 and r.changed:
+        verb = "would get" if args.dry_run else "now has"
+        print(f"{r.store}: {verb} the feature complete-locators ({r.checked} record(s) "
+              "checked): gc deletes old records no visible one locates without reading them")
     elif not r.changed:
         print(f"{r.store}: already format version {r.after}; nothing to do")
     else:

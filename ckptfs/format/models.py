@@ -27,14 +27,21 @@ SUPPORTED_VERSIONS = (1, 2)
 MANIFEST_VERSION = 1
 #: Features this implementation understands (a store or manifest may require any of these).
 #: ``typed-values``: value entries may hold tag 27 typed values (spec/format.md 18, issue 17)
-KNOWN_FEATURES: frozenset[str] = frozenset({"typed-values"})
+#: ``complete-locators`` (store config only, spec/v2.md 2 and 9.2): every writer of this store
+#: locates every chunk a record does not carry (3.5 MUST, 5.2), so gc deletes old containers no
+#: visible record locates without reading them
+COMPLETE_LOCATORS = "complete-locators"
+KNOWN_FEATURES: frozenset[str] = frozenset({"typed-values", COMPLETE_LOCATORS})
+#: features of a store's config that say how its writers behave, not how its data reads: a copy
+#: need not find them in its destination (its own writers follow the rule or not)
+WRITER_FEATURES: frozenset[str] = frozenset({COMPLETE_LOCATORS})
 #: Which ckptfs releases read each format version and each feature, for the error a reader gives
 #: when it meets one it does not (spec "Versioning"). Add a row with every new version or
 #: feature; never edit one.
 FORMAT_READERS: dict[int, str] = {1: ">= 0.1.0", 2: ">= 0.2.0"}
 #: which release reads each manifest format version (manifests stay at 1 in both layouts)
 MANIFEST_READERS: dict[int, str] = {1: ">= 0.1.0"}
-FEATURE_READERS: dict[str, str] = {"typed-values": ">= 0.2.0"}
+FEATURE_READERS: dict[str, str] = {"typed-values": ">= 0.2.0", COMPLETE_LOCATORS: ">= 0.2.0"}
 MAX_CHUNK_SIZE = 16 * 1024 * 1024
 MAX_MANIFEST_SIZE = 64 * 1024 * 1024
 MAX_RECORD_SIZE = 64 * 1024

@@ -44,7 +44,14 @@ from ckptfs.errors import (
 )
 from ckptfs.format import framing
 from ckptfs.format.digest import Digest
-from ckptfs.format.models import ChunkRef, Manifest, RunRecord, StoreConfig
+from ckptfs.format.models import (
+    COMPLETE_LOCATORS,
+    WRITER_FEATURES,
+    ChunkRef,
+    Manifest,
+    RunRecord,
+    StoreConfig,
+)
 from ckptfs.format.names import CHUNKS, CONFIG_PATH, chunk_path, record_path, snapshot_path
 from ckptfs.ops.chunks import snapshot_chunks
 from ckptfs.ops.copy_history import diverged
@@ -255,6 +262,14 @@ def _merge(into: CopyReport, sub: CopyReport) -> None:
     into.life.erased += sub.life.erased
 
 
+def _writer_features(cfg: StoreConfig) -> tuple[str, ...]:
+    """``cfg``'s required features with the writer features a new store of its layout gets
+    (a v2 destination: complete locators, which this copy's writes follow, spec/v2.md 2), and
+    without those of another layout (a v1 destination has no locators)."""
+    data = tuple(f for f in cfg.required if f not in WRITER_FEATURES)
+    return (*data, COMPLETE_LOCATORS) if cfg.version >= 2 else data
+
+
 def _ensure_config(src: Repository, dst: Repository) -> bool:
     """Give ``dst`` the source's config (same chunker) if it has none; refuse a destination
     that lacks a feature the source requires. True when the config was created."""
@@ -263,6 +278,7 @@ def _ensure_config(src: Repository, dst: Repository) -> bool:
     if dst_cfg is None:
         # the source's config (chunker, settings, features), in the layout new stores get
         cfg = attrs.evolve(src_cfg, version=default_version())
+        cfg = attrs.evolve(cfg, required=_writer_features(cfg))
         try:
             data = cfg.to_bytes() if cfg != src_cfg else src.storage.read(CONFIG_PATH)
             dst.storage.create(CONFIG_PATH, data)
@@ -270,7 +286,7 @@ def _ensure_config(src: Repository, dst: Repository) -> bool:
             return True
         except FileExistsError:
             dst_cfg = dst.config
-    missing = sorted(set(src_cfg.required) - set(dst_cfg.required))
+    missing = sorted(set(src_cfg.required) - set(dst_cfg.required) - WRITER_FEATURES)
     if missing:
         raise UnsupportedFeature(
             f"{src.url} requires feature(s) {', '.join(missing)} that {dst.url} does not declare; "

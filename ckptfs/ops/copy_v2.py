@@ -125,11 +125,28 @@ class RunCopyV2:
         #: located when it commits carries it itself (``_commit``)
         self.pending: set[Digest] = set()
         self.target = int(dst.config.settings.get("pack_target", PACK_TARGET))
+        #: the destination records whose tables this copy may locate chunks from (spec/v2.md
+        #: 5.2, complete locators): the run's head there, read at the start, and the record
+        #: this copy created last; never another record the destination's process read
+        self.bases: list[RecordRef] = []
+        self.head = False
         if self.have:  # what the destination's head locates needs no copy
             try:
                 dst.record(run_id, max(self.have))
+                self.bases.append(RecordRef(run_id, max(self.have)))
+                self.head = True
             except Exception:  # noqa: BLE001 - then every chunk is sent again
                 pass
+
+    def _relied(self, d: Digest) -> Location | None:
+        """Where a record of this copy may locate ``d``: a base record's table, else a
+        container this copy wrote."""
+        loc = self.dst.objects.locations
+        for base in reversed(self.bases):
+            x = loc.relied(d.raw, base, wrote=False)
+            if x is not None:
+                return x
+        return loc.own.get(d.raw) if d in self.pending else None
 
     def copy(self, seqs: list[int]) -> None:
         """A pipeline of batches of about one pack each: while the packs of batch k are
@@ -246,7 +263,7 @@ class RunCopyV2:
         loc = dst.objects.locations
 
         def held(d: Digest) -> bool:
-            return d in self.pending or loc.get(d) is not None
+            return d in self.pending or self._relied(d) is not None
 
         need = [c for d, c in refs.items() if not held(d)]
         report.chunks_present += len(refs) - len(need)  # type: ignore[attr-defined]
@@ -276,12 +293,12 @@ class RunCopyV2:
         loc = dst.objects.locations
         framed = list(p.framed)
         own = {d for d, _, _ in framed}
-        lost = [c for d, c in p.refs.items() if d not in own and loc.get(d) is None]
+        lost = [c for d, c in p.refs.items() if d not in own and self._relied(d) is None]
         if lost:  # left to an earlier record of the batch that was not created: carry them
             got = src.objects.get_chunks(lost, where=f"{src.url}: run {run_id!r} seq {seq}")
             framed += frame_bodies((c.digest, b) for c, b in zip(lost, got))
             own |= {c.digest for c in lost}
-        where_of = {d: x for d in p.refs if d not in own and (x := loc.get(d)) is not None}
+        where_of = {d: x for d in p.refs if d not in own and (x := self._relied(d)) is not None}
         new = RunRecord(run=run_id, seq=seq, snapshot=rec.snapshot, size=len(data),
                         created=rec.created, nonce=dst.nonce())
         rec_bytes, placed_own = build_record(new, data, framed, where_of)
@@ -292,9 +309,14 @@ class RunCopyV2:
         except FileExistsError:
             if dst.record(run_id, seq).snapshot != rec.snapshot:
                 raise diverged(src, dst, run_id, seq) from None
+            self.bases = [*self.bases[:1 if self.head else 0], RecordRef(run_id, seq)]
             report.snapshots_present += 1  # type: ignore[attr-defined]
             return
-        loc.add(placed_own)
+        ref = RecordRef(run_id, seq)
+        loc.wrote_record(ref, {c.raw: x for c, x in placed_own.items()},
+                         {c.raw: x for c, x in where_of.items()})
+        self.bases = [*self.bases[:1 if self.head else 0], ref]
+        dst.objects.last_table = {c.raw: x for c, x in where_of.items()}
         report.chunks_copied += p.copied  # type: ignore[attr-defined]
         report.bytes_copied += len(rec_bytes)  # type: ignore[attr-defined]
         objects = dst.objects

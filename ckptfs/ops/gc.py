@@ -25,7 +25,8 @@ from ckptfs.store.ledgers import LedgerScanner
 from ckptfs.store.lifecycle import retire
 from ckptfs.store.listing import object_digest
 from ckptfs.store.repository import Repository, Snapshot
-from ckptfs.format.containers import PackRef, RecordRef
+from ckptfs.format.containers import ContainerRef, PackRef, RecordHeader, RecordRef
+from ckptfs.ops import gc_locators
 from ckptfs.ops.repack import Held, RepackReport, held, packs, repack
 from ckptfs.ops.runscan import RecordCache
 
@@ -52,6 +53,8 @@ class GcReport:
     expired: list[str] = attrs.field(factory=list)
     stray_records: int = 0
     manifests_deleted: int = 0
+    #: chunks gone, by digest; v2 with complete locators: only those of containers gc read
+    #: (a stray deleted unread counts in ``containers`` and its bytes, spec/v2.md 9.2)
     chunks_deleted: int = 0
     tmp_deleted: int = 0
     bytes_freed: int = 0
@@ -108,6 +111,8 @@ class _Mark:
     #: (run, seq) -> the snapshot its record named when marked
     seen: dict[tuple[str, int], Digest] = attrs.field(factory=dict)
     sound: bool = True
+    #: v2: the visible records and the containers their locators name (ckptfs.ops.gc_locators)
+    named: set[ContainerRef] = attrs.field(factory=set)
 
 
 def _mark(repo: Repository, into: _Mark, ledgers: LedgerScanner, problems: list[str],
@@ -132,6 +137,11 @@ def _mark(repo: Repository, into: _Mark, ledgers: LedgerScanner, problems: list[
                 continue
             rec = got.record
             assert rec is not None
+            if got.container is not None:
+                h = got.container.header
+                into.named.add(RecordRef(run_id, seq))
+                if isinstance(h, RecordHeader):
+                    into.named.update(gc_locators.locator_containers(h))
             if into.seen.get((run_id, seq)) == rec.snapshot:
                 continue  # marked already (a record withdrawn and made again is marked anew)
             into.manifests.add(rec.snapshot)
@@ -232,19 +242,25 @@ def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
             report.problems.append("nothing swept (no manifest, no chunk): some snapshots could "
                                    "not be read; fix or erase them (see 'ckptfs verify')")
             manifests = {}
-        victims = (v2_victims(repo, mark, cutoff_s, report, cache)
+        plan = (gc_locators.plan_forwards(st, report.problems)
+                if not v1 and mark.sound and gc_locators.applies(repo) else None)
+        victims = (v2_victims(repo, mark, cutoff_s, report, cache, plan)
                    if not v1 and mark.sound else [])
         if dry_run:
             if victims:
                 repack(st, victims, lambda d: d in mark.chunks, writer=WRITER, dry_run=True,
                        report=report.containers)
                 _count_v2(report, victims, mark)
+            if plan is not None:
+                report.manifests_deleted += gc_locators.sweep(
+                    st, plan, mark.named, report.containers, dry_run=True)
             report.manifests_deleted, report.chunks_deleted = len(manifests), len(chunks)
             report.bytes_freed = sum(st.size(p) or 0 for p in [*manifests.values(),
                                                                *chunks.values()])
-        elif manifests or chunks or victims:
+        elif manifests or chunks or victims or (plan is not None and (
+                plan.unread or plan.forwards)):
             _sweep(repo, lease, mark, ledgers, manifests, chunks, cutoff_s, report, victims,
-                   cache)
+                   cache, plan)
         # 5. temp files abandoned by crashed writers
         for name in st.list(TMP):
             path = f"{TMP}/{name}"
@@ -258,7 +274,7 @@ def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
 def _sweep(repo: Repository, lease: MaintenanceLease, mark: _Mark, ledgers: LedgerScanner,
            manifests: dict[Digest, str], chunks: dict[Digest, str], cutoff_s: float,
            report: GcReport, victims: list[Held] | None = None,
-           cache: RecordCache | None = None) -> None:
+           cache: RecordCache | None = None, plan: gc_locators.Plan | None = None) -> None:
     """4. Announce the sweep, mark again what was committed since the mark, then delete
     (spec/retention.md "Sweeps and writers"): a writer whose record the second mark misses sees
     the announcement after its record and waits for this sweep, then restores what it needs."""
@@ -280,6 +296,10 @@ def _sweep(repo: Repository, lease: MaintenanceLease, mark: _Mark, ledgers: Ledg
             del chunks[d]
     report.spared_by_new_commits = (len(before[0]) - len(manifests)
                                     + len(before[1]) - len(chunks))
+    if plan is not None:  # v2, complete locators: what nothing names goes unread
+        report.manifests_deleted += gc_locators.sweep(st, plan, mark.named,
+                                                      report.containers)
+        lease.keep()
     if victims:  # v2: containers, judged by the marks of both passes
         try:
             repack(st, victims, lambda d: d in mark.chunks, writer=WRITER,
@@ -304,10 +324,13 @@ def _sweep(repo: Repository, lease: MaintenanceLease, mark: _Mark, ledgers: Ledg
 
 
 def v2_victims(repo: Repository, mark: _Mark, cutoff_s: float, report: GcReport,
-               cache: RecordCache | None = None) -> list[Held]:
+               cache: RecordCache | None = None, plan: gc_locators.Plan | None = None
+               ) -> list[Held]:
     """Containers to delete or repack (spec/v2.md "Maintenance"): stray records (forgotten,
     expired, withdrawn: invisible, never read again as snapshots) and packs at least half
-    dead, both older than the grace period (younger ones may belong to a commit in flight)."""
+    dead, both older than the grace period (younger ones may belong to a commit in flight).
+    ``plan`` (complete locators): only the containers the mark named are read and judged
+    here; the other old ones go to ``plan.unread``, deleted unread by the sweep."""
     st = repo.storage
     refs: list[tuple[RecordRef | PackRef, ObjectStat | None]] = []
     cache = RecordCache() if cache is None else cache
@@ -315,6 +338,10 @@ def v2_victims(repo: Repository, mark: _Mark, cutoff_s: float, report: GcReport,
         listing = cache.listing(st, run_id)
         refs += [(RecordRef(run_id, s), listing.records[s]) for s in listing.strays]
     refs += list(packs(st).items())
+    if plan is not None:
+        refs, young = gc_locators.split(refs, gc_locators.reached(mark.named, plan.forwards),
+                                        cutoff_s, plan)
+        report.young_kept += young
     out = []
     plain: list[str] = []  # v1 strays of an upgraded store: no bodies, deleted as in v1
     found = held(st, refs, report.problems, plain, repo=repo)

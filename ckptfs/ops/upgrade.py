@@ -1,23 +1,41 @@
-"""Upgrade a version 1 store to version 2 in place (spec/v2.md section 10).
+"""Upgrade a store in place (spec/v2.md section 10 and 2, "complete locators").
 
-The config is the one file rewritten: the same config with ``version: 2`` and the optional
-feature ``v1-objects`` (the store keeps its loose chunks, manifests and v1 records, which every
-v2 reader reads). Nothing else is written and no snapshot id changes; new commits are v2
-records. Done under the maintenance lease, so no gc or erase runs meanwhile; a v1 writer still
-running is refused at its next config read (it rejects version 2) and its commits until then
-stay readable.
+A version 1 store: the config is the one file rewritten: the same config with ``version: 2``,
+the optional feature ``v1-objects`` (the store keeps its loose chunks, manifests and v1
+records, which every v2 reader reads) and the required feature ``complete-locators`` (its v1
+records locate nothing, their chunks are loose objects gc judges by the mark; every v2 record
+the new code writes follows the rule). Nothing else is written and no snapshot id changes; new
+commits are v2 records.
+
+A version 2 store without ``complete-locators`` (written by an earlier ckptfs, whose writers
+may have located a chunk in a container only process memory named): every visible record is
+checked; the feature is added only when each chunk every visible snapshot needs is a body of
+its record, located by it, or (``v1-objects``) a loose object. Otherwise nothing changes and
+the records with holes are reported (commit them again, or copy the store, to fill them).
+
+Done under the maintenance lease, so no gc or erase runs meanwhile. A writer of an earlier
+ckptfs still running is refused at its next config read (it does not know the required
+feature); stop such writers before upgrading, since one that keeps the old config in memory
+could still write a record with a hole (RELIABILITY.md).
 """
 
 from __future__ import annotations
 
 import attrs
 
-from ckptfs.format.models import StoreConfig
-from ckptfs.format.names import CONFIG_PATH
+from ckptfs.errors import CkptfsError
+from ckptfs.format import containers as ct
+from ckptfs.format.models import COMPLETE_LOCATORS, StoreConfig
+from ckptfs.format.names import CONFIG_PATH, chunk_path
+from ckptfs.ops.chunks import snapshot_chunks
 from ckptfs.ops.lease import MaintenanceLease
+from ckptfs.ops.runscan import RecordCache
+from ckptfs.store.ledgers import LedgerScanner
 from ckptfs.store.repository import Repository
 
 V1_OBJECTS = "v1-objects"
+#: the most records with holes an upgrade names (the count is always given)
+HOLES_SHOWN = 20
 
 
 @attrs.frozen
@@ -26,15 +44,24 @@ class UpgradeReport:
     before: int
     after: int
     changed: bool
+    #: v2 stores: records checked for complete locators, and those with holes
+    checked: int = 0
+    holes: tuple[str, ...] = ()
+    holes_total: int = 0
+
+
+def _with(features: tuple[str, ...], f: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys((*features, f)))
 
 
 def upgrade(repo: Repository, *, dry_run: bool = False) -> UpgradeReport:
-    """Rewrite a v1 store's config as version 2; a v2 store is left as it is."""
+    """Rewrite a v1 store's config as version 2, or give a v2 store ``complete-locators``
+    after checking its visible records; a store that has both is left as it is."""
     cfg = repo.config
     if cfg.version >= 2:
-        return UpgradeReport(repo.url, cfg.version, cfg.version, False)
-    new = attrs.evolve(cfg, version=2, optional=tuple(dict.fromkeys(
-        (*cfg.optional, V1_OBJECTS))))
+        return _locators(repo, cfg, dry_run=dry_run)
+    new = attrs.evolve(cfg, version=2, optional=_with(cfg.optional, V1_OBJECTS),
+                       required=_with(cfg.required, COMPLETE_LOCATORS))
     if dry_run:
         return UpgradeReport(repo.url, cfg.version, 2, True)
     with MaintenanceLease(repo.storage, deletes=False) as lease:
@@ -46,3 +73,68 @@ def upgrade(repo: Repository, *, dry_run: bool = False) -> UpgradeReport:
     repo._config = None
     repo.load_config()
     return UpgradeReport(repo.url, 1, 2, True)
+
+
+def _locators(repo: Repository, cfg: StoreConfig, *, dry_run: bool) -> UpgradeReport:
+    if COMPLETE_LOCATORS in cfg.required:
+        return UpgradeReport(repo.url, cfg.version, cfg.version, False)
+    if dry_run:
+        checked, holes = check_locators(repo)
+        return UpgradeReport(repo.url, 2, 2, not holes, checked, tuple(holes[:HOLES_SHOWN]),
+                             len(holes))
+    with MaintenanceLease(repo.storage, deletes=False, config=cfg) as lease:
+        lease.check()
+        checked, holes = check_locators(repo, lease.keep)
+        current = StoreConfig.from_bytes(repo.storage.read(CONFIG_PATH))
+        if holes or COMPLETE_LOCATORS in current.required:
+            return UpgradeReport(repo.url, 2, 2, False, checked, tuple(holes[:HOLES_SHOWN]),
+                                 len(holes))
+        lease.check()
+        repo.storage.replace(CONFIG_PATH, attrs.evolve(
+            current, required=_with(current.required, COMPLETE_LOCATORS)).to_bytes())
+    repo._config = None
+    repo.load_config()
+    return UpgradeReport(repo.url, 2, 2, True, checked)
+
+
+def check_locators(repo: Repository, keep: object = None) -> tuple[int, list[str]]:
+    """How many visible v2 records were checked, and ``RUN@SEQ: chunk`` for each one with a
+    hole: a chunk its snapshot needs that is neither its body nor located by it (nor, in a
+    store with ``v1-objects``, a loose object). An unreadable record counts as a hole (the
+    feature is never added on a guess)."""
+    loose = V1_OBJECTS in repo.config.optional
+    cache = RecordCache()
+    ledgers = LedgerScanner(repo.objects)
+    holes: list[str] = []
+    checked = 0
+    for run_id in repo.run_ids():
+        if callable(keep):
+            keep()
+        listing = cache.listing(repo.storage, run_id)
+        for got in cache.records(repo, listing, listing.visible):
+            at = f"{run_id}@{got.seq}"
+            if got.error is not None or got.record is None:
+                holes.append(f"{at}: unreadable ({got.error})")
+                continue
+            c = got.container
+            if c is None:
+                continue  # a v1 record: its chunks are loose objects, judged by the mark
+            h = c.header
+            assert isinstance(h, ct.RecordHeader)
+            checked += 1
+            own = {b.digest for b in h.bodies}
+            prefixes = {x.prefix for x in h.locators}
+            try:
+                need = snapshot_chunks(repo, repo._recorded(got.record), ledgers=ledgers)
+            except CkptfsError as e:
+                holes.append(f"{at}: unreadable ({e})")
+                continue
+            for what, ref in need:
+                d = ref.digest
+                if d in own or d.raw[:ct.LOCATOR_PREFIX] in prefixes:
+                    continue
+                if loose and repo.storage.exists(chunk_path(d)):
+                    continue
+                holes.append(f"{at}: {what} chunk {d} is not located by its record")
+                break
+    return checked, holes

@@ -10,10 +10,11 @@ object (``chunks/<xx>/<hex>``), and only then reports the chunk missing.
 
 from __future__ import annotations
 
+import collections
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from ckptfs.errors import CorruptObject, CorruptSnapshot, FormatError, MissingObject
+from ckptfs.errors import CkptfsError, CorruptObject, CorruptSnapshot, FormatError, MissingObject
 from ckptfs.format import containers as ct
 from ckptfs.format import framing
 from ckptfs.format.containers import (
@@ -37,6 +38,8 @@ RECORD_BULK_MAX = 8 * 1024 * 1024
 PACK_TARGET = 16 * 1024 * 1024
 #: the most bytes one coalesced ranged read may span
 MAX_RANGE = 32 * 1024 * 1024
+#: record tables a process remembers (the parent of its next commit is the last one)
+TABLES_MAX = 64
 
 
 def container_path(ref: ContainerRef) -> str:
@@ -53,17 +56,70 @@ class Locations:
     def __init__(self) -> None:
         self.exact: dict[bytes, Location] = {}
         self.hints: dict[bytes, Location] = {}
+        #: bodies this process wrote itself (records, packs): a writer may locate a chunk it
+        #: wrote within ``REUSE_WINDOW`` here (spec/v2.md 5.2), never in ``exact``, which also
+        #: holds what it read in other records
+        self.own: dict[bytes, Location] = {}
+        #: the table of each record this process read or wrote recently (bounded): its own
+        #: bodies by full digest, its locators by prefix; a commit locates what it relies on
+        #: through its parent from the parent's table (spec/v2.md 5.2, "complete locators")
+        self.tables: collections.OrderedDict[
+            ContainerRef, tuple[Mapping[bytes, Location], Mapping[bytes, Location]]] = (
+                collections.OrderedDict())
+        #: the record of the snapshot being read (``Repository.ensure_located``): a reader
+        #: tries its table before it reports a chunk missing (spec/v2.md 6)
+        self.focus: ContainerRef | None = None
 
     def learn(self, c: Container, ref: ContainerRef) -> None:
         """Remember the bodies (and, for a record, the locators) of container ``c``."""
-        self.exact.update({b.digest.raw: c.location(ref, b) for b in c.header.bodies})
+        bodies = {b.digest.raw: c.location(ref, b) for b in c.header.bodies}
+        self.exact.update(bodies)
         h = c.header
         if isinstance(h, ct.RecordHeader):
-            for x in h.locators:
-                self.hints[x.prefix] = Location(h.containers[x.container], x.start, x.stored)
+            prefixed = {x.prefix: Location(h.containers[x.container], x.start, x.stored)
+                        for x in h.locators}
+            self.hints.update(prefixed)
+            self._table(ref, bodies, prefixed)
+
+    def wrote_record(self, ref: ContainerRef, bodies: Mapping[bytes, Location],
+                     located: Mapping[bytes, Location]) -> None:
+        """Remember the table of a record this process created: its bodies (``bodies``, by
+        raw digest) and the locators it wrote (``located``, by raw digest)."""
+        self.exact.update(bodies)
+        self.own.update(bodies)
+        self._table(ref, bodies, located)
+
+    def _table(self, ref: ContainerRef, exact: Mapping[bytes, Location],
+               other: Mapping[bytes, Location]) -> None:
+        self.tables[ref] = (exact, other)
+        self.tables.move_to_end(ref)
+        while len(self.tables) > TABLES_MAX:
+            self.tables.popitem(last=False)
+
+    def table(self, ref: ContainerRef | None
+              ) -> tuple[Mapping[bytes, Location], Mapping[bytes, Location]] | None:
+        """The remembered table of record ``ref`` (None: not remembered): a map by full
+        digest, and one by full digest or locator prefix (see ``relied``)."""
+        return None if ref is None else self.tables.get(ref)
+
+    def relied(self, raw: bytes, parent: ContainerRef | None, wrote: bool) -> Location | None:
+        """Where a writer may say chunk ``raw`` is (spec/v2.md 5.2): the parent record's own
+        body or locator, else (``wrote``: this writer wrote it within REUSE_WINDOW) the
+        container this writer wrote it in. Never a place learned from another record."""
+        t = self.table(parent)
+        if t is not None:
+            loc = t[0].get(raw)
+            if loc is None:
+                loc = t[1].get(raw) or t[1].get(raw[:ct.LOCATOR_PREFIX])
+            if loc is not None:
+                return loc
+        return self.own.get(raw) if wrote else None
 
     def add(self, where: Mapping[Digest, Location]) -> None:
-        self.exact.update({d.raw: loc for d, loc in where.items()})
+        """Remember bodies this process wrote (packs, its records' bodies)."""
+        raws = {d.raw: loc for d, loc in where.items()}
+        self.exact.update(raws)
+        self.own.update(raws)
 
     def put(self, d: Digest, loc: Location) -> None:
         self.exact[d.raw] = loc
@@ -92,10 +148,15 @@ class Locations:
         gone = set(containers)
         self.exact = {d: loc for d, loc in self.exact.items() if loc.container not in gone}
         self.hints = {p: loc for p, loc in self.hints.items() if loc.container not in gone}
+        self.own = {d: loc for d, loc in self.own.items() if loc.container not in gone}
+        for ref in gone:
+            self.tables.pop(ref, None)
 
     def clear(self) -> None:
         self.exact.clear()
         self.hints.clear()
+        self.own.clear()
+        self.tables.clear()
 
 
 def read_container(storage: Storage, path: str, *, what: str) -> tuple[Container, bytes]:
@@ -143,6 +204,8 @@ class ChunkReader:
     def __init__(self, storage: Storage, locations: Locations) -> None:
         self.storage = storage
         self.locations = locations
+        #: reads a record again so that its table is remembered (set by the Repository)
+        self.reload: Callable[[ContainerRef], None] | None = None
 
     def read(self, refs: Sequence[ChunkRef], *, where: str) -> list[bytes]:
         """Every chunk of ``refs``, verified; MissingObject / CorruptSnapshot otherwise."""
@@ -201,7 +264,8 @@ class ChunkReader:
         (``damaged``: bytes were found somewhere but they are not the chunk; then a chunk no
         other place holds is corrupt, not missing, spec/v2.md 6 step 5)."""
         what = f"{where}: chunk {ref.digest}"
-        for n, loc in enumerate(self.locations.candidates(ref.digest)):
+        tried = self.locations.candidates(ref.digest)
+        for n, loc in enumerate(tried):
             if n:
                 got = self._fetch([loc])[0]
                 data = unframe_body(got, ref, where=what)
@@ -210,6 +274,17 @@ class ChunkReader:
                     return data
                 damaged = damaged or got is not None
             found, damaged = self._forwarded(ref, loc, what, damaged)
+            if found is not None:
+                return found
+        own = self._focused(ref.digest)  # the snapshot's own record's table (spec/v2.md 6)
+        if own is not None and own not in tried:
+            got = self._fetch([own])[0]
+            data = unframe_body(got, ref, where=what)
+            if data is not None:
+                self.locations.put(ref.digest, own)
+                return data
+            damaged = damaged or got is not None
+            found, damaged = self._forwarded(ref, own, what, damaged)
             if found is not None:
                 return found
         try:
@@ -228,6 +303,19 @@ class ChunkReader:
             f"{what} is missing from the store (no container, forward or loose object holds "
             "it); the snapshot cannot be restored. Run 'ckptfs verify' to list every affected "
             "snapshot.")
+
+    def _focused(self, d: Digest) -> Location | None:
+        """Where the record of the snapshot being read says ``d`` is (read again when this
+        process no longer remembers its table), or None."""
+        focus = self.locations.focus
+        if focus is None:
+            return None
+        if self.locations.table(focus) is None and self.reload is not None:
+            try:
+                self.reload(focus)
+            except CkptfsError:
+                return None
+        return self.locations.relied(d.raw, focus, wrote=False)
 
     def _forwarded(self, ref: ChunkRef, loc: Location | None, what: str, damaged: bool
                    ) -> tuple[bytes | None, bool]:
@@ -295,14 +383,19 @@ def container_exists(storage: Storage, ref: ContainerRef) -> bool:
 
 
 def locatable(storage: Storage, locations: Locations, digests: Iterable[Digest],
-              seen: dict[ContainerRef, bool] | None = None) -> list[Digest]:
+              seen: dict[ContainerRef, bool] | None = None,
+              fixed: Mapping[bytes, Location] | None = None) -> list[Digest]:
     """The digests among ``digests`` that no existing container, forward or loose object
     holds (one existence check per distinct container, remembered in ``seen``; used after a
-    sweep overlapped a commit, and by verify without read_data)."""
+    sweep overlapped a commit, and by verify without read_data). ``fixed``: the locators of
+    the record just committed: a digest it locates counts as held only where that locator
+    (or its forward) says, since that is where every reader of the record finds it."""
     lost = []
     seen = {} if seen is None else seen
     for d in digests:
-        if any(_held_at(storage, loc, d, seen) for loc in locations.candidates(d)):
+        mine = None if fixed is None else fixed.get(d.raw)
+        places = [mine] if mine is not None else locations.candidates(d)
+        if any(_held_at(storage, loc, d, seen) for loc in places):
             continue
         if not storage.exists(chunk_path(d)):
             lost.append(d)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from ckptfs.errors import CorruptObject, CorruptSnapshot, MissingObject
@@ -16,6 +17,7 @@ from ckptfs.format.names import chunk_path, snapshot_path
 from ckptfs.storage.base import Storage
 from ckptfs.format.containers import LOCATOR_PREFIX, MAX_RECORD_BODIES, Location, frame_bodies
 from ckptfs.format.models import RunRecord
+from ckptfs.format.containers import RecordRef
 from ckptfs.store.containers import (
     PACK_TARGET,
     RECORD_BULK_MAX,
@@ -26,7 +28,7 @@ from ckptfs.store.containers import (
 )
 from ckptfs.store.chunk_sets import named_raws, unprotected
 from ckptfs.store.records import build_record_raw
-from ckptfs.store.sweeps import SweepGuard
+from ckptfs.store.sweeps import SweepGuard, named_chunks
 
 #: How long a writer trusts that a chunk it wrote (or restored) still exists without writing it
 #: again. Must stay well under the store's GC grace period (spec/retention.md "Grace rule").
@@ -106,6 +108,8 @@ class ObjectStore:
         self.manifest_bytes = ManifestEncoder()
         #: v2: the encoded locator rows of the records this writer built (ckptfs.format.record_bytes)
         self.locator_rows = LocatorRows()
+        #: the locators (by raw digest) of the last record ``prepare_v2`` built
+        self.last_table: dict[bytes, Location] = {}
 
     @property
     def layout(self) -> int:
@@ -122,46 +126,86 @@ class ObjectStore:
 
     def _unlocatable(self, digests: list[Digest]) -> list[Digest] | None:
         """v2: the digests no container, forward or loose object holds (None on v1 stores)."""
-        return locatable(self.storage, self.locations, digests) if self.layout >= 2 else None
+        if self.layout < 2:
+            return None
+        return locatable(self.storage, self.locations, digests, fixed=self.last_table)
 
     # -- v2 ----------------------------------------------------------------------------------
     def prepare_v2(self, manifest: Manifest, chunks: Sequence[tuple[Digest, bytes | memoryview]],
-                   results: Iterable[ChunkRef], *, nonce: bytes, settings: Mapping[str, Any]
+                   results: Iterable[ChunkRef], *, nonce: bytes, settings: Mapping[str, Any],
+                   parent: RecordRef | None = None
                    ) -> tuple[Digest, bytes, list[tuple[str, bytes]], dict[Digest, Location]]:
         """A v2 commit of ``manifest``: its id, the record's bytes, the packs to write before
-        it (bulk beyond ``record_bulk_max``), and where the record's own bodies will be."""
+        it (bulk beyond ``record_bulk_max``), and where the record's own bodies will be.
+
+        Complete locators (spec/v2.md 3.5, 5.2): every chunk the snapshot needs that the record
+        does not carry is located from ``parent``'s record (its table, remembered) or from a
+        container this writer wrote within the reuse window, never from another record this
+        process read. A chunk it cannot locate so is read (verified) and carried as a body: a
+        record never has a hole (a read that fails fails the commit)."""
         data = self.manifest_bytes.to_bytes(manifest)
         if len(data) > MAX_MANIFEST_SIZE:
             raise CorruptObject(f"manifest would be {len(data)} bytes, over {MAX_MANIFEST_SIZE}")
         d = Digest.of(data)
         self.sweeps.before_write([])  # the first write of this writer looks at the lease first
         framed = frame_bodies((c, b) for c, b in chunks if c not in self.known)
+        # every chunk it names that this record does not carry is located (raw digests:
+        # hashed and looked up in C, ckptfs.store.chunk_sets)
+        named = named_raws(manifest, self.manifest_bytes.chunk_lists)
+        results = list(results)
+        extra = {r.digest.raw for r in results}
+        located = named | extra if extra else named
+        if framed:
+            located = located - {c.raw for c, _, _ in framed}
+        where, holes = self._relied(located, parent)
+        if holes:  # not locatable by the rule: carried (read and verified first)
+            refs = _refs_of(manifest, results, holes)
+            got = self.get_chunks(refs, where=f"run {manifest.run!r} seq {manifest.seq} "
+                                  "(a chunk its parent does not locate)")
+            framed += frame_bodies((r.digest, b) for r, b in zip(refs, got))
         bulk = min(int(settings.get("record_bulk_max", RECORD_BULK_MAX)), MAX_RECORD_BODIES)
         packs: list[tuple[str, bytes]] = []
-        own = {c for c, _, _ in framed}
         if sum(len(b) for _, _, b in framed) > bulk:
             packs, placed = pack_bodies(framed, target=int(settings.get("pack_target",
                                                                         PACK_TARGET)),
                                         writer=self.writer)
             self.locations.add(placed)
+            where.update({c.raw: loc for c, loc in placed.items()})
             framed = []
-        # every chunk it names that this record does not carry is located (raw digests:
-        # hashed and looked up in C, ckptfs.store.chunk_sets)
-        named = named_raws(manifest, self.manifest_bytes.chunk_lists)
-        extra = {r.digest.raw for r in results}
-        located = named | extra if extra else named
-        if framed:
-            located = located - {c.raw for c in own}
-        exact, hints, n = self.locations.exact, self.locations.hints, LOCATOR_PREFIX
-        where: dict[bytes, Location] = {raw: exact[raw] for raw in located & exact.keys()}
-        for raw in located - exact.keys():  # known by a record's locator only (a resume)
-            loc = hints.get(raw[:n])
-            if loc is not None:
-                where[raw] = loc
         rec = RunRecord(run=manifest.run, seq=manifest.seq, snapshot=d, size=len(data),
                         created=manifest.created, nonce=nonce)
         rec_bytes, placed_own = build_record_raw(rec, data, framed, where, self.locator_rows)
+        #: the table the record will have, for ``Repository.commit`` to remember once created
+        self.last_table = where
         return d, rec_bytes, packs, placed_own
+
+    def _relied(self, located: AbstractSet[bytes], parent: RecordRef | None
+                ) -> tuple[dict[bytes, Location], set[bytes]]:
+        """Where each chunk of ``located`` is by the rule of ``prepare_v2``, and those with no
+        such place (the holes)."""
+        locs = self.locations
+        t = locs.table(parent)
+        where: dict[bytes, Location] = {}
+        rest = located
+        if t is not None:
+            ex, other = t
+            where = {raw: ex[raw] for raw in located & ex.keys()}
+            rest = located - ex.keys()
+            if rest:
+                for raw in list(rest):
+                    loc = other.get(raw) or other.get(raw[:LOCATOR_PREFIX])
+                    if loc is not None:
+                        where[raw] = loc
+                rest = rest - where.keys()
+        holes: set[bytes] = set()
+        for raw in rest:
+            dg = Digest(raw)
+            loc = locs.own.get(raw) if self.known.wrote(dg) else None
+            if loc is None:
+                holes.add(raw)
+            else:
+                where[raw] = loc
+        return where, holes
 
     # -- chunks ------------------------------------------------------------------------------
     def frame_chunks(self, chunks: Iterable[tuple[Digest, bytes | memoryview]]
@@ -267,6 +311,15 @@ class ObjectStore:
         if Digest.of(data) != d:
             raise CorruptSnapshot(f"{what}: manifest bytes do not match the snapshot id")
         return Manifest.from_bytes(data, what=what)
+
+
+def _refs_of(manifest: Manifest, results: Iterable[ChunkRef], raws: set[bytes]
+             ) -> list[ChunkRef]:
+    """The chunk refs (digest and size) of ``raws`` among what ``manifest`` and ``results``
+    name."""
+    sizes = {c.digest.raw: c.size for c in results}
+    sizes.update({k.raw: n for k, n in named_chunks(manifest).items()})
+    return [ChunkRef(Digest(r), sizes[r]) for r in sorted(raws)]
 
 
 def ledger_results(objects: ObjectStore, d: Digest, manifest: Manifest) -> list[Captured]:

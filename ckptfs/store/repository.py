@@ -30,7 +30,7 @@ from ckptfs.errors import (
 )
 from ckptfs.format.cdc import ChunkerParams
 from ckptfs.format.digest import Digest
-from ckptfs.format.models import FORMAT_VERSION, NONCE_SIZE, ChunkRef, Manifest, RunRecord, Schema, StoreConfig, SUPPORTED_VERSIONS
+from ckptfs.format.models import COMPLETE_LOCATORS, FORMAT_VERSION, NONCE_SIZE, ChunkRef, Manifest, RunRecord, Schema, StoreConfig, SUPPORTED_VERSIONS
 from ckptfs.format.names import (
     parse_uint,
     CONFIG_PATH,
@@ -104,6 +104,7 @@ class Repository:
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
         self.objects = ObjectStore(storage, read_layout=self.load_config)
+        self.objects.reader.reload = self._reload_record
         self._config: StoreConfig | None = None
         #: where record nonces come from; replaceable for reproducible stores (the conformance
         #: generator), never shared between two writers
@@ -163,7 +164,8 @@ class Repository:
         version = default_version(version)
         cfg = StoreConfig(chunker=chunker or ChunkerParams(),
                           created=now_ms() if created is None else created,
-                          settings=initial_settings(version, settings), version=version)
+                          settings=initial_settings(version, settings), version=version,
+                          required=(COMPLETE_LOCATORS,) if version >= 2 else ())
         try:
             self.storage.create(CONFIG_PATH, cfg.to_bytes())
             self._configured(cfg)
@@ -251,7 +253,8 @@ class Repository:
             raise self._window_error
         if cfg.version >= 2:
             d, rec_bytes, objects, own = self.objects.prepare_v2(
-                manifest, chunks or [], results, nonce=self.nonce(), settings=cfg.settings)
+                manifest, chunks or [], results, nonce=self.nonce(), settings=cfg.settings,
+                parent=self._parent_record(manifest))
         else:
             d, size, manifest_obj = self.objects.manifest_object(manifest)
             objects = self.objects.frame_chunks(chunks or []) + [manifest_obj]
@@ -275,7 +278,9 @@ class Repository:
                 "not continue from this run handle: resume the run once the store is reachable; "
                 f"its head is {manifest.seq} if the commit landed.") from e
         if cfg.version >= 2:
-            self.objects.locations.add(own)
+            self.objects.locations.wrote_record(RecordRef(manifest.run, manifest.seq),
+                                                {c.raw: x for c, x in own.items()},
+                                                self.objects.last_table)
             self.ids[d] = (manifest.run, manifest.seq)
         try:
             # the lease first (spec/v2.md 5.4: a retired-range listing is reused only while no
@@ -296,6 +301,31 @@ class Repository:
         if cfg.version >= 2:
             self._maybe_hint(manifest, d)
         return Snapshot(d, manifest)
+
+    def _reload_record(self, ref: object) -> None:
+        """Read record ``ref`` again (its table is then remembered): the reader's last place
+        to try before it reports a chunk missing."""
+        if isinstance(ref, RecordRef):
+            self.record(ref.run, ref.seq)
+
+    def _parent_record(self, manifest: Manifest) -> RecordRef | None:
+        """v2: the record of ``manifest``'s parent, its table remembered (read once if this
+        process does not remember it); None when the parent is unknown here or unreadable
+        (then every chunk the commit does not carry or did not write itself is carried:
+        spec/v2.md 5.2)."""
+        if manifest.parent is None:
+            return None
+        at = self.ids.get(manifest.parent)
+        if at is None:
+            return None
+        ref = RecordRef(*at)
+        if self.objects.locations.table(ref) is None:
+            try:
+                if self.record(*at).snapshot != manifest.parent:
+                    return None
+            except CkptfsError:
+                return None
+        return ref if self.objects.locations.table(ref) is not None else None
 
     def _maybe_hint(self, manifest: Manifest, d: Digest) -> None:
         """Write the run's head hint where it saves requests (backends that list from a key)
@@ -421,6 +451,7 @@ class Repository:
         if self.objects.layout < 2:
             return
         loc = self.objects.locations
+        loc.focus = RecordRef(snap.run, snap.seq)  # tried before 'missing' (spec/v2.md 6)
         if all(loc.get(d) is not None for d in named_chunks(snap.manifest)):
             return
         try:

@@ -35,7 +35,8 @@ BREAKS: tuple[str, ...] = (
     "accept-non-canonical", "skip-digests", "ignore-required", "ignore-retired",
     "ignore-tombstones", "ignore-expiry-overrides", "ignore-lease-deadline",
     *("v2-" + r for r in ("trust-head-hint", "skip-header-digest", "lenient-body-table",
-                          "no-forwards", "unbounded-forwards", "no-loose-fallback")))
+                          "no-forwards", "unbounded-forwards", "no-loose-fallback",
+                          "no-stray-bodies", "gc-visible-only", "gc-no-forwards")))
 #: issue 16: one per rule it settled (skip the check, or read the point the other way)
 SPEC16_BREAKS = ("by-id-skip-record-size", "skip-record-path", "skip-chunk-digest",
                  "skip-chunker-order", "skip-label-rules", "allow-after-zstd-frame",
@@ -129,6 +130,30 @@ def _break_v2(rule: str) -> None:
             return tuple(ct.Body(Digest(b[0]), b[1], b[2], b[3]) for b in v)
 
         setattr(ct, "_bodies", bodies)
+    elif rule == "no-stray-bodies":  # [6 step 2] a stray record's bodies are not read
+        from ckptfs.format.containers import RecordRef
+        from ckptfs.store.lifecycle import read_retired
+
+        fetch = sc.ChunkReader._fetch
+
+        def visible_only(self: Any, locs: Any) -> Any:
+            def stray(loc: Any) -> bool:
+                c = loc.container
+                if not isinstance(c, RecordRef):
+                    return False
+                r = read_retired(self.storage, c.run)
+                return r is not None and not r.visible(c.seq)
+            got = fetch(self, [x for x in locs if not stray(x)])
+            it = iter(got)
+            return [None if stray(x) else next(it) for x in locs]
+        sc.ChunkReader._fetch = visible_only  # type: ignore[method-assign]
+    elif rule in ("gc-visible-only", "gc-no-forwards"):  # [9.2] what gc keeps unread
+        from ckptfs.ops import gc_locators
+
+        if rule == "gc-visible-only":
+            setattr(gc_locators, "locator_containers", lambda h: ())
+        else:
+            setattr(gc_locators, "reached", lambda named, fwd: set(named))
     elif rule == "no-forwards":  # [6 step 3]
         setattr(sc, "forward_path", lambda path: "moved-nowhere/" + path)
     elif rule == "unbounded-forwards":  # [8] chains of any length followed
@@ -488,7 +513,18 @@ OPS: dict[str, Callable[..., str]] = {
     "snapshot": lambda store, now, ref: canonical_json(render_ref(store, ref, int(now))),
     "write": write_case,
     "lease": lambda f, now: _lease(_read(f), int(now)),
+    "gc-named": lambda store: _gc_named(store),
 }
+
+
+def _gc_named(store: str) -> str:
+    """``gc-named STORE``: the stray records and packs gc must read and judge (spec/v2.md
+    9.2, complete locators), as a JSON array of paths."""
+    from ckptfs.ops.gc_locators import named_containers
+
+    import ckptfs
+
+    return json.dumps(named_containers(ckptfs.open_store(store).repo))
 
 
 def handle(argv: list[str]) -> str:
