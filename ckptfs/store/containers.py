@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import collections
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from ckptfs.errors import CkptfsError, CorruptObject, CorruptSnapshot, FormatError, MissingObject
 from ckptfs.format import containers as ct
@@ -258,6 +258,14 @@ class ChunkReader:
             out.append(piece)
         return out
 
+    def _places(self, digest: Digest, tried: list[Location]) -> Iterator[Location]:
+        """The remembered places, then the snapshot's own record's (spec/v2.md 6), which is
+        looked up (and its record read again if need be) only when those failed."""
+        yield from tried
+        own = self._focused(digest)
+        if own is not None and own not in tried:
+            yield own
+
     def _fallback(self, ref: ChunkRef, *, where: str, damaged: bool = False) -> bytes:
         """Each place this process knows for the chunk (``Locations.candidates``; the first
         was tried already) and the forwards of each, then the loose v1 object, then missing
@@ -265,8 +273,8 @@ class ChunkReader:
         other place holds is corrupt, not missing, spec/v2.md 6 step 5)."""
         what = f"{where}: chunk {ref.digest}"
         tried = self.locations.candidates(ref.digest)
-        for n, loc in enumerate(tried):
-            if n:
+        for n, loc in enumerate(self._places(ref.digest, tried)):
+            if n or not tried:  # the first remembered place was tried already
                 got = self._fetch([loc])[0]
                 data = unframe_body(got, ref, where=what)
                 if data is not None:
@@ -274,17 +282,6 @@ class ChunkReader:
                     return data
                 damaged = damaged or got is not None
             found, damaged = self._forwarded(ref, loc, what, damaged)
-            if found is not None:
-                return found
-        own = self._focused(ref.digest)  # the snapshot's own record's table (spec/v2.md 6)
-        if own is not None and own not in tried:
-            got = self._fetch([own])[0]
-            data = unframe_body(got, ref, where=what)
-            if data is not None:
-                self.locations.put(ref.digest, own)
-                return data
-            damaged = damaged or got is not None
-            found, damaged = self._forwarded(ref, own, what, damaged)
             if found is not None:
                 return found
         try:
