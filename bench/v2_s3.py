@@ -216,7 +216,9 @@ def forget_gc(env: Env, fmt: str, n: int) -> dict[str, Any]:
     from ckptfs.ops.gc import gc
     from ckptfs.ops.retention import Policy, forget
 
-    st = env.store(env.url(), fmt)
+    # a bucket of its own, for each layout: moto's listings scan every key of the bucket, and
+    # the other cases' keys would be paid for by whichever layout lists more (v2 gc lists)
+    st = env.store(env.own_bucket(f"forget-v{fmt}-{uuid.uuid4().hex[:6]}"), fmt)
     run = st.start_run("f", schema=("chat", 1))
     for i in range(n + 1):
         run.checkpoint({"m": message(i), "i": i})
