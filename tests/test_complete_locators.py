@@ -230,3 +230,26 @@ def test_gc_crash_at_every_step_with_unread_deletes(tmp_path: Path) -> None:
         assert _v2_files(root) == final, f"crash at mutation {k}"
         shutil.rmtree(root)
     assert total >= 5, total
+
+
+def test_verify_reports_a_hole_in_a_store_that_requires_complete_locators(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A record that neither carries nor locates a chunk it needs breaks the promise gc relies
+    on (it may delete the container holding that chunk unread), and a fresh reader of that
+    snapshot alone cannot find it: verify says so, naming the snapshot, even when the process
+    running it learned the chunk's place from another record first."""
+    root = str(tmp_path / "s")
+    st = ckptfs.open_store(root)
+    run = st.start_run("r")
+    run.checkpoint({"x": X, "i": 1})
+    assert verify(ckptfs.open_store(root).repo).ok
+    with monkeypatch.context() as m:  # a writer that locates nothing it does not carry
+        m.setattr(ObjectStore, "_relied",
+                  lambda self, located, parent: ({}, set()))
+        run.checkpoint({"x": X, "i": 2})
+    fresh = ckptfs.open_store(root)
+    assert fresh.read("r@1")["x"] == X  # this process now knows where the chunk is
+    rep = verify(fresh.repo)
+    assert [(p.category, p.run, p.seq) for p in rep.problems] == [("corrupt", "r", 2)], rep
+    assert "not located by its record" in rep.problems[0].message
+    assert verify(fresh.repo, runs=["other"]).ok  # only the runs asked for are judged

@@ -23,17 +23,12 @@ from __future__ import annotations
 
 import attrs
 
-from ckptfs.errors import CkptfsError
-from ckptfs.format import containers as ct
 from ckptfs.format.models import COMPLETE_LOCATORS, StoreConfig
-from ckptfs.format.names import CONFIG_PATH, chunk_path
-from ckptfs.ops.chunks import snapshot_chunks
+from ckptfs.format.names import CONFIG_PATH
 from ckptfs.ops.lease import MaintenanceLease
-from ckptfs.ops.runscan import RecordCache
-from ckptfs.store.ledgers import LedgerScanner
+from ckptfs.ops.locator_holes import V1_OBJECTS, locator_holes
 from ckptfs.store.repository import Repository
 
-V1_OBJECTS = "v1-objects"
 #: the most records with holes an upgrade names (the count is always given)
 HOLES_SHOWN = 20
 
@@ -98,43 +93,6 @@ def _locators(repo: Repository, cfg: StoreConfig, *, dry_run: bool) -> UpgradeRe
 
 
 def check_locators(repo: Repository, keep: object = None) -> tuple[int, list[str]]:
-    """How many visible v2 records were checked, and ``RUN@SEQ: chunk`` for each one with a
-    hole: a chunk its snapshot needs that is neither its body nor located by it (nor, in a
-    store with ``v1-objects``, a loose object). An unreadable record counts as a hole (the
-    feature is never added on a guess)."""
-    loose = V1_OBJECTS in repo.config.optional
-    cache = RecordCache()
-    ledgers = LedgerScanner(repo.objects)
-    holes: list[str] = []
-    checked = 0
-    for run_id in repo.run_ids():
-        if callable(keep):
-            keep()
-        listing = cache.listing(repo.storage, run_id)
-        for got in cache.records(repo, listing, listing.visible):
-            at = f"{run_id}@{got.seq}"
-            if got.error is not None or got.record is None:
-                holes.append(f"{at}: unreadable ({got.error})")
-                continue
-            c = got.container
-            if c is None:
-                continue  # a v1 record: its chunks are loose objects, judged by the mark
-            h = c.header
-            assert isinstance(h, ct.RecordHeader)
-            checked += 1
-            own = {b.digest for b in h.bodies}
-            prefixes = {x.prefix for x in h.locators}
-            try:
-                need = snapshot_chunks(repo, repo._recorded(got.record), ledgers=ledgers)
-            except CkptfsError as e:
-                holes.append(f"{at}: unreadable ({e})")
-                continue
-            for what, ref in need:
-                d = ref.digest
-                if d in own or d.raw[:ct.LOCATOR_PREFIX] in prefixes:
-                    continue
-                if loose and repo.storage.exists(chunk_path(d)):
-                    continue
-                holes.append(f"{at}: {what} chunk {d} is not located by its record")
-                break
-    return checked, holes
+    """``locator_holes`` as ``RUN@SEQ: why`` lines (what upgrade reports)."""
+    checked, holes = locator_holes(repo, keep=keep)
+    return checked, [f"{h.run}@{h.seq}: {h.why}" for h in holes]

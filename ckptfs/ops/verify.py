@@ -18,7 +18,9 @@ from ckptfs.format.digest import Digest
 from ckptfs.format.models import ChunkRef
 from ckptfs.format.names import chunk_path
 from ckptfs.format.containers import ContainerRef
+from ckptfs.ops import gc_locators
 from ckptfs.ops.chunks import snapshot_chunks
+from ckptfs.ops.locator_holes import locator_holes
 from ckptfs.store.containers import locatable
 from ckptfs.store.ledgers import LedgerScanner
 from ckptfs.store.repository import Repository, Snapshot
@@ -65,6 +67,7 @@ def verify(repo: Repository, *, runs: Iterable[str] | None = None,
     ``read_data`` a float in (0, 1]: read that share of the chunks, picked at random (restic's
     ``--read-data-subset``); the others get the existence and size check."""
     report = VerifyReport()
+    runs = list(runs) if runs is not None else None
     try:
         repo.config
     except CkptfsError as e:
@@ -72,7 +75,7 @@ def verify(repo: Repository, *, runs: Iterable[str] | None = None,
         return report
     checked: dict[Digest, str | None] = {}
     ledgers = LedgerScanner(repo.objects)
-    for run_id in (list(runs) if runs is not None else repo.run_ids()):
+    for run_id in (runs if runs is not None else repo.run_ids()):
         report.runs += 1
         for seq in repo.seqs(run_id):
             report.snapshots += 1
@@ -97,9 +100,25 @@ def verify(repo: Repository, *, runs: Iterable[str] | None = None,
                     report.problems.append(Problem(e.category, run_id, seq, snap.id, str(e)))
                 else:
                     _check_chunks(repo, results, checked, read_data, report, snap, ledgers)
+    if repo.objects.layout >= 2 and gc_locators.applies(repo):
+        _check_holes(repo, runs, report)
     if read_data is True and repo.objects.layout >= 2 and runs is None:
         _check_pack_names(repo, report)
     return report
+
+
+def _check_holes(repo: Repository, runs: Iterable[str] | None, report: VerifyReport) -> None:
+    """In a store that requires complete locators, a visible record that neither carries nor
+    locates a chunk its snapshot needs is damage even while the chunk still reads through
+    another place this process knows (spec/v2.md 3.5): gc may delete that place unread."""
+    _, holes = locator_holes(repo, runs=runs)
+    for h in holes:
+        report.problems.append(Problem(
+            "corrupt", h.run, h.seq, None,
+            f"run record {h.run}@{h.seq}: {h.why}, although the store requires complete "
+            "locators: gc may delete the container that holds it without reading it, and a "
+            "reader of this snapshot alone does not find it. Commit the run again (a commit "
+            "carries what its parent does not locate) or copy the store."))
 
 
 def _check_pack_names(repo: Repository, report: VerifyReport) -> None:

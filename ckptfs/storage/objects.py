@@ -26,6 +26,7 @@ StorageError naming the URL, so callers see one kind of backend failure.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import threading
@@ -51,6 +52,8 @@ from ckptfs.storage.object_calls import (
 from ckptfs.storage.object_deletes import GCS_PROTOCOLS, BatchDeletes
 
 READ_ONLY_PROTOCOLS = {"zip", "tar", "http", "https", "github", "libarchive"}
+#: filesystems whose reads share one file handle, and so must not overlap
+SHARED_HANDLE_PROTOCOLS = {"tar", "libarchive"}
 #: whole probes tried before giving up (each request inside is retried by the backend)
 PROBE_ATTEMPTS = 2
 PROBE_BACKOFF_S = 0.5
@@ -83,12 +86,24 @@ class FsspecStorage(BatchDeletes):
         writable = protocol not in READ_ONLY_PROTOCOLS
         self._probed = not writable
         self._lock = threading.Lock()
+        #: fsspec's tar filesystem reads every member through one shared file object (seek,
+        #: then read): two threads reading at once get each other's bytes, so its reads are
+        #: taken one at a time (zip's reader locks by itself; object stores are requests)
+        self._read_lock: threading.Lock | None = (
+            threading.Lock() if protocol in SHARED_HANDLE_PROTOCOLS else None)
         #: creates whose answer was "exists" or a failure and whose read-back found our own
         #: bytes: lost answers of writes that had landed (a figure for tests and operators)
         self.landed_on_read_back = 0
         self.capabilities = Capabilities(
             create_only=False, create_only_how="not probed yet", durable=writable,
             writable=writable, deletable=writable)
+
+    def _cat(self, full: str, **kw: Any) -> bytes:
+        """``fs.cat_file``, one at a time where reads share a handle (``_read_lock``)."""
+        if self._read_lock is None:
+            return bytes(self.fs.cat_file(full, **kw, **self._cat_kw))
+        with self._read_lock:
+            return bytes(self.fs.cat_file(full, **kw, **self._cat_kw))
 
     def _abs(self, path: str) -> str:
         p = check_path(path)
@@ -184,13 +199,13 @@ class FsspecStorage(BatchDeletes):
         limit = stored_size_limit(path)
         try:
             try:
-                data: bytes = self.fs.cat_file(full, start=0, end=limit + 1, **self._cat_kw)
+                data: bytes = self._cat(full, start=0, end=limit + 1)
             except FileNotFoundError:
                 raise
             except Exception as e:  # adlfs: azure.core's HttpResponseError, not an OSError
                 if not range_refused(e):
                     raise
-                data = self.fs.cat_file(full, **self._cat_kw)  # an empty object has no range
+                data = self._cat(full)  # an empty object has no range
         except FileNotFoundError:
             raise
         except Exception as e:
@@ -203,7 +218,9 @@ class FsspecStorage(BatchDeletes):
         full = [self._abs(p) for p in paths]
         limit = max(stored_size_limit(p) for p in paths)
         try:
-            got = self.fs.cat(full, on_error="return", start=0, end=limit + 1, **self._cat_kw)
+            with self._read_lock or contextlib.nullcontext():
+                got = self.fs.cat(full, on_error="return", start=0, end=limit + 1,
+                                  **self._cat_kw)
         except Exception as e:
             raise wrap(e, self.url, "(batch read)") from e
         out: list[bytes | None] = []
@@ -226,7 +243,7 @@ class FsspecStorage(BatchDeletes):
         if end <= start:
             return b""
         try:
-            data: bytes = self.fs.cat_file(full, start=start, end=end, **self._cat_kw)
+            data: bytes = self._cat(full, start=start, end=end)
         except FileNotFoundError:
             raise
         except Exception as e:
