@@ -17,7 +17,7 @@ from ckptfs.format.lifecycle import Retired
 from ckptfs.format.models import RunRecord
 from ckptfs.format.names import EXPIRY, parse_seq_name, run_dir
 from ckptfs.store.lifecycle import read_retired
-from ckptfs.store.records import read_hint, seqs_after
+from ckptfs.store.records import read_hint, retired_in, seqs_after
 
 if TYPE_CHECKING:
     from ckptfs.store.repository import Repository
@@ -71,8 +71,7 @@ def head_from_hint(repo: Repository, run_id: str) -> HeadLook | None:
     if after is None:
         return None
     above, other = after
-    throughs = [s for s in (parse_seq_name(n[len("retired/"):]) for n in other
-                            if n.startswith("retired/")) if s is not None]
+    throughs = retired_in(other)
     retired = read_retired(storage, run_id, throughs) if throughs else None
     expiry = frozenset(n for n in other if n == EXPIRY or n.startswith(EXPIRY + "-"))
     found = _visible_top(repo, run_id, above, h, retired)

@@ -106,6 +106,14 @@ def seqs_after(storage: Storage, run_id: str, after: int) -> tuple[list[int], li
     return sorted(seqs), other
 
 
+def retired_in(names: Iterable[str]) -> list[int]:
+    """The ``through`` values of the retired markers among a run listing's names (relative to
+    the run's folder, at any depth: ``retired/<seq>``)."""
+    cut = len("retired/")
+    return [t for t in (parse_seq_name(n[cut:]) for n in names if n.startswith("retired/"))
+            if t is not None]
+
+
 def record_names(names: Iterable[str]) -> list[int]:
     return sorted(s for s in (parse_seq_name(n) for n in names) if s is not None and s >= 1)
 
@@ -136,5 +144,5 @@ def header_snapshot(first: bytes) -> Digest | None:
     return h.snapshot if isinstance(h, RecordHeader) else None
 
 
-__all__ = ["parse_record", "build_record", "build_record_raw", "read_hint", "seqs_after", "scan_records",
+__all__ = ["parse_record", "build_record", "build_record_raw", "read_hint", "seqs_after", "retired_in", "scan_records",
            "header_snapshot", "SEQ_WIDTH"]

@@ -19,16 +19,9 @@ from __future__ import annotations
 import attrs
 
 from ckptfs.format.lifecycle import Retired
-from ckptfs.format.names import (
-    RETIRED,
-    SEQ_WIDTH,
-    parse_seq_name,
-    record_path,
-    run_dir,
-    seq_name,
-)
+from ckptfs.format.names import SEQ_WIDTH, record_path, run_dir
 from ckptfs.store.lifecycle import read_retired, retired_throughs
-from ckptfs.store.records import read_hint
+from ckptfs.store.records import read_hint, retired_in, seqs_after
 from ckptfs.store.repository import Repository
 
 #: on a backend that cannot list from a key, at most this many next records are probed one by
@@ -80,17 +73,11 @@ def above(repo: Repository, run_id: str, top: int, known: Marks
     """The visible sequence numbers above ``top`` when the markers are still ``known``; None
     when they changed (or too many records are new on a backend that probes): list it whole."""
     storage = repo.storage
-    names = storage.list_after(run_dir(run_id), seq_name(top))
+    after = seqs_after(storage, run_id, top)
     new: list[int] = []
-    if names is not None:
-        for n in names:
-            s = parse_seq_name(n) if "/" not in n else None
-            if s is not None and s > top:
-                new.append(s)
-        prefix = RETIRED + "/"
-        throughs = [t for t in (parse_seq_name(n[len(prefix):]) for n in names
-                                if n.startswith(prefix)) if t is not None]
-        marks = read_marks(repo, run_id, throughs)
+    if after is not None:
+        new, other = after
+        marks = read_marks(repo, run_id, retired_in(other))
     else:
         s = top + 1
         while storage.exists(record_path(run_id, s)):
