@@ -20,7 +20,7 @@ from ckptfs.format import cbor
 from ckptfs.format.cdc import ChunkerParams
 from ckptfs.format.ledger import Ledger
 from ckptfs.format.models import Captured, Manifest, Reference, Schema
-from ckptfs.format.names import EXPIRY, check_run_id
+from ckptfs.format.names import check_run_id
 from ckptfs.runtime.codecs import Codecs
 from ckptfs.runtime.effects import large_result
 from ckptfs.runtime.migrations import Migrations, Step, apply_steps, apply_to_result, as_schema
@@ -28,7 +28,7 @@ from ckptfs.runtime.refs import NO_REFS, RefPolicy, check_reference, to_ref
 from ckptfs.runtime.run import Run, expiry_ms
 from ckptfs.storage import Storage, open_storage
 from ckptfs.store.entries import EntryWriter, decode_value, read_content, read_ledger, stored_blob
-from ckptfs.store.lifecycle import read_expiry, read_retired
+from ckptfs.store.lifecycle import read_expiry_shown, read_retired
 from ckptfs.store.heads import HeadLook
 from ckptfs.store.repository import Repository, Snapshot, now_ms
 
@@ -131,8 +131,8 @@ class Store:
         ledger, ledger_writer = self._ledger(snap, writer)
         state = self._migrate(snap, chain, state)
         ledger = self._migrate_ledger(snap, chain, ledger)
-        run_expiry = (None if look is not None and look.expiry_names is not None
-                      and EXPIRY not in look.expiry_names else read_expiry(self.storage, snap.run))
+        run_expiry = read_expiry_shown(self.storage, snap.run,
+                                       exists=None if look is None else look.expiry_names)
         return Run(self, snap.run, target, head=snap, resumed_from=snap.digest,
                    attempt=snap.attempt + 1, state=state, writer=writer, ledger=ledger,
                    ledger_writer=ledger_writer, expires=run_expiry.expires if run_expiry else None,

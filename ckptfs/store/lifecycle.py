@@ -81,15 +81,23 @@ def read_expiry(storage: Storage, run_id: str, seq: int | None = None) -> Expiry
     return e
 
 
+def read_expiry_shown(storage: Storage, run_id: str, seq: int | None = None, *,
+                      exists: frozenset[str] | None = None) -> Expiry | None:
+    """``read_expiry``, skipped (None) when a listing of this operation did not show the
+    override: ``exists`` holds the override names (relative to the run's folder) it showed;
+    None reads it regardless (spec/v2.md 4: readers MAY skip overrides the listing did not
+    show)."""
+    if exists is not None and expiry_path(run_id, seq).rsplit("/", 1)[1] not in exists:
+        return None
+    return read_expiry(storage, run_id, seq)
+
+
 def effective_expiry(storage: Storage, run_id: str, seq: int, manifest_expires: int | None,
                      *, exists: frozenset[str] | None = None) -> int | None:
     """A snapshot's expiry: its own override, else the run's override, else the manifest's.
-    ``exists``: the override names (relative to the run's folder) a listing of this operation
-    showed; an override it did not show is not read (None: read both)."""
+    ``exists``: as for ``read_expiry_shown``."""
     for s in (seq, None):
-        if exists is not None and expiry_path(run_id, s).rsplit("/", 1)[1] not in exists:
-            continue
-        o = read_expiry(storage, run_id, s)
+        o = read_expiry_shown(storage, run_id, s, exists=exists)
         if o is not None:
             return o.expires
     return manifest_expires
