@@ -28,7 +28,7 @@ RUNS = ("a", "b", "c")
 
 def _source(root: str) -> dict[str, list[bytes]]:
     """Three runs of three snapshots: small ones (bodies in the record) and one of 1.5 MB
-    (bodies in a pack)."""
+    (bodies in a pack when one run is copied at a time, in its record side by side)."""
     s = ckptfs.open_store(root)
     want: dict[str, list[bytes]] = {}
     for r in RUNS:

@@ -198,7 +198,8 @@ def _copy_run(src: Repository, dst: Repository, run_id: str, now: int, report: C
     run: _RunCopy | RunCopyV2
     if dst.config.version >= 2:
         run = RunCopyV2(src, dst, run_id, report, life,
-                        functools.partial(tick, run_id), index.ledgers, looks=looks)
+                        functools.partial(tick, run_id), index.ledgers, looks=looks,
+                        carry=looks is not None)  # side by side (_copy_parallel)
     else:
         run = _RunCopy(src, dst, run_id, index, report, life, reader,
                        functools.partial(tick, run_id))

@@ -51,6 +51,11 @@ from ckptfs.storage.object_calls import (
 )
 from ckptfs.storage.object_deletes import GCS_PROTOCOLS, BatchDeletes
 
+#: s3fs protocols whose create-only write is one conditional PutObject (``_exclusive_put``)
+S3_PROTOCOLS = ("s3", "s3a")
+#: a chunk size that keeps s3fs's ``pipe_file`` to one PUT (it splits from twice this size)
+S3_ONE_PUT = 5 * 2**30
+
 READ_ONLY_PROTOCOLS = {"zip", "tar", "http", "https", "github", "libarchive"}
 #: filesystems whose reads share one file handle, and so must not overlap
 SHARED_HANDLE_PROTOCOLS = {"tar", "libarchive"}
@@ -381,10 +386,17 @@ class FsspecStorage(BatchDeletes):
         (objects here are far below its 50 MiB simple-upload limit). Its ``open("xb")`` makes a
         resumable upload (two requests) whose precondition fake-gcs-server ignores: the probe
         then found the emulator not exclusive and refused to write. Everything else: fsspec's
-        exclusive open (s3fs: ``If-None-Match: *``; adlfs: ``If-None-Match: *`` on the block
-        list commit; memory: under its lock)."""
+        exclusive open (adlfs: ``If-None-Match: *`` on the block list commit; memory: under its
+        lock). s3fs: ``pipe_file(mode="create")``, one PutObject with ``If-None-Match: *`` (its
+        412 is FileExistsError), told never to split (its multipart path drops the condition;
+        one PUT takes up to 5 GiB): the bytes go to botocore as they are, where ``open("xb")``
+        copied them into a buffer and out again (a record carrying 2 MB of bodies: two copies
+        of each)."""
         if self._create_by_pipe:
             self.fs.pipe_file(full, data, mode="create")
+            return
+        if self.protocol in S3_PROTOCOLS:
+            self.fs.pipe_file(full, data, mode="create", chunksize=S3_ONE_PUT)
             return
         with self.fs.open(full, "xb") as f:
             f.write(data)
