@@ -27,7 +27,7 @@ from langgraph.checkpoint.base import empty_checkpoint  # noqa: E402
 from langgraph.checkpoint.base.id import uuid6  # noqa: E402
 
 from ckptfs.integrations.langgraph import CkptfsSaver, run_id_for  # noqa: E402
-from ckptfs.integrations.langgraph.fold import L_WRITES_OF  # noqa: E402
+from ckptfs.integrations.langgraph.fold import L_WRITES_OF, MAX_HELD  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -77,23 +77,43 @@ def test_a_superstep_is_one_record_and_another_saver_reads_the_writes(tmp_path: 
     b.close()
 
 
-def test_writes_for_another_checkpoint_or_parent_are_committed_first(tmp_path: Path) -> None:
-    """Held writes of X go into a snapshot of their own before writes of another checkpoint or
-    a checkpoint whose parent is not X (then a second saver finds every row)."""
+def test_writes_of_several_checkpoints_each_go_to_their_child(tmp_path: Path) -> None:
+    """LangGraph's async durability hands over writes ahead of their checkpoints, and writes
+    of an older checkpoint late: each checkpoint's held writes wait for a put whose parent it
+    is (a fork off an older checkpoint too), and a second saver finds every row."""
     url = str(tmp_path / "s")
     a = CkptfsSaver(url, fold_delay=1.0)
     c1 = a.put(cfg("t"), ckpt({"i": 0}), {}, {"i": 1})
     c2 = a.put(c1, ckpt({"i": 1}), {}, {"i": 2})
-    a.put_writes(c1, [("i", "late")], "t1")  # async durability: writes of an older checkpoint
-    a.put_writes(c2, [("i", "w2")], "t2")  # another checkpoint: c1's rows committed first
-    assert len(records(a, "t")) == 3
+    a.put_writes(c1, [("i", "late")], "t1")  # writes of an older checkpoint
+    a.put_writes(c2, [("i", "w2")], "t2")
+    assert len(records(a, "t")) == 2  # both held
     c3 = a.put(cfg("t", c1["configurable"]["checkpoint_id"]), ckpt({"i": 9}), {}, {"i": 3})
-    assert len(records(a, "t")) == 5  # c2's held rows, then the fork off c1
+    c4 = a.put(c2, ckpt({"i": 2}), {}, {"i": 4})
+    assert len(records(a, "t")) == 4  # c3 holds c1's writes, c4 c2's
     b = CkptfsSaver(url)
     assert b.get_tuple(c1).pending_writes == [("t1", "i", "late")]  # type: ignore[union-attr]
     assert b.get_tuple(c2).pending_writes == [("t2", "i", "w2")]  # type: ignore[union-attr]
     assert b.get_tuple(c3).pending_writes == []  # type: ignore[union-attr]
+    assert b.get_tuple(c4).pending_writes == []  # type: ignore[union-attr]
     a.close()
+
+
+def test_at_most_max_held_checkpoints_per_run_wait(tmp_path: Path) -> None:
+    """Writes of more than MAX_HELD checkpoints of a run: the oldest go to a snapshot of their
+    own at once."""
+    url = str(tmp_path / "s")
+    a = CkptfsSaver(url, fold_delay=1.0)
+    configs = [a.put(cfg("t"), ckpt({"i": n}), {}, {"i": n + 1}) for n in range(MAX_HELD + 2)]
+    for n, c in enumerate(configs):
+        a.put_writes(c, [("i", n)], f"task-{n}")
+    assert len(records(a, "t")) == len(configs) + 2
+    b = CkptfsSaver(url)
+    for n, c in enumerate(configs[:2]):
+        assert b.get_tuple(c).pending_writes == [(f"task-{n}", "i", n)]  # type: ignore[union-attr]
+    a.close()
+    for n, c in enumerate(configs):
+        assert b.get_tuple(c).pending_writes == [(f"task-{n}", "i", n)]  # type: ignore[union-attr]
 
 
 def test_special_writes_are_committed_at_once_with_what_was_held(tmp_path: Path) -> None:
@@ -145,10 +165,10 @@ saver.put_writes(c, [("i", 1)], "task")
 # no put follows: the timer commits the held writes; wait for it (bounded), then die
 run = run_id_for("t", "")
 for _ in range(2000):
-    if saver._fold.get(run) is None:
+    if not saver._fold.held():
         break
     time.sleep(0.005)
-print("flushed" if saver._fold.get(run) is None else "still held", flush=True)
+print("still held" if saver._fold.held() else "flushed", flush=True)
 os.kill(os.getpid(), signal.SIGKILL)
 """
 

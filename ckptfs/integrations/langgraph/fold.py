@@ -18,10 +18,13 @@ Held writes are visible to this saver's own reads at once, and become durable (R
 * within ``delay`` seconds (default ``DELAY``, 50 ms) of the first held write, as a writes
   snapshot, when no ``put`` of X's child came by then (a timer thread);
 * in the child's record, when its ``put`` comes first;
-* before anything else that writes the run or reads it whole: a ``put`` whose parent is another
-  checkpoint, ``put_writes`` for another checkpoint, ``delete_thread``, ``delete_for_runs``,
-  ``prune``, ``copy_thread``; and at ``close()``, on leaving ``from_url``'s block and at
-  interpreter exit (``atexit``).
+* at once, as writes snapshots, for the oldest held checkpoints of a run beyond ``MAX_HELD``
+  (16): under LangGraph's ``async`` durability a task's writes reach the saver a few
+  checkpoints ahead of those checkpoints' ``put``, so the writes of several checkpoints of a
+  run may wait at once, each until its own deadline or its child's ``put``;
+* before ``delete_thread``, ``delete_for_runs``, ``prune`` and ``copy_thread`` act; at
+  ``flush()``, ``close()``, on leaving ``from_url``'s block and at interpreter exit
+  (``atexit``).
 
 So a crash (SIGKILL, power loss) can lose the writes of the last ``delay`` seconds that no
 checkpoint followed; LangGraph then runs those tasks again on resume, as it does for writes
@@ -56,6 +59,9 @@ L_WRITES_OF = "lg.writes_of"
 #: 10x the saver's own step on local disk (a superstep's ``put`` follows its last task's
 #: ``put_writes`` within a few milliseconds), and small next to a model or tool call
 DELAY = 0.05
+#: checkpoints of one run whose writes may be held at once (LangGraph's ``async`` durability
+#: hands the saver a task's writes a few checkpoints ahead of the checkpoints themselves)
+MAX_HELD = 16
 
 
 def holds_writes(snap: Snapshot, cid: str) -> bool:
@@ -100,60 +106,68 @@ class Held:
 
 
 class Holder:
-    """The held writes of one saver (at most one checkpoint's per run) and the timer thread
-    that commits those whose deadline passed. ``flush(run_id)``: the saver's callback that
-    commits a run's held writes (taking its locks); it is called from the timer thread, never
-    while this holder's lock is held."""
+    """The held writes of one saver, per run and checkpoint (at most ``MAX_HELD`` checkpoints
+    per run), and the timer thread that commits those whose deadline passed.
+    ``flush(run_id, cid)``: the saver's callback that commits one checkpoint's held writes
+    (taking its locks); never called while this holder's lock is held."""
 
-    def __init__(self, flush: Callable[[str], None], delay: float = DELAY) -> None:
+    def __init__(self, flush: Callable[[str, str], None], delay: float = DELAY) -> None:
         if not 0 <= delay <= 1:
             raise ValueError(f"fold delay {delay!r}: give seconds between 0 and 1")
         self.delay = delay
         self._flush = flush
         self._cond = threading.Condition()
-        self._held: dict[str, Held] = {}
+        #: run id -> checkpoint id -> its held writes, oldest first
+        self._held: dict[str, dict[str, Held]] = {}
         self._thread: threading.Thread | None = None
         self._closed = False
         ref = weakref.ref(self)
         self._atexit = lambda: _flush_all(ref)
         atexit.register(self._atexit)
 
-    def get(self, run_id: str) -> Held | None:
+    def get(self, run_id: str, cid: str | None) -> Held | None:
         with self._cond:
-            return self._held.get(run_id)
+            return self._held.get(run_id, {}).get(cid or "")
 
     def hold(self, run_id: str, thread_id: str, ns: str, cid: str, rows: builtins.list[Any],
-             typed: bool) -> None:
+             typed: bool) -> builtins.list[Held]:
         """Hold ``rows`` as the writes of ``cid`` (replacing what was held for it: the rows
-        include it); the deadline stays that of the first held write."""
+        include it); the deadline stays that of its first held write. Returns what the caller
+        must commit now: the oldest held checkpoints of the run beyond ``MAX_HELD``."""
         with self._cond:
             if self._closed:  # used again after close(): a new timer thread
                 self._closed, self._thread = False, None
                 atexit.register(self._atexit)
-            old = self._held.get(run_id)
-            deadline = (old.deadline if old is not None and old.cid == cid
-                        else time.monotonic() + self.delay)
-            self._held[run_id] = Held(run_id, thread_id, ns, cid, rows, typed, deadline)
+            run = self._held.setdefault(run_id, {})
+            old = run.get(cid)
+            deadline = old.deadline if old is not None else time.monotonic() + self.delay
+            run[cid] = Held(run_id, thread_id, ns, cid, rows, typed, deadline)
+            over = builtins.list(run.values())[:-MAX_HELD] if len(run) > MAX_HELD else []
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="ckptfs-lg-fold",
                                                 daemon=True)
                 self._thread.start()
             self._cond.notify()
+            return over
 
     def drop(self, held: Held) -> None:
         """Forget ``held`` (a snapshot holds its rows now), unless newer rows replaced it."""
         with self._cond:
-            if self._held.get(held.run_id) is held:
-                del self._held[held.run_id]
+            run = self._held.get(held.run_id)
+            if run is not None and run.get(held.cid) is held:
+                del run[held.cid]
+                if not run:
+                    del self._held[held.run_id]
 
-    def runs(self) -> builtins.list[str]:
+    def held(self) -> builtins.list[tuple[str, str]]:
+        """(run id, checkpoint id) of everything held, oldest first per run."""
         with self._cond:
-            return builtins.list(self._held)
+            return [(r, c) for r, run in self._held.items() for c in run]
 
     def flush_all(self) -> None:
-        """Commit every run's held writes now (close, atexit, whole-thread operations)."""
-        for run_id in self.runs():
-            self._flush(run_id)
+        """Commit everything held now (close, atexit, whole-thread operations)."""
+        for run_id, cid in self.held():
+            self._flush(run_id, cid)
 
     def close(self) -> None:
         """Commit what is held and stop the timer thread."""
@@ -171,17 +185,18 @@ class Holder:
                 if self._closed:
                     return
                 now = time.monotonic()
-                due = [h.run_id for h in self._held.values() if h.deadline <= now]
+                every = [h for run in self._held.values() for h in run.values()]
+                due = [(h.run_id, h.cid) for h in every if h.deadline <= now]
                 if not due:
-                    wait = min((h.deadline for h in self._held.values()), default=None)
+                    wait = min((h.deadline for h in every), default=None)
                     self._cond.wait(None if wait is None else max(0.0, wait - now))
                     continue
-            for run_id in due:
+            for run_id, cid in due:
                 try:
-                    self._flush(run_id)
+                    self._flush(run_id, cid)
                 except Exception:  # noqa: BLE001 - kept held: the next put folds it, close retries
                     with self._cond:
-                        h = self._held.get(run_id)
+                        h = self._held.get(run_id, {}).get(cid)
                         if h is not None:  # try again after another delay, not in a busy loop
                             h.deadline = time.monotonic() + max(self.delay, 0.05)
 

@@ -175,8 +175,8 @@ class CkptfsSaver(RunLookup, BaseCheckpointSaver[int]):
 
     def _rows(self, idx: _RunIndex, checkpoint_id: str, near: int | None = None
               ) -> builtins.list[Any]:
-        held = self._fold.get(idx.run_id) if self._fold is not None else None
-        if held is not None and held.cid == checkpoint_id:  # fold.py: not in a snapshot yet
+        held = self._fold.get(idx.run_id, checkpoint_id) if self._fold is not None else None
+        if held is not None:  # fold.py: not in a snapshot yet
             return held.rows
         last = self._writes_snap(idx, checkpoint_id, near)
         if last is None:
@@ -337,10 +337,8 @@ class CkptfsSaver(RunLookup, BaseCheckpointSaver[int]):
             self._ensure_store()
             idx = self._ns_index(tid, ns, refresh=False)
             with idx.lock:
-                held = self._fold.get(idx.run_id) if self._fold is not None else None
-                if held is not None and held.cid != parent_cid:
-                    self._commit_held(idx)  # another checkpoint's writes: in a snapshot first
-                    held = None
+                # the parent's held writes go into this snapshot (fold.py)
+                held = self._fold.get(idx.run_id, parent_cid) if self._fold is not None else None
                 parent = self._fresh(idx, lambda: self._parent(idx, parent_cid))
                 chunks: _Chunks = []
                 entries, typed = self._channel_entries(idx, checkpoint, new_versions, parent,
@@ -427,10 +425,7 @@ class CkptfsSaver(RunLookup, BaseCheckpointSaver[int]):
             self._ensure_store()
             idx = self._ns_index(tid, ns, refresh=False)
             with idx.lock:
-                held = self._fold.get(idx.run_id) if self._fold is not None else None
-                if held is not None and held.cid != cid:
-                    self._commit_held(idx)  # another checkpoint's writes: in a snapshot first
-                    held = None
+                held = self._fold.get(idx.run_id, cid) if self._fold is not None else None
                 prev, old_rows, last = self._fresh(idx, lambda: self._writes_of(idx, cid))
                 rows = builtins.list(old_rows)
                 where = {(r[0], r[2]): i for i, r in enumerate(rows)}
@@ -451,7 +446,8 @@ class CkptfsSaver(RunLookup, BaseCheckpointSaver[int]):
                 if rows == self._rows(idx, cid):
                     return
                 if self._fold is not None and not any(c in WRITES_IDX_MAP for c, _ in writes):
-                    self._fold.hold(idx.run_id, tid, ns, cid, rows, typed)  # fold.py
+                    for old in self._fold.hold(idx.run_id, tid, ns, cid, rows, typed):
+                        self._commit_held(idx, old)  # too many held in this run: the oldest
                     return
                 self._commit_writes(idx, tid, ns, cid, rows, typed, prev)
                 if held is not None:
@@ -468,12 +464,9 @@ class CkptfsSaver(RunLookup, BaseCheckpointSaver[int]):
                             chunks, typed=typed)
         idx.rows = {snap.digest: rows}
 
-    def _commit_held(self, idx: _RunIndex) -> None:
-        """Commit the run's held writes (fold.py) as a writes snapshot, if any (the thread
-        lock and ``idx.lock`` held)."""
-        held = self._fold.get(idx.run_id) if self._fold is not None else None
-        if held is None:
-            return
+    def _commit_held(self, idx: _RunIndex, held: fold.Held) -> None:
+        """Commit held writes (fold.py) as a writes snapshot (the thread lock and
+        ``idx.lock`` held)."""
         assert self._fold is not None
         cid = held.cid
         prev = self._fresh(idx, lambda: self._writes_snap(idx, cid) or self._checkpoint(idx, cid))
@@ -482,10 +475,11 @@ class CkptfsSaver(RunLookup, BaseCheckpointSaver[int]):
         self._commit_writes(idx, held.thread_id, held.ns, cid, held.rows, held.typed, prev)
         self._fold.drop(held)
 
-    def _flush_run(self, run_id: str) -> None:
-        """Commit run ``run_id``'s held writes now (the fold timer, close, thread ops)."""
+    def _flush_run(self, run_id: str, cid: str) -> None:
+        """Commit the held writes of checkpoint ``cid`` of run ``run_id`` now (the fold timer,
+        close, thread ops)."""
         assert self._fold is not None
-        held = self._fold.get(run_id)
+        held = self._fold.get(run_id, cid)
         if held is None:
             return
         with self._thread_lock(held.thread_id):
@@ -494,7 +488,9 @@ class CkptfsSaver(RunLookup, BaseCheckpointSaver[int]):
             if idx is None:
                 idx = self._index(run_id, held.thread_id, held.ns, refresh=False)
             with idx.lock:
-                self._commit_held(idx)
+                held = self._fold.get(run_id, cid)  # what is held now, under the locks
+                if held is not None:
+                    self._commit_held(idx, held)
 
     def flush(self) -> None:
         """Commit every held write now (``fold_writes``): ``close()`` does it too."""
