@@ -323,3 +323,27 @@ def test_conformance_with_folding_off() -> None:
     report = asyncio.run(validate(unfolded, progress=ProgressCallbacks.verbose()))
     failed = {cap: r.failures for cap, r in report.results.items() if not r.passed}
     assert report.passed_all_base() and report.passed_all(), failed
+
+
+def test_a_saver_nobody_holds_is_collected_with_its_timer(tmp_path: Path) -> None:
+    """The fold timer thread keeps no saver alive: dropped unclosed (its writes committed by
+    the timer), the saver is garbage collected (the thread then ends within a second)."""
+    import gc
+    import time
+    import weakref
+
+    a = CkptfsSaver(str(tmp_path / "s"), fold_delay=0.01)
+    c1 = a.put(cfg("t"), ckpt({"i": 0}), {}, {"i": 1})
+    a.put_writes(c1, [("i", 1)], "task")
+    assert a._fold is not None
+    for _ in range(2000):  # bounded wait for the timer's commit
+        if not a._fold.held():
+            break
+        time.sleep(0.005)
+    assert not a._fold.held()
+    ref = weakref.ref(a)
+    del a
+    gc.collect()
+    assert ref() is None
+    got = CkptfsSaver(str(tmp_path / "s")).get_tuple(c1)
+    assert got is not None and got.pending_writes == [("task", "i", 1)]

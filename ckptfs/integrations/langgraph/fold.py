@@ -109,14 +109,16 @@ class Holder:
     """The held writes of one saver, per run and checkpoint (at most ``MAX_HELD`` checkpoints
     per run), and the timer thread that commits those whose deadline passed.
     ``flush(run_id, cid)``: the saver's callback that commits one checkpoint's held writes
-    (taking its locks); never called while this holder's lock is held."""
+    (taking its locks); never called while this holder's lock is held. The holder keeps only
+    a weak reference to the saver, and its thread to the holder, so that a saver nobody
+    holds is collected (its thread then ends within a second)."""
 
     def __init__(self, flush: Callable[[str, str], None], delay: float = DELAY) -> None:
         if not 0 <= delay <= 1:
             raise ValueError(f"fold delay {delay!r}: give seconds between 0 and 1")
         self.delay = delay
-        self._flush = flush
-        self._cond = threading.Condition()
+        self._flush_ref = weakref.WeakMethod(flush)
+        self._cond = threading.Condition(threading.RLock())
         #: run id -> checkpoint id -> its held writes, oldest first
         self._held: dict[str, dict[str, Held]] = {}
         self._thread: threading.Thread | None = None
@@ -144,8 +146,8 @@ class Holder:
             run[cid] = Held(run_id, thread_id, ns, cid, rows, typed, deadline)
             over = builtins.list(run.values())[:-MAX_HELD] if len(run) > MAX_HELD else []
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="ckptfs-lg-fold",
-                                                daemon=True)
+                self._thread = threading.Thread(target=_timer, args=(weakref.ref(self),),
+                                                name="ckptfs-lg-fold", daemon=True)
                 self._thread.start()
             self._cond.notify()
             return over
@@ -179,26 +181,51 @@ class Holder:
                 self._cond.notify()
             atexit.unregister(self._atexit)
 
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                if self._closed:
-                    return
-                now = time.monotonic()
-                every = [h for run in self._held.values() for h in run.values()]
-                due = [(h.run_id, h.cid) for h in every if h.deadline <= now]
-                if not due:
-                    wait = min((h.deadline for h in every), default=None)
-                    self._cond.wait(None if wait is None else max(0.0, wait - now))
-                    continue
-            for run_id, cid in due:
-                try:
-                    self._flush(run_id, cid)
-                except Exception:  # noqa: BLE001 - kept held: the next put folds it, close retries
-                    with self._cond:
-                        h = self._held.get(run_id, {}).get(cid)
-                        if h is not None:  # try again after another delay, not in a busy loop
-                            h.deadline = time.monotonic() + max(self.delay, 0.05)
+    def _flush(self, run_id: str, cid: str) -> None:
+        flush = self._flush_ref()
+        if flush is not None:
+            flush(run_id, cid)
+
+    def _due(self) -> tuple[builtins.list[tuple[str, str]], float | None] | None:
+        """What is due now, and else how long to wait (None: the holder is closed)."""
+        with self._cond:
+            if self._closed:
+                return None
+            now = time.monotonic()
+            every = [h for run in self._held.values() for h in run.values()]
+            due = [(h.run_id, h.cid) for h in every if h.deadline <= now]
+            wait = min((h.deadline for h in every), default=now + 1.0) - now
+            return due, max(0.0, min(wait, 1.0))
+
+    def _flush_due(self, due: builtins.list[tuple[str, str]]) -> None:
+        for run_id, cid in due:
+            try:
+                self._flush(run_id, cid)
+            except Exception:  # noqa: BLE001 - kept held: the child's put folds it, close retries
+                with self._cond:
+                    h = self._held.get(run_id, {}).get(cid)
+                    if h is not None:  # try again after another delay, not in a busy loop
+                        h.deadline = time.monotonic() + max(self.delay, 0.05)
+
+
+def _timer(ref: weakref.ref[Holder]) -> None:
+    """The timer thread: commits held writes whose deadline passed; ends when the holder is
+    closed or collected."""
+    while True:
+        holder = ref()
+        if holder is None:
+            return
+        cond = holder._cond
+        with cond:  # looked at and waited on under one hold of the lock: no missed notify
+            got = holder._due()
+            if got is None:
+                return
+            due, wait = got
+            if not due:
+                del holder  # not kept alive while waiting
+                cond.wait(wait)
+                continue
+        holder._flush_due(due)
 
 
 def _flush_all(ref: weakref.ref[Holder]) -> None:
