@@ -15,11 +15,14 @@ Held writes are visible to this saver's own reads at once, and become durable (R
 * at once, as a writes snapshot, when any write of the call is to a special channel (error,
   interrupt, resume, scheduled: LangGraph's ``WRITES_IDX_MAP``): what a resume or a retry after
   a failure needs never waits;
-* within ``delay`` seconds (default ``DELAY``, 50 ms) of the first held write, as a writes
-  snapshot, when no ``put`` of X's child came by then (a timer thread);
+* within ``delay`` seconds (default ``DELAY``, 50 ms) of the first held write, or of X's own
+  ``put`` for writes that came before it (LangGraph's ``async`` durability queues checkpoints
+  behind the previous one; a resume starts from a committed checkpoint, so writes of one not
+  yet committed are of no use to it), as a writes snapshot, when no ``put`` of X's child came
+  by then (a timer thread);
 * in the child's record, when its ``put`` comes first;
 * at once, as writes snapshots, for the oldest held checkpoints of a run beyond ``MAX_HELD``
-  (16): under LangGraph's ``async`` durability a task's writes reach the saver a few
+  (64): under LangGraph's ``async`` durability a task's writes reach the saver a few
   checkpoints ahead of those checkpoints' ``put``, so the writes of several checkpoints of a
   run may wait at once, each until its own deadline or its child's ``put``;
 * before ``delete_thread``, ``delete_for_runs``, ``prune`` and ``copy_thread`` act; at
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 import atexit
 import builtins
+import math
 import threading
 import time
 import weakref
@@ -61,7 +65,7 @@ L_WRITES_OF = "lg.writes_of"
 DELAY = 0.05
 #: checkpoints of one run whose writes may be held at once (LangGraph's ``async`` durability
 #: hands the saver a task's writes a few checkpoints ahead of the checkpoints themselves)
-MAX_HELD = 16
+MAX_HELD = 64
 
 
 def holds_writes(snap: Snapshot, cid: str) -> bool:
@@ -132,17 +136,22 @@ class Holder:
             return self._held.get(run_id, {}).get(cid or "")
 
     def hold(self, run_id: str, thread_id: str, ns: str, cid: str, rows: builtins.list[Any],
-             typed: bool) -> builtins.list[Held]:
+             typed: bool, committed: bool = True) -> builtins.list[Held]:
         """Hold ``rows`` as the writes of ``cid`` (replacing what was held for it: the rows
-        include it); the deadline stays that of its first held write. Returns what the caller
-        must commit now: the oldest held checkpoints of the run beyond ``MAX_HELD``."""
+        include it). The deadline is ``delay`` after the first held write of a ``committed``
+        checkpoint, or after the checkpoint's own commit (``started``) for writes that reach
+        the saver before their checkpoint: until then they are of no use to a resume, which
+        starts from a committed checkpoint. Returns what the caller must commit now: the
+        oldest held checkpoints of the run beyond ``MAX_HELD``."""
         with self._cond:
             if self._closed:  # used again after close(): a new timer thread
                 self._closed, self._thread = False, None
                 atexit.register(self._atexit)
             run = self._held.setdefault(run_id, {})
             old = run.get(cid)
-            deadline = old.deadline if old is not None else time.monotonic() + self.delay
+            deadline = time.monotonic() + self.delay if committed else math.inf
+            if old is not None:
+                deadline = min(old.deadline, deadline)
             run[cid] = Held(run_id, thread_id, ns, cid, rows, typed, deadline)
             over = builtins.list(run.values())[:-MAX_HELD] if len(run) > MAX_HELD else []
             if self._thread is None:
@@ -151,6 +160,14 @@ class Holder:
                 self._thread.start()
             self._cond.notify()
             return over
+
+    def started(self, run_id: str, cid: str) -> None:
+        """Checkpoint ``cid`` was committed: its held writes are due ``delay`` from now."""
+        with self._cond:
+            h = self._held.get(run_id, {}).get(cid)
+            if h is not None and h.deadline == math.inf:
+                h.deadline = time.monotonic() + self.delay
+                self._cond.notify()
 
     def drop(self, held: Held) -> None:
         """Forget ``held`` (a snapshot holds its rows now), unless newer rows replaced it."""
@@ -194,8 +211,8 @@ class Holder:
             now = time.monotonic()
             every = [h for run in self._held.values() for h in run.values()]
             due = [(h.run_id, h.cid) for h in every if h.deadline <= now]
-            wait = min((h.deadline for h in every), default=now + 1.0) - now
-            return due, max(0.0, min(wait, 1.0))
+            wait = min(min((h.deadline for h in every), default=now + 1.0) - now, 1.0)
+            return due, max(0.0, wait)
 
     def _flush_due(self, due: builtins.list[tuple[str, str]]) -> None:
         for run_id, cid in due:

@@ -367,6 +367,8 @@ class CkptfsSaver(RunLookup, BaseCheckpointSaver[int]):
                     idx.rows = {snap.digest: held.rows}
                     assert self._fold is not None
                     self._fold.drop(held)
+                if self._fold is not None:  # writes that came before it are due from now
+                    self._fold.started(idx.run_id, checkpoint["id"])
         return _config(config["configurable"]["thread_id"], ns, checkpoint["id"])
 
     def _parent(self, idx: _RunIndex, parent_cid: str | None) -> Snapshot | None:
@@ -446,7 +448,9 @@ class CkptfsSaver(RunLookup, BaseCheckpointSaver[int]):
                 if rows == self._rows(idx, cid):
                     return
                 if self._fold is not None and not any(c in WRITES_IDX_MAP for c, _ in writes):
-                    for old in self._fold.hold(idx.run_id, tid, ns, cid, rows, typed):
+                    committed = self._checkpoint(idx, cid) is not None
+                    for old in self._fold.hold(idx.run_id, tid, ns, cid, rows, typed,
+                                               committed):
                         self._commit_held(idx, old)  # too many held in this run: the oldest
                     return
                 self._commit_writes(idx, tid, ns, cid, rows, typed, prev)
