@@ -14,7 +14,8 @@ Held writes are visible to this saver's own reads at once, and become durable (R
 
 * at once, as a writes snapshot, when any write of the call is to a special channel (error,
   interrupt, resume, scheduled: LangGraph's ``WRITES_IDX_MAP``): what a resume or a retry after
-  a failure needs never waits;
+  a failure needs never waits; and when X is committed but older than the run's newest
+  checkpoint (late writes under ``async`` durability: X's child is already there);
 * within ``delay`` seconds (default ``DELAY``, 50 ms) of the first held write, or of X's own
   ``put`` for writes that came before it (LangGraph's ``async`` durability queues checkpoints
   behind the previous one; a resume starts from a committed checkpoint, so writes of one not
@@ -115,7 +116,8 @@ class Holder:
     ``flush(run_id, cid)``: the saver's callback that commits one checkpoint's held writes
     (taking its locks); never called while this holder's lock is held. The holder keeps only
     a weak reference to the saver, and its thread to the holder, so that a saver nobody
-    holds is collected (its thread then ends within a second)."""
+    holds is collected (its thread then ends within a second); but while it holds writes,
+    ``_PINNED`` holds the saver, so that a saver dropped unclosed still commits them."""
 
     def __init__(self, flush: Callable[[str, str], None], delay: float = DELAY) -> None:
         if not 0 <= delay <= 1:
@@ -153,6 +155,7 @@ class Holder:
             if old is not None:
                 deadline = min(old.deadline, deadline)
             run[cid] = Held(run_id, thread_id, ns, cid, rows, typed, deadline)
+            _PINNED[id(self)] = self._flush_ref()
             over = builtins.list(run.values())[:-MAX_HELD] if len(run) > MAX_HELD else []
             if self._thread is None:
                 self._thread = threading.Thread(target=_timer, args=(weakref.ref(self),),
@@ -177,6 +180,8 @@ class Holder:
                 del run[held.cid]
                 if not run:
                     del self._held[held.run_id]
+                if not self._held:
+                    _PINNED.pop(id(self), None)
 
     def held(self) -> builtins.list[tuple[str, str]]:
         """(run id, checkpoint id) of everything held, oldest first per run."""
@@ -223,6 +228,11 @@ class Holder:
                     h = self._held.get(run_id, {}).get(cid)
                     if h is not None:  # try again after another delay, not in a busy loop
                         h.deadline = time.monotonic() + max(self.delay, 0.05)
+
+
+#: id(holder) -> its saver's flush method, while the holder holds writes (a root, so that a
+#: saver dropped unclosed is not collected before its timer commits them)
+_PINNED: dict[int, object] = {}
 
 
 def _timer(ref: weakref.ref[Holder]) -> None:

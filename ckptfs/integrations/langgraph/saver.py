@@ -448,11 +448,16 @@ class CkptfsSaver(RunLookup, BaseCheckpointSaver[int]):
                 if rows == self._rows(idx, cid):
                     return
                 if self._fold is not None and not any(c in WRITES_IDX_MAP for c, _ in writes):
-                    committed = self._checkpoint(idx, cid) is not None
-                    for old in self._fold.hold(idx.run_id, tid, ns, cid, rows, typed,
-                                               committed):
-                        self._commit_held(idx, old)  # too many held in this run: the oldest
-                    return
+                    committed = prev is not None and _kind(prev) == "checkpoint" or (
+                        self._fresh(idx, lambda: self._checkpoint(idx, cid)) is not None)
+                    head = self._head_labels(idx)
+                    # a committed checkpoint older than the newest has its child already (late
+                    # writes, async durability): no put will fold them, so they go now
+                    if not committed or head is None or head.get(L_MAX_CID, "") <= cid:
+                        for old in self._fold.hold(idx.run_id, tid, ns, cid, rows, typed,
+                                                   committed):
+                            self._commit_held(idx, old)  # too many held in this run: the oldest
+                        return
                 self._commit_writes(idx, tid, ns, cid, rows, typed, prev)
                 if held is not None:
                     self._fold.drop(held)  # type: ignore[union-attr]
