@@ -1,8 +1,9 @@
 """W1 through LangGraph: one ~1 KB message appended per step, CkptfsSaver vs SqliteSaver.
 
 Savers (one run, same machine load, so compare ratios): CkptfsSaver with its O(change) list
-channels (default), CkptfsSaver(appends=False) (every message packed each step: the saver
-before issue 14's LangGraph part), SqliteSaver, and SqliteSaver with the messages in a
+channels and its writes folded into the next checkpoint's record (default),
+CkptfsSaver(fold_writes=False) (a record per put_writes too), CkptfsSaver(appends=False)
+(every message packed each step: the saver before issue 14's LangGraph part), SqliteSaver, and SqliteSaver with the messages in a
 ``DeltaChannel`` (``_messages_delta_reducer``, snapshot_frequency 100) when the installed
 langgraph has it.
 
@@ -132,7 +133,8 @@ def run(name: str, make: Callable[[], BaseCheckpointSaver[Any]], n: int,
 
 def make_saver(kind: str, where: Path) -> BaseCheckpointSaver[Any]:
     if kind.startswith("Ckptfs"):
-        return CkptfsSaver(str(where), appends=kind != "CkptfsFull")
+        return CkptfsSaver(str(where), appends=kind != "CkptfsFull",
+                           fold_writes=kind != "CkptfsNoFold")
     return SqliteSaver(sqlite3.connect(str(where), check_same_thread=False))
 
 
@@ -201,6 +203,7 @@ def main() -> None:
     scratch.mkdir(parents=True, exist_ok=True)
     results = []
     cases = [("CkptfsSaver (local dir)", "Ckptfs", "ckptfs-store"),
+             ("CkptfsSaver fold_writes=False", "CkptfsNoFold", "ckptfs-nofold"),
              ("CkptfsSaver appends=False (before)", "CkptfsFull", "ckptfs-full"),
              ("SqliteSaver (file)", "Sqlite", "sqlite.db")]
     if delta_state() is not None:

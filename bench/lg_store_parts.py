@@ -30,15 +30,22 @@ def _len(x: Any) -> int:
 def manifest_parts(manifest: bytes) -> dict[str, int]:
     """The manifest's bytes split into chunk lists, inline values, labels and the rest."""
     raw = cbor2.loads(manifest)
-    chunks = inline = 0
-    for entry in (raw.get("entries") or {}).values():
+    chunks = inline = writes = 0
+    for name, entry in (raw.get("entries") or {}).items():
         if isinstance(entry, dict):
             chunks += _len(entry["chunks"]) if entry.get("chunks") else 0
-            inline += _len(entry["inline"]) if entry.get("inline") is not None else 0
+            n = _len(entry["inline"]) if entry.get("inline") is not None else 0
+            if name == "writes":
+                writes += n
+            else:
+                inline += n
     labels = _len(raw.get("labels") or {})
-    return {"manifest: chunk lists": chunks, "manifest: inline values": inline,
-            "manifest: labels": labels,
-            "manifest: rest": len(manifest) - chunks - inline - labels}
+    out = {"manifest: chunk lists": chunks, "manifest: inline values": inline,
+           "manifest: labels": labels,
+           "manifest: rest": len(manifest) - chunks - inline - writes - labels}
+    if writes:  # the writes rows (a writes snapshot's, or folded into a checkpoint's)
+        out["manifest: writes (inline)"] = writes
+    return out
 
 
 def store_parts(root: Path) -> tuple[dict[str, int], collections.Counter[str]]:

@@ -15,6 +15,8 @@ Layout in the store (README, section "LangGraph"):
 * the pending writes of a checkpoint are snapshots at boundary ``writes`` (label ``lg.kind``
   ``writes``): each holds all writes so far in entry ``writes``, rows ``[task_id, channel,
   idx, task_path, value]``; its parent is the previous writes snapshot or the checkpoint.
+  With ``fold_writes`` (the default) a superstep's writes usually go instead into the next
+  checkpoint's snapshot (entry ``writes``, label ``lg.writes_of``), ``fold.py``.
 * every snapshot carries history labels (``chain_labels``): ``lg.max_checkpoint_id``,
   ``lg.max_writes_id``, ``lg.last_writes_seq`` and ``lg.ordered``, so that lookups read from the
   head down or binary-search instead of reading the whole run; a ``mark`` snapshot (no entries)
@@ -32,7 +34,8 @@ through LangGraph's serializer (strict msgpack allow-list, no pickle) and are ke
 serializer is configured (``values.py``).
 
 Modules: ``layout`` (names, labels, the per-run index), ``values`` (packing values),
-``threads`` (deleting, pruning, copying threads, side effects), ``saver`` (``CkptfsSaver``).
+``threads`` (deleting, pruning, copying threads, side effects), ``fold`` (writes held for the
+next checkpoint), ``saver`` (``CkptfsSaver``).
 """
 
 try:

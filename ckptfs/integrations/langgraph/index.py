@@ -14,6 +14,7 @@ from typing import TypeVar
 from ckptfs.errors import ErasedError, NotFound
 from ckptfs.format.names import DECIMAL
 from ckptfs.integrations.langgraph import listing
+from ckptfs.integrations.langgraph.fold import holds_writes
 from ckptfs.integrations.langgraph.layout import (
     L_MAX_CID,
     L_MAX_W_SEQ,
@@ -280,7 +281,7 @@ class RunLookup:
             w = int(last) if DECIMAL.match(last) else 0
             if idx.seqs[bisect.bisect_left(idx.seqs, w) % len(idx.seqs)] == w:
                 snap = self._at(idx, w)
-                if _kind(snap) == "writes" and _cid(snap) == cid:
+                if holds_writes(snap, cid):
                     return snap
         elif self._cp_ordered(idx) and idx.seqs:
             # writes out of order (async durability): the running maximum still says where
@@ -293,9 +294,9 @@ class RunLookup:
             w = int(last) if DECIMAL.match(last) else 0
             if w and idx.seqs[bisect.bisect_left(idx.seqs, w) % len(idx.seqs)] == w:
                 snap = self._at(idx, w)
-                if _kind(snap) == "writes" and _cid(snap) == cid:
+                if holds_writes(snap, cid):
                     return snap
-        found = [s for s in self._load_all(idx) if _kind(s) == "writes" and _cid(s) == cid]
+        found = [s for s in self._load_all(idx) if holds_writes(s, cid)]
         return found[-1] if found else None
 
     def _ensure_store(self) -> None:

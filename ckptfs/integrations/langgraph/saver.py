@@ -33,7 +33,7 @@ from ckptfs.format.ledger import Effect
 from ckptfs.format.models import Captured, Entry, Manifest
 from ckptfs.format.names import LABEL_KEY
 from ckptfs.format.typed import FEATURE as TYPED_FEATURE
-from ckptfs.integrations.langgraph import listing, threads
+from ckptfs.integrations.langgraph import fold, listing, threads
 from ckptfs.integrations.langgraph.index import RunLookup
 from ckptfs.integrations.langgraph.layout import (
     CHAIN,
@@ -78,6 +78,7 @@ class CkptfsSaver(RunLookup, BaseCheckpointSaver[int]):
     def __init__(self, store: Store | str, *, serde: SerializerProtocol | None = None,
                  allowed_types: Iterable[type | tuple[str, ...]] = (),
                  codecs: Codecs | None = None, appends: bool = True,
+                 fold_writes: bool = True, fold_delay: float = fold.DELAY,
                  **storage_options: Any) -> None:
         """``store``: a ckptfs Store, or a URL/path to open (with ``storage_options`` and
         ``codecs``, the ckptfs.Codecs of the types values may hold). ``allowed_types``:
@@ -86,7 +87,10 @@ class CkptfsSaver(RunLookup, BaseCheckpointSaver[int]):
         typed value), and every entry also goes to the serializer's msgpack allow-list.
         ``appends``: a list channel that visibly grew (the same items, their fields holding
         the same objects) packs and encodes only its new items (``appends.py``); False packs
-        every item of a changed channel every step."""
+        every item of a changed channel every step. ``fold_writes``: a task's ordinary writes
+        wait up to ``fold_delay`` seconds for the next checkpoint and go into its snapshot
+        (one record per superstep; ``fold.py`` says when they are durable); False commits
+        every ``put_writes`` as a snapshot of its own at once."""
         if serde is None:
             serde = JsonPlusSerializer(pickle_fallback=False, allowed_msgpack_modules=None)
         if getattr(serde, "pickle_fallback", False):
@@ -119,6 +123,8 @@ class CkptfsSaver(RunLookup, BaseCheckpointSaver[int]):
         #: run id -> the listing ``_closed`` just took, for the index created next
         self._listed: dict[str, tuple[builtins.list[int], listing.Marks]] = {}
         self._ready = False
+        #: writes waiting for the next checkpoint (None: fold_writes=False)
+        self._fold = fold.Holder(self._flush_run, fold_delay) if fold_writes else None
 
     @classmethod
     @contextlib.contextmanager
@@ -169,6 +175,9 @@ class CkptfsSaver(RunLookup, BaseCheckpointSaver[int]):
 
     def _rows(self, idx: _RunIndex, checkpoint_id: str, near: int | None = None
               ) -> builtins.list[Any]:
+        held = self._fold.get(idx.run_id, checkpoint_id) if self._fold is not None else None
+        if held is not None:  # fold.py: not in a snapshot yet
+            return held.rows
         last = self._writes_snap(idx, checkpoint_id, near)
         if last is None:
             return []
@@ -186,7 +195,10 @@ class CkptfsSaver(RunLookup, BaseCheckpointSaver[int]):
         own = {k: v for k, v in labels.items() if k not in CHAIN}
         for _ in range(1000):
             seq = idx.top + 1
-            chain = chain_labels(self._head_labels(idx), own[L_KIND], own.get(L_CID, ""), seq)
+            head = self._head_labels(idx)
+            chain = chain_labels(head, own[L_KIND], own.get(L_CID, ""), seq)
+            if fold.L_WRITES_OF in own:  # it holds its parent's writes too (fold.py)
+                chain = fold.with_writes(chain, head, own[fold.L_WRITES_OF], seq)
             manifest = Manifest(run=idx.run_id, seq=seq, boundary=boundary,
                                 created=now_ms(), writer=self.store.writer_name, schema=SCHEMA,
                                 entries=entries, parent=parent, labels={**own, **chain},
@@ -325,6 +337,8 @@ class CkptfsSaver(RunLookup, BaseCheckpointSaver[int]):
             self._ensure_store()
             idx = self._ns_index(tid, ns, refresh=False)
             with idx.lock:
+                # the parent's held writes go into this snapshot (fold.py)
+                held = self._fold.get(idx.run_id, parent_cid) if self._fold is not None else None
                 parent = self._fresh(idx, lambda: self._parent(idx, parent_cid))
                 chunks: _Chunks = []
                 entries, typed = self._channel_entries(idx, checkpoint, new_versions, parent,
@@ -343,8 +357,18 @@ class CkptfsSaver(RunLookup, BaseCheckpointSaver[int]):
                 for k, v in meta.items():
                     if type(v) in (str, int, float, bool) and LABEL_KEY.match(f"lg.meta.{k}"):
                         labels[f"lg.meta.{k}"] = (v if type(v) is str else json.dumps(v))[:MAX_ID]
-                self._commit(idx, "step", entries, labels, parent.digest if parent else None,
-                             chunks, typed=typed)
+                if held is not None:  # the parent's held writes go into this snapshot
+                    entries["writes"] = self._encode(idx, "writes", held.rows, {}, chunks)
+                    labels[fold.L_WRITES_OF] = held.cid
+                    typed = typed or held.typed
+                snap = self._commit(idx, "step", entries, labels,
+                                    parent.digest if parent else None, chunks, typed=typed)
+                if held is not None:
+                    idx.rows = {snap.digest: held.rows}
+                    assert self._fold is not None
+                    self._fold.drop(held)
+                if self._fold is not None:  # writes that came before it are due from now
+                    self._fold.started(idx.run_id, checkpoint["id"])
         return _config(config["configurable"]["thread_id"], ns, checkpoint["id"])
 
     def _parent(self, idx: _RunIndex, parent_cid: str | None) -> Snapshot | None:
@@ -403,11 +427,13 @@ class CkptfsSaver(RunLookup, BaseCheckpointSaver[int]):
             self._ensure_store()
             idx = self._ns_index(tid, ns, refresh=False)
             with idx.lock:
+                held = self._fold.get(idx.run_id, cid) if self._fold is not None else None
                 prev, old_rows, last = self._fresh(idx, lambda: self._writes_of(idx, cid))
                 rows = builtins.list(old_rows)
                 where = {(r[0], r[2]): i for i, r in enumerate(rows)}
-                # rows carried over from the last writes snapshot keep their typed values
-                typed = last is not None and TYPED_FEATURE in last.manifest.required
+                # rows carried over keep their typed values
+                typed = held.typed if held is not None else (
+                    last is not None and TYPED_FEATURE in last.manifest.required)
                 for i, (channel, value) in enumerate(writes):
                     widx = WRITES_IDX_MAP.get(channel, i)
                     packed, t = self._packer.pack(value)
@@ -421,32 +447,88 @@ class CkptfsSaver(RunLookup, BaseCheckpointSaver[int]):
                         rows[at] = row
                 if rows == self._rows(idx, cid):
                     return
-                chunks: _Chunks = []
-                entries = {"writes": self._encode(idx, "writes", rows, {}, chunks)}
-                labels = {L_KIND: "writes", L_THREAD: tid, L_NS: ns, L_CID: cid}
-                snap = self._commit(idx, "writes", entries, labels, prev.digest if prev else None,
-                                    chunks, typed=typed)
-                idx.rows = {snap.digest: rows}
+                if self._fold is not None and not any(c in WRITES_IDX_MAP for c, _ in writes):
+                    committed = prev is not None and _kind(prev) == "checkpoint" or (
+                        self._fresh(idx, lambda: self._checkpoint(idx, cid)) is not None)
+                    head = self._head_labels(idx)
+                    # a committed checkpoint older than the newest has its child already (late
+                    # writes, async durability): no put will fold them, so they go now
+                    if not committed or head is None or head.get(L_MAX_CID, "") <= cid:
+                        for old in self._fold.hold(idx.run_id, tid, ns, cid, rows, typed,
+                                                   committed):
+                            self._commit_held(idx, old)  # too many held in this run: the oldest
+                        return
+                self._commit_writes(idx, tid, ns, cid, rows, typed, prev)
+                if held is not None:
+                    self._fold.drop(held)  # type: ignore[union-attr]
+
+    def _commit_writes(self, idx: _RunIndex, tid: str, ns: str, cid: str,
+                       rows: builtins.list[Any], typed: bool, prev: Snapshot | None) -> None:
+        """Commit ``rows`` (all writes so far of checkpoint ``cid``) as a writes snapshot
+        after ``prev`` (the checkpoint's newest writes snapshot, else the checkpoint)."""
+        chunks: _Chunks = []
+        entries = {"writes": self._encode(idx, "writes", rows, {}, chunks)}
+        labels = {L_KIND: "writes", L_THREAD: tid, L_NS: ns, L_CID: cid}
+        snap = self._commit(idx, "writes", entries, labels, prev.digest if prev else None,
+                            chunks, typed=typed)
+        idx.rows = {snap.digest: rows}
+
+    def _commit_held(self, idx: _RunIndex, held: fold.Held) -> None:
+        """Commit held writes (fold.py) as a writes snapshot (the thread lock and
+        ``idx.lock`` held)."""
+        assert self._fold is not None
+        cid = held.cid
+        prev = self._fresh(idx, lambda: self._writes_snap(idx, cid) or self._checkpoint(idx, cid))
+        if prev is None and self._catch_up(idx):
+            prev = self._writes_snap(idx, cid) or self._checkpoint(idx, cid)
+        self._commit_writes(idx, held.thread_id, held.ns, cid, held.rows, held.typed, prev)
+        self._fold.drop(held)
+
+    def _flush_run(self, run_id: str, cid: str) -> None:
+        """Commit the held writes of checkpoint ``cid`` of run ``run_id`` now (the fold timer,
+        close, thread ops)."""
+        assert self._fold is not None
+        held = self._fold.get(run_id, cid)
+        if held is None:
+            return
+        with self._thread_lock(held.thread_id):
+            with self._lock:
+                idx = self._runs.get(run_id)
+            if idx is None:
+                idx = self._index(run_id, held.thread_id, held.ns, refresh=False)
+            with idx.lock:
+                held = self._fold.get(run_id, cid)  # what is held now, under the locks
+                if held is not None:
+                    self._commit_held(idx, held)
+
+    def flush(self) -> None:
+        """Commit every held write now (``fold_writes``): ``close()`` does it too."""
+        if self._fold is not None:
+            self._fold.flush_all()
 
     # -- deleting and copying (threads.py) ---------------------------------------------------
     def delete_thread(self, thread_id: str) -> None:
         """Erase a thread now, in every namespace, with its effect ledger: ckptfs ``erase``
         (fence, tombstone, records, then every chunk and manifest no other run uses). The
         thread id stays usable: its next checkpoint starts a new run (README "LangGraph")."""
+        self.flush()
         threads.delete_thread(self, thread_id)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Forget the checkpoints (and their writes) whose metadata ``run_id`` is listed, with
         ckptfs ``forget`` semantics; see ``threads.delete_for_runs``."""
+        self.flush()
         threads.delete_for_runs(self, run_ids)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """``keep_latest``: per namespace keep the newest checkpoint and its writes, forgetting
         the rest; ``delete``: erase the threads as ``delete_thread`` does."""
+        self.flush()
         threads.prune(self, thread_ids, strategy=strategy)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every snapshot of a thread to another: new manifests naming the same entries."""
+        self.flush()
         threads.copy_thread(self, source_thread_id, target_thread_id)
 
     def effect(self, config: RunnableConfig, name: str, fn: Callable[..., Any], *args: Any,
@@ -489,6 +571,11 @@ class CkptfsSaver(RunLookup, BaseCheckpointSaver[int]):
         await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
 
     def close(self) -> None:
-        """Close the store if this saver opened it."""
-        if self._owns_store:
-            self.store.close()
+        """Commit held writes (``fold_writes``), then close the store if this saver opened
+        it."""
+        try:
+            if self._fold is not None:
+                self._fold.close()
+        finally:
+            if self._owns_store:
+                self.store.close()

@@ -12,6 +12,8 @@ from langchain_core.runnables import RunnableConfig
 from ckptfs.errors import CkptfsError, ConflictError, NotFound
 from ckptfs.format.digest import Digest
 from ckptfs.format.ledger import Effect
+from ckptfs.format.typed import FEATURE as TYPED_FEATURE
+from ckptfs.integrations.langgraph.fold import L_WRITES_OF
 from ckptfs.integrations.langgraph.layout import (
     L_CID,
     L_COPIED,
@@ -19,6 +21,7 @@ from ckptfs.integrations.langgraph.layout import (
     L_NS,
     L_THREAD,
     RUN_PREFIX,
+    _RunIndex,
     _cid,
     _ids,
     _kind,
@@ -27,6 +30,7 @@ from ckptfs.integrations.langgraph.layout import (
 )
 from ckptfs.ops.erase import erase
 from ckptfs.ops.retention import Policy, forget, forget_snapshots
+from ckptfs.store.repository import Snapshot
 
 if TYPE_CHECKING:
     from ckptfs.integrations.langgraph.saver import CkptfsSaver
@@ -74,6 +78,7 @@ def delete_for_runs(saver: CkptfsSaver, run_ids: Sequence[str]) -> None:
                     and _cid(s) in doomed}
             if not seqs:
                 continue
+            _keep_folded_writes(saver, idx, snaps, seqs, doomed)
             if idx.top in seqs:
                 assert idx.thread_id is not None and idx.ns is not None
                 head = idx.loaded[idx.top]
@@ -83,6 +88,25 @@ def delete_for_runs(saver: CkptfsSaver, run_ids: Sequence[str]) -> None:
     forget_snapshots(saver.store.repo, drop)
     for rid in drop:
         saver._index(rid, None, None)
+
+def _keep_folded_writes(saver: CkptfsSaver, idx: _RunIndex, snaps: Sequence[Snapshot],
+                        seqs: set[int], doomed: set[str]) -> None:
+    """A forgotten checkpoint whose snapshot holds the newest writes of a kept one (its parent,
+    ``fold.py``): those writes are committed again as a writes snapshot of the kept one first
+    (the same entry, so no value is copied), so that they stay."""
+    for s in snaps:
+        of = s.manifest.labels.get(L_WRITES_OF)
+        if s.seq not in seqs or of is None or of in doomed or "writes" not in s.manifest.entries:
+            continue
+        holder = saver._writes_snap(idx, of)
+        kept = saver._checkpoint(idx, of)
+        if holder is None or holder.seq != s.seq or kept is None:
+            continue
+        assert idx.thread_id is not None and idx.ns is not None
+        saver._commit(idx, "writes", {"writes": s.manifest.entries["writes"]},
+                      {L_KIND: "writes", L_THREAD: idx.thread_id, L_NS: idx.ns, L_CID: of},
+                      kept.digest, typed=TYPED_FEATURE in s.manifest.required)
+
 
 def prune(saver: CkptfsSaver, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
     """``keep_latest``: per namespace keep the newest checkpoint and its writes, forgetting

@@ -1,0 +1,261 @@
+"""Folding a superstep's writes into the next checkpoint's record (issue 14): one record and
+one fsync round per superstep instead of two.
+
+LangGraph saves a task's writes with ``put_writes`` against checkpoint X, then (once every task
+of the superstep is done) the next checkpoint C, whose parent is X, with ``put``. Without
+folding each is a snapshot of its own. With folding (``CkptfsSaver(..., fold_writes=True)``,
+the default) the saver *holds* ordinary writes for a short while: if ``put`` of X's child comes
+first, the child's snapshot carries X's writes (all of them so far) in its entry ``writes``
+and names X in label ``lg.writes_of``; that snapshot is then also X's newest writes snapshot
+for every reader (``holds_writes``; the history labels count it as one, ``with_writes``).
+
+Held writes are visible to this saver's own reads at once, and become durable (README
+"LangGraph", RELIABILITY.md):
+
+* at once, as a writes snapshot, when any write of the call is to a special channel (error,
+  interrupt, resume, scheduled: LangGraph's ``WRITES_IDX_MAP``): what a resume or a retry after
+  a failure needs never waits; and when X is committed but older than the run's newest
+  checkpoint (late writes under ``async`` durability: X's child is already there);
+* within ``delay`` seconds (default ``DELAY``, 50 ms) of the first held write, or of X's own
+  ``put`` for writes that came before it (LangGraph's ``async`` durability queues checkpoints
+  behind the previous one; a resume starts from a committed checkpoint, so writes of one not
+  yet committed are of no use to it), as a writes snapshot, when no ``put`` of X's child came
+  by then (a timer thread);
+* in the child's record, when its ``put`` comes first;
+* at once, as writes snapshots, for the oldest held checkpoints of a run beyond ``MAX_HELD``
+  (64): under LangGraph's ``async`` durability a task's writes reach the saver a few
+  checkpoints ahead of those checkpoints' ``put``, so the writes of several checkpoints of a
+  run may wait at once, each until its own deadline or its child's ``put``;
+* before ``delete_thread``, ``delete_for_runs``, ``prune`` and ``copy_thread`` act; at
+  ``flush()``, ``close()``, on leaving ``from_url``'s block and at interpreter exit
+  (``atexit``).
+
+So a crash (SIGKILL, power loss) can lose the writes of the last ``delay`` seconds that no
+checkpoint followed; LangGraph then runs those tasks again on resume, as it does for writes
+still in its own background executor when any saver's process dies.
+"""
+
+from __future__ import annotations
+
+import atexit
+import builtins
+import math
+import threading
+import time
+import weakref
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+
+from ckptfs.integrations.langgraph.layout import (
+    L_CID,
+    L_KIND,
+    L_LAST_W,
+    L_MAX_W_SEQ,
+    L_MAX_WID,
+    L_ORDERED,
+)
+from ckptfs.store.repository import Snapshot
+
+#: a checkpoint snapshot that also holds the writes of this checkpoint (its parent)
+L_WRITES_OF = "lg.writes_of"
+#: seconds a held write waits for the next checkpoint before it is committed on its own: about
+#: 10x the saver's own step on local disk (a superstep's ``put`` follows its last task's
+#: ``put_writes`` within a few milliseconds), and small next to a model or tool call
+DELAY = 0.05
+#: checkpoints of one run whose writes may be held at once (LangGraph's ``async`` durability
+#: hands the saver a task's writes a few checkpoints ahead of the checkpoints themselves)
+MAX_HELD = 64
+
+
+def holds_writes(snap: Snapshot, cid: str) -> bool:
+    """Whether ``snap`` holds the writes of checkpoint ``cid``: a writes snapshot of it, or
+    the checkpoint snapshot of a child that folded them (``L_WRITES_OF``)."""
+    labels = snap.manifest.labels
+    if labels.get(L_KIND) == "writes":
+        return labels.get(L_CID) == cid
+    return labels.get(L_WRITES_OF) == cid
+
+
+def with_writes(chain: dict[str, str], head: Mapping[str, str] | None, writes_of: str,
+                seq: int) -> dict[str, str]:
+    """The history labels (``layout.chain_labels`` of a checkpoint, ``chain``) of a checkpoint
+    snapshot at ``seq`` that also holds the writes of checkpoint ``writes_of``: updated as a
+    writes snapshot of ``writes_of`` updates them (running maximum of writes' ids, the last
+    writes snapshot, the newest writes of the greatest id, whether writes kept their order)."""
+    head = head or {}
+    out = dict(chain)
+    top_w = head.get(L_MAX_WID)
+    if top_w is not None and writes_of < top_w:
+        out.pop(L_ORDERED, None)
+    if top_w is None or writes_of >= top_w:
+        out[L_MAX_W_SEQ] = str(seq)
+    out[L_MAX_WID] = writes_of if top_w is None else max(top_w, writes_of)
+    out[L_LAST_W] = str(seq)
+    return out
+
+
+@attrs.define
+class Held:
+    """Writes of checkpoint ``cid`` of run ``run_id`` that no snapshot holds yet: all its rows
+    so far (``[task_id, channel, idx, task_path, value]``) and whether any is typed."""
+
+    run_id: str
+    thread_id: str
+    ns: str
+    cid: str
+    rows: builtins.list[Any]
+    typed: bool
+    deadline: float
+
+
+class Holder:
+    """The held writes of one saver, per run and checkpoint (at most ``MAX_HELD`` checkpoints
+    per run), and the timer thread that commits those whose deadline passed.
+    ``flush(run_id, cid)``: the saver's callback that commits one checkpoint's held writes
+    (taking its locks); never called while this holder's lock is held. The holder keeps only
+    a weak reference to the saver, and its thread to the holder, so that a saver nobody
+    holds is collected (its thread then ends within a second); but while it holds writes,
+    ``_PINNED`` holds the saver, so that a saver dropped unclosed still commits them."""
+
+    def __init__(self, flush: Callable[[str, str], None], delay: float = DELAY) -> None:
+        if not 0 <= delay <= 1:
+            raise ValueError(f"fold delay {delay!r}: give seconds between 0 and 1")
+        self.delay = delay
+        self._flush_ref = weakref.WeakMethod(flush)
+        self._cond = threading.Condition(threading.RLock())
+        #: run id -> checkpoint id -> its held writes, oldest first
+        self._held: dict[str, dict[str, Held]] = {}
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        ref = weakref.ref(self)
+        self._atexit = lambda: _flush_all(ref)
+        atexit.register(self._atexit)
+
+    def get(self, run_id: str, cid: str | None) -> Held | None:
+        with self._cond:
+            return self._held.get(run_id, {}).get(cid or "")
+
+    def hold(self, run_id: str, thread_id: str, ns: str, cid: str, rows: builtins.list[Any],
+             typed: bool, committed: bool = True) -> builtins.list[Held]:
+        """Hold ``rows`` as the writes of ``cid`` (replacing what was held for it: the rows
+        include it). The deadline is ``delay`` after the first held write of a ``committed``
+        checkpoint, or after the checkpoint's own commit (``started``) for writes that reach
+        the saver before their checkpoint: until then they are of no use to a resume, which
+        starts from a committed checkpoint. Returns what the caller must commit now: the
+        oldest held checkpoints of the run beyond ``MAX_HELD``."""
+        with self._cond:
+            if self._closed:  # used again after close(): a new timer thread
+                self._closed, self._thread = False, None
+                atexit.register(self._atexit)
+            run = self._held.setdefault(run_id, {})
+            old = run.get(cid)
+            deadline = time.monotonic() + self.delay if committed else math.inf
+            if old is not None:
+                deadline = min(old.deadline, deadline)
+            run[cid] = Held(run_id, thread_id, ns, cid, rows, typed, deadline)
+            _PINNED[id(self)] = self._flush_ref()
+            over = builtins.list(run.values())[:-MAX_HELD] if len(run) > MAX_HELD else []
+            if self._thread is None:
+                self._thread = threading.Thread(target=_timer, args=(weakref.ref(self),),
+                                                name="ckptfs-lg-fold", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+            return over
+
+    def started(self, run_id: str, cid: str) -> None:
+        """Checkpoint ``cid`` was committed: its held writes are due ``delay`` from now."""
+        with self._cond:
+            h = self._held.get(run_id, {}).get(cid)
+            if h is not None and h.deadline == math.inf:
+                h.deadline = time.monotonic() + self.delay
+                self._cond.notify()
+
+    def drop(self, held: Held) -> None:
+        """Forget ``held`` (a snapshot holds its rows now), unless newer rows replaced it."""
+        with self._cond:
+            run = self._held.get(held.run_id)
+            if run is not None and run.get(held.cid) is held:
+                del run[held.cid]
+                if not run:
+                    del self._held[held.run_id]
+                if not self._held:
+                    _PINNED.pop(id(self), None)
+
+    def held(self) -> builtins.list[tuple[str, str]]:
+        """(run id, checkpoint id) of everything held, oldest first per run."""
+        with self._cond:
+            return [(r, c) for r, run in self._held.items() for c in run]
+
+    def flush_all(self) -> None:
+        """Commit everything held now (close, atexit, whole-thread operations)."""
+        for run_id, cid in self.held():
+            self._flush(run_id, cid)
+
+    def close(self) -> None:
+        """Commit what is held and stop the timer thread."""
+        try:
+            self.flush_all()
+        finally:
+            with self._cond:
+                self._closed = True
+                self._cond.notify()
+            atexit.unregister(self._atexit)
+
+    def _flush(self, run_id: str, cid: str) -> None:
+        flush = self._flush_ref()
+        if flush is not None:
+            flush(run_id, cid)
+
+    def _due(self) -> tuple[builtins.list[tuple[str, str]], float | None] | None:
+        """What is due now, and else how long to wait (None: the holder is closed)."""
+        with self._cond:
+            if self._closed:
+                return None
+            now = time.monotonic()
+            every = [h for run in self._held.values() for h in run.values()]
+            due = [(h.run_id, h.cid) for h in every if h.deadline <= now]
+            wait = min(min((h.deadline for h in every), default=now + 1.0) - now, 1.0)
+            return due, max(0.0, wait)
+
+    def _flush_due(self, due: builtins.list[tuple[str, str]]) -> None:
+        for run_id, cid in due:
+            try:
+                self._flush(run_id, cid)
+            except Exception:  # noqa: BLE001 - kept held: the child's put folds it, close retries
+                with self._cond:
+                    h = self._held.get(run_id, {}).get(cid)
+                    if h is not None:  # try again after another delay, not in a busy loop
+                        h.deadline = time.monotonic() + max(self.delay, 0.05)
+
+
+#: id(holder) -> its saver's flush method, while the holder holds writes (a root, so that a
+#: saver dropped unclosed is not collected before its timer commits them)
+_PINNED: dict[int, object] = {}
+
+
+def _timer(ref: weakref.ref[Holder]) -> None:
+    """The timer thread: commits held writes whose deadline passed; ends when the holder is
+    closed or collected."""
+    while True:
+        holder = ref()
+        if holder is None:
+            return
+        cond = holder._cond
+        with cond:  # looked at and waited on under one hold of the lock: no missed notify
+            got = holder._due()
+            if got is None:
+                return
+            due, wait = got
+            if not due:
+                del holder  # not kept alive while waiting
+                cond.wait(wait)
+                continue
+        holder._flush_due(due)
+
+
+def _flush_all(ref: weakref.ref[Holder]) -> None:
+    holder = ref()
+    if holder is not None:
+        holder.flush_all()

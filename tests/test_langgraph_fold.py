@@ -1,0 +1,402 @@
+"""CkptfsSaver folding a superstep's writes into the next checkpoint's record (fold.py): one
+record per superstep, held writes visible to the saver at once and durable as documented
+(README "LangGraph", RELIABILITY.md), across processes killed with SIGKILL, interrupts and
+resumes in another process, a failed task in a parallel superstep, and LangGraph's own
+conformance suite with folding off (tests/test_langgraph_conformance.py runs it with it on)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langgraph")
+
+from langgraph.checkpoint.base import empty_checkpoint  # noqa: E402
+from langgraph.checkpoint.base.id import uuid6  # noqa: E402
+
+from ckptfs.integrations.langgraph import CkptfsSaver, run_id_for  # noqa: E402
+from ckptfs.integrations.langgraph.fold import L_WRITES_OF, MAX_HELD  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cfg(tid: str, cid: str | None = None) -> dict[str, Any]:
+    c: dict[str, Any] = {"thread_id": tid, "checkpoint_ns": ""}
+    if cid:
+        c["checkpoint_id"] = cid
+    return {"configurable": c}
+
+
+def ckpt(values: dict[str, Any]) -> Any:
+    cp = empty_checkpoint()
+    cp["id"] = str(uuid6(clock_seq=-1))
+    cp["channel_values"] = values
+    cp["channel_versions"] = {k: 1 for k in values}
+    return cp
+
+
+def records(saver: CkptfsSaver, tid: str) -> list[int]:
+    return saver.store.repo.record_seqs(run_id_for(tid, ""))
+
+
+@pytest.mark.parametrize("fold", [True, False])
+def test_a_superstep_is_one_record_and_another_saver_reads_the_writes(tmp_path: Path,
+                                                                      fold: bool) -> None:
+    """put, put_writes, put (child): with folding two records, the child's holding the
+    parent's writes; without, three. A second saver (folding on, reading either layout) finds
+    the parent's writes in both, while the first saver is still open."""
+    url = str(tmp_path / "s")
+    a = CkptfsSaver(url, fold_writes=fold)
+    c1 = a.put(cfg("t"), ckpt({"i": 0}), {"step": 0}, {"i": 1})
+    a.put_writes(c1, [("i", 1), ("x", "y")], "task")
+    assert a.get_tuple(c1).pending_writes == [  # type: ignore[union-attr]
+        ("task", "i", 1), ("task", "x", "y")]  # held or not: the saver's own reads see them
+    c2 = a.put(c1, ckpt({"i": 1}), {"step": 1}, {"i": 2})
+    assert len(records(a, "t")) == (2 if fold else 3)
+    b = CkptfsSaver(url)
+    t1, t2 = b.get_tuple(c1), b.get_tuple(c2)
+    assert t1 is not None and t1.pending_writes == [("task", "i", 1), ("task", "x", "y")]
+    assert t2 is not None and t2.pending_writes == [] and t2.checkpoint["channel_values"] == {
+        "i": 1}
+    assert [t.config for t in b.list(cfg("t"))] == [c2, c1]
+    head = a.store.repo.snapshot_at(run_id_for("t", ""), records(a, "t")[-1])
+    assert (head.manifest.labels.get(L_WRITES_OF) == c1["configurable"]["checkpoint_id"]) is fold
+    a.close()
+    b.close()
+
+
+def test_writes_of_several_checkpoints_each_go_to_their_child(tmp_path: Path) -> None:
+    """LangGraph's async durability hands over writes ahead of their checkpoints, and writes
+    of an older checkpoint late: writes ahead wait, each checkpoint's for a put whose parent
+    it is; late writes (their checkpoint has a child already) are committed at once. A second
+    saver finds every row."""
+    url = str(tmp_path / "s")
+    a = CkptfsSaver(url, fold_delay=1.0)
+    c1 = a.put(cfg("t"), ckpt({"i": 0}), {}, {"i": 1})
+    cp2, cp3 = ckpt({"i": 1}), ckpt({"i": 2})
+    a.put_writes(c1, [("i", "w1")], "t1")
+    a.put_writes(cfg("t", cp2["id"]), [("i", "w2")], "t2")  # ahead of its checkpoint
+    a.put_writes(cfg("t", cp3["id"]), [("i", "w3")], "t3")
+    assert len(records(a, "t")) == 1  # all held
+    c2 = a.put(c1, cp2, {}, {"i": 2})  # holds c1's writes
+    a.put_writes(c1, [("i", "late")], "t1b")  # c1 has a child: committed at once
+    assert len(records(a, "t")) == 3
+    c3 = a.put(c2, cp3, {}, {"i": 3})  # holds c2's
+    c4 = a.put(c3, ckpt({"i": 3}), {}, {"i": 4})  # holds c3's
+    assert len(records(a, "t")) == 5
+    b = CkptfsSaver(url)
+    assert sorted(b.get_tuple(c1).pending_writes) == [  # type: ignore[union-attr]
+        ("t1", "i", "w1"), ("t1b", "i", "late")]
+    assert b.get_tuple(c2).pending_writes == [("t2", "i", "w2")]  # type: ignore[union-attr]
+    assert b.get_tuple(c3).pending_writes == [("t3", "i", "w3")]  # type: ignore[union-attr]
+    assert b.get_tuple(c4).pending_writes == []  # type: ignore[union-attr]
+    a.close()
+
+
+def test_at_most_max_held_checkpoints_per_run_wait(tmp_path: Path) -> None:
+    """Writes of more than MAX_HELD checkpoints of a run (ahead of their puts): the oldest go
+    to a snapshot of their own at once."""
+    url = str(tmp_path / "s")
+    a = CkptfsSaver(url, fold_delay=1.0)
+    a.put(cfg("t"), ckpt({"i": 0}), {}, {"i": 1})
+    ids = [ckpt({})["id"] for _ in range(MAX_HELD + 2)]
+    for n, cid in enumerate(ids):
+        a.put_writes(cfg("t", cid), [("i", n)], f"task-{n}")
+    assert len(records(a, "t")) == 1 + 2
+    b = CkptfsSaver(url)
+    assert a._fold is not None and len(a._fold.held()) == MAX_HELD
+    a.close()
+    assert len(records(b, "t")) == 1 + len(ids)
+
+
+def test_special_writes_are_committed_at_once_with_what_was_held(tmp_path: Path) -> None:
+    url = str(tmp_path / "s")
+    a = CkptfsSaver(url, fold_delay=1.0)
+    c1 = a.put(cfg("t"), ckpt({"i": 0}), {}, {"i": 1})
+    a.put_writes(c1, [("i", 1)], "ok-task")
+    assert len(records(a, "t")) == 1  # held
+    a.put_writes(c1, [("__error__", "boom")], "bad-task")
+    assert len(records(a, "t")) == 2
+    got = CkptfsSaver(url).get_tuple(c1)
+    assert got is not None and sorted(got.pending_writes) == [
+        ("bad-task", "__error__", "boom"), ("ok-task", "i", 1)]
+    a.close()
+
+
+def test_close_and_thread_operations_commit_held_writes(tmp_path: Path) -> None:
+    url = str(tmp_path / "s")
+    a = CkptfsSaver(url, fold_delay=1.0)
+    c1 = a.put(cfg("t"), ckpt({"i": 0}), {}, {"i": 1})
+    a.put_writes(c1, [("i", 1)], "task")
+    a.copy_thread("t", "u")  # the copy has the writes: they were committed first
+    u = CkptfsSaver(url).get_tuple(cfg("u"))
+    assert u is not None and u.pending_writes == [("task", "i", 1)]
+    a.put_writes(c1, [("i", 2)], "task-2")
+    a.close()
+    got = CkptfsSaver(url).get_tuple(c1)
+    assert got is not None and sorted(got.pending_writes) == [("task", "i", 1),
+                                                              ("task-2", "i", 2)]
+
+
+CHILD = """
+import os, signal, sys, time
+from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.base.id import uuid6
+from ckptfs.integrations.langgraph import CkptfsSaver, run_id_for
+url, mode = sys.argv[1], sys.argv[2]
+saver = CkptfsSaver(url, fold_delay=0.05)
+cp = empty_checkpoint()
+cp["id"] = str(uuid6(clock_seq=-1))
+cp["channel_values"] = {"i": 0}
+cp["channel_versions"] = {"i": 1}
+c = saver.put({"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, cp, {}, {"i": 1})
+print(c["configurable"]["checkpoint_id"], flush=True)
+if mode == "interrupt":
+    saver.put_writes(c, [("__interrupt__", {"q": "ok?"})], "task")
+    os.kill(os.getpid(), signal.SIGKILL)
+saver.put_writes(c, [("i", 1)], "task")
+# no put follows: the timer commits the held writes; wait for it (bounded), then die
+run = run_id_for("t", "")
+for _ in range(2000):
+    if not saver._fold.held():
+        break
+    time.sleep(0.005)
+print("still held" if saver._fold.held() else "flushed", flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def _killed_child(url: str, mode: str) -> list[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", CHILD, url, mode], capture_output=True,
+                         text=True, timeout=120, env=env)
+    assert out.returncode == -signal.SIGKILL, out.stderr
+    return out.stdout.split()
+
+
+def test_sigkill_after_the_delay_keeps_the_writes(tmp_path: Path) -> None:
+    """A process that put_writes and then no put: the timer commits the writes within the
+    delay; the process then dies by SIGKILL (no close, no atexit) and a new one finds them."""
+    url = str(tmp_path / "s")
+    cid, state = _killed_child(url, "delay")
+    assert state == "flushed"
+    got = CkptfsSaver(url).get_tuple(cfg("t", cid))
+    assert got is not None and got.pending_writes == [("task", "i", 1)]
+
+
+def test_sigkill_right_after_an_interrupt_keeps_it(tmp_path: Path) -> None:
+    """An interrupt's writes are durable when put_writes returns: SIGKILL at once loses none."""
+    url = str(tmp_path / "s")
+    (cid,) = _killed_child(url, "interrupt")
+    got = CkptfsSaver(url).get_tuple(cfg("t", cid))
+    assert got is not None and got.pending_writes == [("task", "__interrupt__", {"q": "ok?"})]
+
+
+GRAPHS = """
+import os, sys, json
+from typing import Annotated, Any, TypedDict
+import operator
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, interrupt
+from ckptfs.integrations.langgraph import CkptfsSaver
+
+class S(TypedDict):
+    log: Annotated[list[str], operator.add]
+
+url, kind, step, marks = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+saver = CkptfsSaver(url)
+conf = {"configurable": {"thread_id": "t"}}
+
+def mark(name):
+    with open(marks, "a") as f:
+        f.write(name + "\\n")
+
+if kind == "approval":
+    def ask(s):
+        mark("ask")
+        return {"log": [f"approved: {interrupt('ok?')}"]}
+    def done(s):
+        mark("done")
+        return {"log": ["done"]}
+    g = StateGraph(S)
+    g.add_node("ask", ask)
+    g.add_node("done", done)
+    g.add_edge(START, "ask")
+    g.add_edge("ask", "done")
+    g.add_edge("done", END)
+    app = g.compile(checkpointer=saver)
+    if step == "1":
+        out = app.invoke({"log": []}, conf)
+        print(json.dumps(out["__interrupt__"][0].value), flush=True)
+        os.kill(os.getpid(), 9)  # no close: the interrupt must already be durable
+    state = app.get_state(conf)
+    print(json.dumps([i.value for t in state.tasks for i in t.interrupts]), flush=True)
+    out = app.invoke(Command(resume="yes"), conf)
+    print(json.dumps(out["log"]), flush=True)
+else:  # a parallel superstep: "ok" succeeds, "flaky" fails on the first run
+    def ok(s):
+        mark("ok")
+        return {"log": ["ok"]}
+    def flaky(s):
+        mark("flaky")
+        if step == "1":
+            raise RuntimeError("flaky failed")
+        return {"log": ["flaky"]}
+    g = StateGraph(S)
+    g.add_node("ok", ok)
+    g.add_node("flaky", flaky)
+    g.add_edge(START, "ok")
+    g.add_edge(START, "flaky")
+    g.add_edge("ok", END)
+    g.add_edge("flaky", END)
+    app = g.compile(checkpointer=saver)
+    if step == "1":
+        try:
+            app.invoke({"log": []}, conf)
+        except RuntimeError:
+            print("failed", flush=True)
+        sys.exit(0)  # no close(): the atexit flush commits what is held
+    out = app.invoke(None, conf)
+    print(json.dumps(sorted(out["log"])), flush=True)
+"""
+
+
+def _graph(url: str, kind: str, step: str, marks: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-c", GRAPHS, url, kind, step, str(marks)],
+                          capture_output=True, text=True, timeout=120, env=env)
+
+
+def test_interrupt_then_resume_in_another_process(tmp_path: Path) -> None:
+    """Human approval: process 1 runs to the interrupt and dies by SIGKILL; process 2 sees
+    the pending interrupt and resumes with the answer; the node asked once more, as LangGraph
+    re-runs an interrupted node on resume, and the graph finished."""
+    url, marks = str(tmp_path / "s"), tmp_path / "marks"
+    first = _graph(url, "approval", "1", marks)
+    assert first.returncode == -signal.SIGKILL and json.loads(first.stdout) == "ok?", first.stderr
+    second = _graph(url, "approval", "2", marks)
+    assert second.returncode == 0, second.stderr
+    lines = second.stdout.split("\n")
+    assert json.loads(lines[0]) == ["ok?"]
+    assert json.loads(lines[1]) == ["approved: yes", "done"]
+    assert marks.read_text().split() == ["ask", "ask", "done"]
+
+
+def test_a_failed_task_in_a_parallel_superstep_keeps_the_other_tasks_writes(
+        tmp_path: Path) -> None:
+    """One task of a superstep fails: the error and the other task's writes are kept (the
+    error is committed at once with what was held; writes that came after it at exit), so
+    resuming in another process runs only the failed task again."""
+    url, marks = str(tmp_path / "s"), tmp_path / "marks"
+    first = _graph(url, "parallel", "1", marks)
+    assert first.returncode == 0 and first.stdout.strip() == "failed", first.stderr
+    second = _graph(url, "parallel", "2", marks)
+    assert second.returncode == 0, second.stderr
+    assert json.loads(second.stdout) == ["flaky", "ok"]
+    assert sorted(marks.read_text().split()) == ["flaky", "flaky", "ok"]
+
+
+def test_conformance_with_folding_off() -> None:
+    """LangGraph's checkpointer conformance suite, every capability, with fold_writes=False
+    (tests/test_langgraph_conformance.py runs it with the default, folding on)."""
+    pytest.importorskip("langgraph.checkpoint.conformance")
+    from langgraph.checkpoint.conformance import checkpointer_test, validate
+    from langgraph.checkpoint.conformance.report import ProgressCallbacks
+
+    @checkpointer_test(name="ckptfs-nofold")
+    async def unfolded() -> AsyncIterator[CkptfsSaver]:
+        root = tempfile.mkdtemp(prefix="ckptfs-lg-nofold-")
+        saver = CkptfsSaver(f"{root}/store", fold_writes=False)
+        try:
+            yield saver
+        finally:
+            saver.close()
+            shutil.rmtree(root, ignore_errors=True)
+
+    report = asyncio.run(validate(unfolded, progress=ProgressCallbacks.verbose()))
+    failed = {cap: r.failures for cap, r in report.results.items() if not r.passed}
+    assert report.passed_all_base() and report.passed_all(), failed
+
+
+def test_a_saver_nobody_holds_is_collected_with_its_timer(tmp_path: Path) -> None:
+    """The fold timer thread keeps no saver alive: dropped unclosed (its writes committed by
+    the timer), the saver is garbage collected (the thread then ends within a second)."""
+    import gc
+    import time
+    import weakref
+
+    a = CkptfsSaver(str(tmp_path / "s"), fold_delay=0.01)
+    c1 = a.put(cfg("t"), ckpt({"i": 0}), {}, {"i": 1})
+    a.put_writes(c1, [("i", 1)], "task")
+    assert a._fold is not None
+    for _ in range(2000):  # bounded wait for the timer's commit
+        if not a._fold.held():
+            break
+        time.sleep(0.005)
+    assert not a._fold.held()
+    ref = weakref.ref(a)
+    del a
+    gc.collect()
+    assert ref() is None
+    got = CkptfsSaver(str(tmp_path / "s")).get_tuple(c1)
+    assert got is not None and got.pending_writes == [("task", "i", 1)]
+
+
+def test_writes_before_their_checkpoint_wait_for_it_then_for_the_delay(tmp_path: Path) -> None:
+    """Async durability: a task's writes reach the saver before their checkpoint's put. They
+    have no deadline until that put (no resume can use them before it), then the delay; a
+    fresh saver then finds them (here no child put follows)."""
+    import math
+    import time
+
+    url = str(tmp_path / "s")
+    a = CkptfsSaver(url, fold_delay=0.01)
+    c1 = a.put(cfg("t"), ckpt({"i": 0}), {}, {"i": 1})
+    cp2 = ckpt({"i": 1})
+    a.put_writes(cfg("t", cp2["id"]), [("i", "early")], "task")
+    assert a._fold is not None
+    held = a._fold.get(run_id_for("t", ""), cp2["id"])
+    assert held is not None and held.deadline == math.inf
+    c2 = a.put(c1, cp2, {}, {"i": 2})
+    for _ in range(2000):  # bounded wait for the timer's commit
+        if not a._fold.held():
+            break
+        time.sleep(0.005)
+    got = CkptfsSaver(url).get_tuple(c2)
+    assert got is not None and got.pending_writes == [("task", "i", "early")]
+    a.close()
+
+
+def test_a_saver_dropped_unclosed_still_commits_held_writes(tmp_path: Path) -> None:
+    """A saver dropped without close() while it holds writes is kept until its timer commits
+    them (before: collected at once, the writes lost although the process went on)."""
+    import gc
+    import time
+
+    url = str(tmp_path / "s")
+    a = CkptfsSaver(url, fold_delay=0.2)
+    c1 = a.put(cfg("t"), ckpt({"i": 0}), {}, {"i": 1})
+    a.put_writes(c1, [("i", 1)], "task")
+    del a
+    gc.collect()
+    b = CkptfsSaver(url)
+    got = None
+    for _ in range(1000):  # bounded wait for the timer's commit
+        got = CkptfsSaver(url).get_tuple(c1)
+        if got is not None and got.pending_writes:
+            break
+        time.sleep(0.01)
+    assert got is not None and got.pending_writes == [("task", "i", 1)]
+    b.close()
