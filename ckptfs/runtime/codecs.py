@@ -77,7 +77,9 @@ class Codecs:
         self.unknown: Unknown = unknown
         self._by_type: dict[type, Codec] = {}
         self._by_name: dict[str, Codec] = {}
-        self._converter = codecs_classes.converter(lambda t: t in self._by_type)
+        #: the cattrs converter of dataclass and attrs adapters, made by the first such
+        #: registration (cattrs costs a process that never registers one ~15 ms to import)
+        self._converter: Any = None
         if builtins:
             for name, cls, enc, dec, unordered in codecs_builtin.BUILTINS:
                 self._add(Codec(check_type_name(name, builtin=True), cls, enc, dec, unordered))
@@ -107,6 +109,8 @@ class Codecs:
                     f"register {cls.__qualname__}: not an Enum, dataclass, attrs class or pydantic "
                     "model, so ckptfs cannot tell its fields; pass encode= (instance -> plain "
                     "data) and decode= (plain data -> instance)")
+            if self._converter is None and kind in ("attrs", "dataclass"):
+                self._converter = codecs_classes.converter(lambda t: t in self._by_type)
             encode, decode = codecs_classes.adapter(cls, kind, self._converter)
         codec = Codec(name, cls, encode, decode)
         self._add(codec)
