@@ -26,7 +26,7 @@ import cbor2
 
 from ckptfs.errors import TypedValueError, UnknownType, UnregisteredType
 from ckptfs.format import cbor
-from ckptfs.format.typed import TYPED_HEAD, TypedValue, check_type_name, is_tagged, tagged
+from ckptfs.format.typed import TypedValue, check_type_name, is_tagged, may_hold_typed, tagged
 from ckptfs.format.values import Blob, Ref, StoredBlob
 from ckptfs.runtime import codecs_builtin, codecs_classes
 
@@ -227,7 +227,7 @@ class Codecs:
         """A decoded CBOR value with its typed values turned into registered types (bottom-up:
         a decoder sees its payload already restored). ``content``, the value's encoded bytes,
         lets a value without any tag 27 skip the walk."""
-        if content is not None and TYPED_HEAD not in content:
+        if content is not None and not may_hold_typed(content):
             return value
         return self._dec(value, what, unknown or self.unknown)
 
