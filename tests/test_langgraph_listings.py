@@ -191,3 +191,24 @@ def test_a_record_missing_below_the_head_is_listed_not_guessed(url: str) -> None
     assert by_id.get_tuple(CFG) is not None
     t = by_id.get_tuple(old[-2].config)  # an id below the missing record: binary searches
     assert t is not None and t.metadata["step"] == 1
+
+
+def test_record_seqs_reads_every_kind_of_run_listing_as_the_name_rules_say() -> None:
+    """``listing.record_seqs`` (with its shortcut for a run holding records 1 to n) against the
+    spec's name rule (``parse_seq_name``, seq >= 1) on listings with gaps, strays, seq 0, a
+    number past 64 bits, other names and an unsorted backend."""
+    from ckptfs.format.names import parse_seq_name, seq_name
+    from ckptfs.integrations.langgraph.listing import record_seqs
+
+    def ref(names: list[str]) -> list[int]:
+        return sorted({s for s in (parse_seq_name(n) for n in names) if s is not None and s >= 1})
+
+    n = [seq_name(s) for s in range(1, 6)]
+    cases = [
+        [], n, n + ["head", "retired/" + seq_name(2)], n[:2] + n[3:], [seq_name(0)] + n,
+        n[1:], n + ["9" * 20], n + ["0000000000000000000x"], n[::-1], n + [n[2]],
+        [seq_name(1), seq_name(3), seq_name(4)], ["+" + n[0][1:]] + n[1:], n[:4] + ["head"],
+        ["١" * 20] + n, [n[0], n[1], n[1], n[3]],
+    ]
+    for names in cases:
+        assert record_seqs(names) == ref(names), names

@@ -465,3 +465,20 @@ def test_registered_classes_round_trip_canonically(order: Order, address: Addres
         back = c.decode(cbor.decode(encoded, what="v", allow_bignum=True), what="v")
         assert back == value
         assert cbor.encode(c.encode(back)) == encoded
+
+
+def test_may_hold_typed_answers_as_a_search_for_the_tag_head() -> None:
+    """The reader's skip of the typed pass (``may_hold_typed``) says what ``TYPED_HEAD in
+    data`` says, also with many 0xd8 bytes (where it gives up looking at each one)."""
+    import random
+
+    from ckptfs.format.typed import TYPED_HEAD, may_hold_typed
+
+    rng = random.Random(7)
+    cases = [b"", b"\xd8", b"\x1b", b"\xd8\x1b", b"x\xd8\x1b", b"\x1b\xd8", b"\xd8" * 200,
+             b"\xd8" * 200 + b"\x1b", b"\xd8x" * 100 + b"\xd8\x1b", b"\xd8x" * 63 + b"\xd8\x1b",
+             b"\xd8x" * 64 + b"\xd8\x1b", b"\xd8x" * 65 + b"\xd8\x1b", b"\xd8x" * 64 + b"\xd8"]
+    cases += [bytes(rng.choice(b"\xd8\x1bab") for _ in range(rng.randrange(300)))
+              for _ in range(500)]
+    for data in cases:
+        assert may_hold_typed(data) is (TYPED_HEAD in data), data

@@ -10,6 +10,7 @@ hold typed values, tag 27 around ``[type name, payload]`` (spec/format.md 18, ck
 from __future__ import annotations
 
 import io
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import cbor2
@@ -55,10 +56,33 @@ def _thaw(v: Any) -> Any:
     return v
 
 
+class _Refused(Mapping[int, Callable[..., Any]]):
+    """Tag numbers 0 to 65535 but ``allowed``, each mapped to ``_no_tag``: what cbor2 is given
+    as ``semantic_decoders``, so that none of the tags it would decode by itself is decoded.
+    The same mapping as a dict of 65,536 entries, without building one at import (two of them
+    cost ~10-30 ms of every process's start); cbor2 only looks tags up in it."""
+
+    __slots__ = ("_allowed",)
+
+    def __init__(self, allowed: frozenset[int] = frozenset()) -> None:
+        self._allowed = allowed
+
+    def __getitem__(self, tag: int) -> Callable[..., Any]:
+        if type(tag) is int and 0 <= tag < 65536 and tag not in self._allowed:
+            return _no_tag
+        raise KeyError(tag)
+
+    def __iter__(self) -> Iterator[int]:
+        return (t for t in range(65536) if t not in self._allowed)
+
+    def __len__(self) -> int:
+        return 65536 - len(self._allowed)
+
+
 # cbor2 decodes many tags into Python objects by itself; every one of them is refused.
-_NO_TAGS = {t: _no_tag for t in range(0, 65536)}
+_NO_TAGS = _Refused()
 #: user values: bignums, decoded by cbor2, and typed values, kept as CBORTag (_unknown_tag)
-_BIGNUM_ONLY = {t: _no_tag for t in range(0, 65536) if t not in (2, 3, TYPED_TAG)}
+_BIGNUM_ONLY = _Refused(frozenset((2, 3, TYPED_TAG)))
 
 
 def _decoder(buf: io.BytesIO, allow_bignum: bool) -> cbor2.CBORDecoder:

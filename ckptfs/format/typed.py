@@ -35,6 +35,28 @@ MAX_TYPE_NAME = 128
 TYPE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:[.:-][A-Za-z0-9_]+)*")
 
 
+#: ``may_hold_typed`` looks at this many 0xd8 bytes one by one before searching for the pair
+_D8_LOOKS = 64
+
+
+def may_hold_typed(data: bytes) -> bool:
+    """Whether ``TYPED_HEAD`` occurs in ``data`` (False: the value holds no typed value). The
+    same answer as ``TYPED_HEAD in data``, faster: CPython searches for a two-byte needle at
+    under 1 GB/s (1.6 ms for a 1 MB message history), while the byte 0xd8 alone is found at
+    memchr speed and is rare in most values; many of them, and the pair is searched for."""
+    find = data.find
+    i = find(0xD8)
+    looks = 0
+    while i >= 0:
+        if data[i + 1:i + 2] == b"\x1b":
+            return True
+        looks += 1
+        if looks >= _D8_LOOKS:
+            return find(TYPED_HEAD, i + 1) >= 0
+        i = find(0xD8, i + 1)
+    return False
+
+
 def check_type_name(name: Any, *, builtin: bool = False) -> str:
     """``name`` if it is a valid type name (InvalidName otherwise). Application names
     (``builtin=False``) must contain a dot: names without one are reserved for the spec."""

@@ -26,7 +26,7 @@ import cbor2
 
 from ckptfs.errors import TypedValueError, UnknownType, UnregisteredType
 from ckptfs.format import cbor
-from ckptfs.format.typed import TYPED_HEAD, TypedValue, check_type_name, is_tagged, tagged
+from ckptfs.format.typed import TypedValue, check_type_name, is_tagged, may_hold_typed, tagged
 from ckptfs.format.values import Blob, Ref, StoredBlob
 from ckptfs.runtime import codecs_builtin, codecs_classes
 
@@ -77,7 +77,9 @@ class Codecs:
         self.unknown: Unknown = unknown
         self._by_type: dict[type, Codec] = {}
         self._by_name: dict[str, Codec] = {}
-        self._converter = codecs_classes.converter(lambda t: t in self._by_type)
+        #: the cattrs converter of dataclass and attrs adapters, made by the first such
+        #: registration (cattrs costs a process that never registers one ~15 ms to import)
+        self._converter: Any = None
         if builtins:
             for name, cls, enc, dec, unordered in codecs_builtin.BUILTINS:
                 self._add(Codec(check_type_name(name, builtin=True), cls, enc, dec, unordered))
@@ -107,6 +109,8 @@ class Codecs:
                     f"register {cls.__qualname__}: not an Enum, dataclass, attrs class or pydantic "
                     "model, so ckptfs cannot tell its fields; pass encode= (instance -> plain "
                     "data) and decode= (plain data -> instance)")
+            if self._converter is None and kind in ("attrs", "dataclass"):
+                self._converter = codecs_classes.converter(lambda t: t in self._by_type)
             encode, decode = codecs_classes.adapter(cls, kind, self._converter)
         codec = Codec(name, cls, encode, decode)
         self._add(codec)
@@ -223,7 +227,7 @@ class Codecs:
         """A decoded CBOR value with its typed values turned into registered types (bottom-up:
         a decoder sees its payload already restored). ``content``, the value's encoded bytes,
         lets a value without any tag 27 skip the walk."""
-        if content is not None and TYPED_HEAD not in content:
+        if content is not None and not may_hold_typed(content):
             return value
         return self._dec(value, what, unknown or self.unknown)
 

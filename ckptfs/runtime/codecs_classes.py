@@ -12,11 +12,12 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
-import cattrs
-import cattrs.gen
+
+if TYPE_CHECKING:
+    import cattrs
 
 Encoder = Callable[[Any], Any]
 Decoder = Callable[[Any], Any]
@@ -46,7 +47,11 @@ def kind_of(cls: type) -> str | None:
 
 def converter(known: Callable[[type], bool]) -> cattrs.Converter:
     """A cattrs converter that leaves values of ``known`` types as they are both ways (the
-    registry encodes and decodes them as typed values of their own)."""
+    registry encodes and decodes them as typed values of their own). cattrs is imported here,
+    by the first registration that needs it: a process that only reads plain state never
+    pays for it."""
+    import cattrs
+
     conv = cattrs.Converter()
 
     def is_known(t: Any) -> bool:
@@ -72,6 +77,8 @@ def adapter(cls: type, kind: str, conv: cattrs.Converter) -> tuple[Encoder, Deco
             return cls(p)
         return enc_enum, dec_enum
     if kind in ("attrs", "dataclass"):
+        import cattrs.gen
+
         unstructure: Callable[[Any], Any] = cattrs.gen.make_dict_unstructure_fn(cls, conv)
         structure: Callable[[Any, type], Any] = cattrs.gen.make_dict_structure_fn(
             cls, conv, _cattrs_forbid_extra_keys=True)

@@ -246,12 +246,14 @@ class ChunkReader:
             return []
         spans = [s for s in ct.body_ranges(locs) if s[2] - s[1] <= MAX_RANGE]
         got = self.storage.read_ranges([(container_path(c), a, b) for c, a, b in spans])
-        held = {(c, a): (b, data) for (c, a, b), data in zip(spans, got)}
+        held: dict[ContainerRef, list[tuple[int, int, bytes | None]]] = {}
+        for (c, a, b), data in zip(spans, got):
+            held.setdefault(c, []).append((a, b, data))
         out: list[bytes | None] = []
-        for loc in locs:
+        for loc in locs:  # each against its own container's spans (usually one), not all
             piece: bytes | None = None
-            for (c, a), (b, data) in held.items():
-                if c == loc.container and a <= loc.start and loc.start + loc.stored <= b:
+            for a, b, data in held.get(loc.container, ()):
+                if a <= loc.start and loc.start + loc.stored <= b:
                     if data is not None:
                         piece = data[loc.start - a:loc.start - a + loc.stored]
                     break

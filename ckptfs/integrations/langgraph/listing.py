@@ -27,6 +27,8 @@ from ckptfs.store.repository import Repository
 #: on a backend that cannot list from a key, at most this many next records are probed one by
 #: one; more (another writer ran far ahead) and the run is listed whole
 PROBES = 32
+#: the name of record 1
+_FIRST = "1".rjust(SEQ_WIDTH, "0")
 
 
 @attrs.frozen
@@ -59,8 +61,19 @@ def whole(repo: Repository, run_id: str) -> tuple[list[int], Marks]:
 def record_seqs(names: list[str]) -> list[int]:
     """The sequence numbers (>= 1) of the record names among ``names``, a listing sorted by
     name (fixed-width names sort as their numbers): ``parse_seq_name`` inlined, about twice
-    as fast on a run of thousands of records."""
-    out = [int(n) for n in names if len(n) == SEQ_WIDTH and n.isascii() and n.isdigit()]
+    as fast on a run of thousands of records; a run whose records are 1 to n, the usual case,
+    is recognised from its first and last names once every name is checked in one pass."""
+    cand = [n for n in names if len(n) == SEQ_WIDTH]
+    joined = "".join(cand)
+    if joined.isascii() and joined.isdigit():  # every candidate is a record name
+        # equal-width digit strings sorted and distinct are increasing numbers, so 1 .. n
+        # in n names is every number from 1 to n
+        if (cand and cand[0] == _FIRST and int(cand[-1]) == len(cand)
+                and all(a < b for a, b in zip(cand, cand[1:]))):
+            return list(range(1, len(cand) + 1))
+        out = [int(n) for n in cand]
+    else:
+        out = [int(n) for n in cand if n.isascii() and n.isdigit()]
     if out and (out[0] < 1 or out[-1] >= 1 << 64):
         out = [s for s in out if 1 <= s < 1 << 64]
     if any(a >= b for a, b in zip(out, out[1:])):  # a backend that does not sort its listing

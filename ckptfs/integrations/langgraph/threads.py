@@ -28,8 +28,6 @@ from ckptfs.integrations.langgraph.layout import (
     effects_run_id,
     thread_prefix,
 )
-from ckptfs.ops.erase import erase
-from ckptfs.ops.retention import Policy, forget, forget_snapshots
 from ckptfs.store.repository import Snapshot
 
 if TYPE_CHECKING:
@@ -43,6 +41,8 @@ def delete_thread(saver: CkptfsSaver, thread_id: str) -> None:
     erase_thread(saver, str(thread_id), "langgraph delete_thread")
 
 def erase_thread(saver: CkptfsSaver, tid: str, reason: str) -> None:
+    from ckptfs.ops.erase import erase  # the ops are imported by the saver calls that use them
+
     repo = saver.store.repo
     with saver._thread_lock(tid), saver._thread_lock(f"\0effects\0{tid}"):
         runs = saver._run_ids(thread_prefix(tid)) + saver._run_ids(
@@ -64,6 +64,8 @@ def delete_for_runs(saver: CkptfsSaver, run_ids: Sequence[str]) -> None:
     ckptfs ``forget`` semantics (retired range first, then the records; chunks go at the
     next ``ckptfs gc``). A run's head goes only with its whole run, so when the newest
     checkpoint goes, a ``mark`` snapshot (no entries) becomes the head first."""
+    from ckptfs.ops.retention import forget_snapshots
+
     targets = set(run_ids)
     if not targets:
         return
@@ -112,6 +114,8 @@ def prune(saver: CkptfsSaver, thread_ids: Sequence[str], *, strategy: str = "kee
     """``keep_latest``: per namespace keep the newest checkpoint and its writes, forgetting
     the rest (ckptfs ``forget`` keeping label ``lg.checkpoint_id``; chunks go at the next
     ``ckptfs gc``); ``delete``: erase the threads as ``delete_thread`` does."""
+    from ckptfs.ops.retention import Policy, forget
+
     if strategy not in ("keep_latest", "delete"):
         raise ValueError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
     for thread_id in thread_ids:
