@@ -20,7 +20,7 @@ from ckptfs.format.models import Captured, Entry, Reference, StoreConfig
 from ckptfs.format.typed import is_tagged as is_typed
 from ckptfs.format.typed import tagged as typed_form
 from ckptfs.storage import open_storage
-from ckptfs.store.entries import decode_value, read_content, read_ledger
+from ckptfs.store.entry_reads import decode_value, read_content, read_ledger
 from ckptfs.store.lifecycle import effective_expiry, read_tombstone, tombstone_keys
 from ckptfs.store.repository import Repository, Snapshot
 

@@ -83,7 +83,7 @@ def build_base(root: str) -> dict[str, str]:
 
 def layout() -> int:
     """The format version new stores get (the test suite pins CKPTFS_FORMAT_VERSION)."""
-    from ckptfs.store.repository import default_version
+    from ckptfs.store.new_store import default_version
 
     return default_version()
 

@@ -59,7 +59,8 @@ from ckptfs.ops.copy_v2 import RunCopyV2, SharedLooks, source_manifest
 from ckptfs.ops.copy_retention import LifeReport, RunLife, tombstoned_runs
 from ckptfs.store.ledgers import LedgerScanner
 from ckptfs.store.objects import REUSE_WINDOW_S, KnownChunks, ledger_results
-from ckptfs.store.repository import Repository, Snapshot, default_version
+from ckptfs.store.new_store import default_version
+from ckptfs.store.repository import Repository, Snapshot
 
 
 #: ``progress(done, total, note)``: snapshots handled so far of all to consider.

@@ -18,7 +18,8 @@ from ckptfs.format.models import Captured, Entry, Manifest, Reference
 from ckptfs.format.names import check_run_id
 from ckptfs.format.typed import is_tagged
 from ckptfs.ops.lg_values import LgObject
-from ckptfs.store.entries import decode_value, read_content, stored_blob
+from ckptfs.store.blobs import stored_blob
+from ckptfs.store.entry_reads import decode_value, read_content
 
 TYPED_MARKER = "$typed"
 from ckptfs.store.repository import Repository, Snapshot

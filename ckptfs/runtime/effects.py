@@ -56,7 +56,8 @@ from ckptfs.format.ledger import (
     args_digest,
 )
 from ckptfs.format.models import Captured
-from ckptfs.store.entries import EntryWriter, decode_value, read_content
+from ckptfs.store.entries import EntryWriter
+from ckptfs.store.entry_reads import decode_value, read_content
 from ckptfs.store.repository import Snapshot
 
 if TYPE_CHECKING:

@@ -16,7 +16,8 @@ from ckptfs.format.values import Blob, Ref, StoredBlob
 from ckptfs.format.when import epoch_ms
 from ckptfs.runtime import effects as fx
 from ckptfs.runtime.refs import capture
-from ckptfs.store.entries import EntryWriter, stored_blob
+from ckptfs.store.blobs import stored_blob
+from ckptfs.store.entries import EntryWriter
 from ckptfs.store.lifecycle import default_expiry, set_run_expiry
 from ckptfs.store.repository import Snapshot
 

@@ -27,7 +27,9 @@ from ckptfs.runtime.migrations import Migrations, Step, apply_steps, apply_to_re
 from ckptfs.runtime.refs import NO_REFS, RefPolicy, check_reference, to_ref
 from ckptfs.runtime.run import Run, expiry_ms
 from ckptfs.storage import Storage, open_storage
-from ckptfs.store.entries import EntryWriter, decode_value, read_content, read_ledger, stored_blob
+from ckptfs.store.blobs import stored_blob
+from ckptfs.store.entries import EntryWriter
+from ckptfs.store.entry_reads import decode_value, read_content, read_ledger
 from ckptfs.store.lifecycle import read_expiry_shown, read_retired
 from ckptfs.store.heads import HeadLook
 from ckptfs.store.repository import Repository, Snapshot, now_ms

@@ -22,7 +22,7 @@ from ckptfs.format import cbor
 from ckptfs.format.digest import Digest, hasher
 from ckptfs.format.ledger import Effect, LedgerRef, Record, fold
 from ckptfs.format.models import Captured
-from ckptfs.store.entries import check_assembled_size
+from ckptfs.store.entry_reads import check_assembled_size
 from ckptfs.store.objects import ObjectStore
 from ckptfs.store.repository import Snapshot
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Callable, Iterable, Iterator
-import os
 from typing import Any
 
 from ckptfs.errors import (
@@ -21,16 +20,21 @@ from ckptfs.errors import (
     CorruptSnapshot,
     ErasedError,
     ExpiredError,
-    InvalidName,
     MissingObject,
-    NonCanonical,
     NotAStore,
     NotFound,
     OutcomeUnknown,
 )
 from ckptfs.format.cdc import ChunkerParams
 from ckptfs.format.digest import Digest
-from ckptfs.format.models import COMPLETE_LOCATORS, FORMAT_VERSION, NONCE_SIZE, ChunkRef, Manifest, RunRecord, Schema, StoreConfig, SUPPORTED_VERSIONS
+from ckptfs.format.models import (
+    COMPLETE_LOCATORS,
+    NONCE_SIZE,
+    ChunkRef,
+    Manifest,
+    RunRecord,
+    StoreConfig,
+)
 from ckptfs.format.names import (
     parse_uint,
     CONFIG_PATH,
@@ -54,6 +58,7 @@ from ckptfs.store.sweeps import Seen, check_window_ms, named_chunks
 from ckptfs.store.heads import HeadLook, look_for_head
 from ckptfs.store.snapshot import Snapshot as Snapshot  # re-exported: its old home
 from ckptfs.store.ids import find_record, ids_with_prefix
+from ckptfs.store.new_store import default_version, initial_settings
 from ckptfs.store.records import parse_record
 from ckptfs.format.containers import HeadHint, RecordRef
 
@@ -66,33 +71,6 @@ def now_ms() -> int:
 #: commits (spec/v2.md: readers check forward from it, so a stale hint costs nothing but a
 #: longer listing)
 HINT_EVERY = 16
-#: environment variable choosing the layout of new stores (1 or 2; default 2)
-FORMAT_ENV = "CKPTFS_FORMAT_VERSION"
-#: environment variable giving new version 2 stores a check window (ms) in their config
-WINDOW_ENV = "CKPTFS_CHECK_WINDOW_MS"
-
-
-def default_version(version: int | None = None) -> int:
-    """The layout a new store gets: ``version``, else CKPTFS_FORMAT_VERSION, else the newest."""
-    if version is None:
-        text = os.environ.get(FORMAT_ENV, "")
-        version = int(text) if text in ("1", "2") else FORMAT_VERSION
-    if version not in SUPPORTED_VERSIONS:
-        raise ValueError(f"store format version {version} is not one of {SUPPORTED_VERSIONS}")
-    return version
-
-
-def initial_settings(version: int, settings: dict[str, Any] | None) -> dict[str, Any]:
-    """The settings a new store's config gets: ``settings``, plus on version 2 stores the
-    check window CKPTFS_CHECK_WINDOW_MS names when ``settings`` has none (spec/v2.md 5.4; the
-    window must be in the config, where every writer and collector reads the same value)."""
-    out = dict(settings or {})
-    text = os.environ.get(WINDOW_ENV, "")
-    if version >= 2 and "check_window_ms" not in out and text.isdigit():
-        out["check_window_ms"] = int(text)
-    return out
-
-
 def random_nonce() -> bytes:
     """A run record's nonce (spec 8.1): fresh random bytes for every record a writer creates."""
     return secrets.token_bytes(NONCE_SIZE)

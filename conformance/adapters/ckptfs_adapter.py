@@ -177,7 +177,7 @@ def _break_spec16(rule: str) -> None:
     from ckptfs.format import ledger
     from ckptfs.format.lifecycle import FENCE_ALL, Retired
     from ckptfs.format.models import RunRecord, StoreConfig
-    from ckptfs.store import entries, lifecycle, objects
+    from ckptfs.store import entries, entry_reads, lifecycle, objects
 
     if rule == "by-id-skip-record-size":
         setattr(repository.Repository, "check_record_size", lambda self, d, rec: None)
@@ -258,13 +258,13 @@ def _break_spec16(rule: str) -> None:
             return rec_from(cls, m, what=what)
         setattr(ledger.LedgerRef, "from_cbor", classmethod(ref_cbor))
         setattr(ledger.Record, "from_cbor", classmethod(rec_cbor))
-        ledger_read = entries.read_ledger
+        ledger_read = entry_reads.read_ledger
 
         def read_ledger(objs: Any, field: Any, *, where: str) -> Any:
             if isinstance(field, dict):
                 field = {k: v for k, v in field.items() if k in known}
             return ledger_read(objs, field, where=where)
-        for module in (entries, render):
+        for module in (entry_reads, render):
             setattr(module, "read_ledger", read_ledger)
     elif rule == "tombstone-hides-run":  # a run tombstone hides every record (a fence)
         read_retired = getattr(repository, "read_retired")

@@ -44,7 +44,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -54,9 +54,16 @@ from ckptfs.integrations.langgraph.layout import (
     L_LAST_W,
     L_MAX_W_SEQ,
     L_MAX_WID,
+    L_NS,
     L_ORDERED,
+    L_THREAD,
+    _Chunks,
+    _RunIndex,
 )
 from ckptfs.store.repository import Snapshot
+
+if TYPE_CHECKING:
+    from ckptfs.integrations.langgraph.saver import CkptfsSaver
 
 #: a checkpoint snapshot that also holds the writes of this checkpoint (its parent)
 L_WRITES_OF = "lg.writes_of"
@@ -259,3 +266,46 @@ def _flush_all(ref: weakref.ref[Holder]) -> None:
     holder = ref()
     if holder is not None:
         holder.flush_all()
+
+
+# -- the saver's commits of held writes (as a writes snapshot of their own) --------------------
+def commit_writes(saver: CkptfsSaver, idx: _RunIndex, tid: str, ns: str, cid: str,
+                  rows: builtins.list[Any], typed: bool, prev: Snapshot | None) -> None:
+    """Commit ``rows`` (all writes so far of checkpoint ``cid``) as a writes snapshot
+    after ``prev`` (the checkpoint's newest writes snapshot, else the checkpoint)."""
+    chunks: _Chunks = []
+    entries = {"writes": saver._encode(idx, "writes", rows, {}, chunks)}
+    labels = {L_KIND: "writes", L_THREAD: tid, L_NS: ns, L_CID: cid}
+    snap = saver._commit(idx, "writes", entries, labels, prev.digest if prev else None,
+                         chunks, typed=typed)
+    idx.rows = {snap.digest: rows}
+
+
+def commit_held(saver: CkptfsSaver, idx: _RunIndex, held: Held) -> None:
+    """Commit held writes (fold.py) as a writes snapshot (the thread lock and
+    ``idx.lock`` held)."""
+    assert saver._fold is not None
+    cid = held.cid
+    prev = saver._fresh(idx, lambda: saver._writes_snap(idx, cid) or saver._checkpoint(idx, cid))
+    if prev is None and saver._catch_up(idx):
+        prev = saver._writes_snap(idx, cid) or saver._checkpoint(idx, cid)
+    commit_writes(saver, idx, held.thread_id, held.ns, cid, held.rows, held.typed, prev)
+    saver._fold.drop(held)
+
+
+def flush_run(saver: CkptfsSaver, run_id: str, cid: str) -> None:
+    """Commit the held writes of checkpoint ``cid`` of run ``run_id`` now (the fold timer,
+    close, thread ops)."""
+    assert saver._fold is not None
+    held = saver._fold.get(run_id, cid)
+    if held is None:
+        return
+    with saver._thread_lock(held.thread_id):
+        with saver._lock:
+            idx = saver._runs.get(run_id)
+        if idx is None:
+            idx = saver._index(run_id, held.thread_id, held.ns, refresh=False)
+        with idx.lock:
+            held = saver._fold.get(run_id, cid)  # what is held now, under the locks
+            if held is not None:
+                commit_held(saver, idx, held)

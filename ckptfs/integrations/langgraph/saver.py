@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import builtins
 import heapq
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -34,6 +33,7 @@ from ckptfs.format.models import Captured, Entry, Manifest
 from ckptfs.format.names import LABEL_KEY
 from ckptfs.format.typed import FEATURE as TYPED_FEATURE
 from ckptfs.integrations.langgraph import fold, listing, threads
+from ckptfs.integrations.langgraph.aio import AsyncTwins
 from ckptfs.integrations.langgraph.index import RunLookup
 from ckptfs.integrations.langgraph.layout import (
     CHAIN,
@@ -44,7 +44,6 @@ from ckptfs.integrations.langgraph.layout import (
     L_NS,
     L_PARENT,
     L_THREAD,
-    L_VERSION,
     MAX_ID,
     RUN_PREFIX,
     SCHEMA,
@@ -55,20 +54,19 @@ from ckptfs.integrations.langgraph.layout import (
     _ids,
     _kind,
     _RunIndex,
-    channel_entry,
-    effects_run_id,
 )
-from ckptfs.integrations.langgraph.appends import pack_list
+from ckptfs.integrations.langgraph.channels import channel_entries
 from ckptfs.integrations.langgraph.values import Packer
 from ckptfs.runtime.codecs import Codecs
 from ckptfs.runtime.codecs_classes import kind_of
 from ckptfs.runtime.run import Run
 from ckptfs.runtime.store import Store, open_store
-from ckptfs.store.entries import EntryWriter, decode_value, read_content
+from ckptfs.store.entries import EntryWriter
+from ckptfs.store.entry_reads import decode_value, read_content
 from ckptfs.store.repository import Snapshot, now_ms
 
 
-class CkptfsSaver(RunLookup, BaseCheckpointSaver[int]):
+class CkptfsSaver(AsyncTwins, RunLookup, BaseCheckpointSaver[int]):
     """LangGraph ``BaseCheckpointSaver`` over a ckptfs store (a URL, a path or a ``Store``).
 
     Thread-safe: calls for one thread id are serialised by a lock; different threads proceed in
@@ -341,7 +339,7 @@ class CkptfsSaver(RunLookup, BaseCheckpointSaver[int]):
                 held = self._fold.get(idx.run_id, parent_cid) if self._fold is not None else None
                 parent = self._fresh(idx, lambda: self._parent(idx, parent_cid))
                 chunks: _Chunks = []
-                entries, typed = self._channel_entries(idx, checkpoint, new_versions, parent,
+                entries, typed = channel_entries(self, idx, checkpoint, new_versions, parent,
                                                        chunks)
                 doc = {k: v for k, v in checkpoint.items() if k != "channel_values"}
                 packed_doc, typed_doc = self._packer.pack(doc)
@@ -387,36 +385,6 @@ class CkptfsSaver(RunLookup, BaseCheckpointSaver[int]):
             prev = self._writes_snap(idx, cid) or self._checkpoint(idx, cid)
         return prev, self._rows(idx, cid), self._writes_snap(idx, cid)
 
-    def _channel_entries(self, idx: _RunIndex, checkpoint: Checkpoint,
-                         new_versions: ChannelVersions, parent: Snapshot | None,
-                         chunks: _Chunks) -> tuple[dict[str, Entry], bool]:
-        """One entry per channel value; a channel not bumped since the parent reuses its entry.
-        Also: whether a new entry holds typed values."""
-        values, versions = checkpoint["channel_values"], checkpoint["channel_versions"]
-        old_entries = parent.manifest.entries if parent else {}
-        entries: dict[str, Entry] = {}
-        typed = False
-        for ch in dict.fromkeys([*values, *versions]):
-            name = channel_entry(ch)
-            if name in entries:
-                raise ValueError(f"channels {ch!r} and another map to entry {name!r}; rename one")
-            version = json.dumps(versions.get(ch))
-            old = old_entries.get(name)
-            if (ch in versions and ch not in new_versions and isinstance(old, Captured)
-                    and old.labels.get(L_CHANNEL) == ch and old.labels.get(L_VERSION) == version):
-                entries[name] = old
-            elif ch in values:
-                grown = self._appends and type(values[ch]) is list
-                if grown:
-                    packed, t = pack_list(idx.lists, name, values[ch], self._packer)
-                else:
-                    idx.lists.pop(name, None)
-                    packed, t = self._packer.pack_channel(values[ch])
-                typed = typed or t
-                entries[name] = self._encode(idx, name, packed,
-                                             {L_CHANNEL: ch, L_VERSION: version}, chunks, grown)
-        return entries, typed
-
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
                    task_id: str, task_path: str = "") -> None:
         """Record a task's writes against a checkpoint: idempotent per (task_id, idx); the
@@ -456,50 +424,16 @@ class CkptfsSaver(RunLookup, BaseCheckpointSaver[int]):
                     if not committed or head is None or head.get(L_MAX_CID, "") <= cid:
                         for old in self._fold.hold(idx.run_id, tid, ns, cid, rows, typed,
                                                    committed):
-                            self._commit_held(idx, old)  # too many held in this run: the oldest
+                            # too many held in this run: the oldest go now
+                            fold.commit_held(self, idx, old)
                         return
-                self._commit_writes(idx, tid, ns, cid, rows, typed, prev)
+                fold.commit_writes(self, idx, tid, ns, cid, rows, typed, prev)
                 if held is not None:
                     self._fold.drop(held)  # type: ignore[union-attr]
 
-    def _commit_writes(self, idx: _RunIndex, tid: str, ns: str, cid: str,
-                       rows: builtins.list[Any], typed: bool, prev: Snapshot | None) -> None:
-        """Commit ``rows`` (all writes so far of checkpoint ``cid``) as a writes snapshot
-        after ``prev`` (the checkpoint's newest writes snapshot, else the checkpoint)."""
-        chunks: _Chunks = []
-        entries = {"writes": self._encode(idx, "writes", rows, {}, chunks)}
-        labels = {L_KIND: "writes", L_THREAD: tid, L_NS: ns, L_CID: cid}
-        snap = self._commit(idx, "writes", entries, labels, prev.digest if prev else None,
-                            chunks, typed=typed)
-        idx.rows = {snap.digest: rows}
-
-    def _commit_held(self, idx: _RunIndex, held: fold.Held) -> None:
-        """Commit held writes (fold.py) as a writes snapshot (the thread lock and
-        ``idx.lock`` held)."""
-        assert self._fold is not None
-        cid = held.cid
-        prev = self._fresh(idx, lambda: self._writes_snap(idx, cid) or self._checkpoint(idx, cid))
-        if prev is None and self._catch_up(idx):
-            prev = self._writes_snap(idx, cid) or self._checkpoint(idx, cid)
-        self._commit_writes(idx, held.thread_id, held.ns, cid, held.rows, held.typed, prev)
-        self._fold.drop(held)
-
     def _flush_run(self, run_id: str, cid: str) -> None:
-        """Commit the held writes of checkpoint ``cid`` of run ``run_id`` now (the fold timer,
-        close, thread ops)."""
-        assert self._fold is not None
-        held = self._fold.get(run_id, cid)
-        if held is None:
-            return
-        with self._thread_lock(held.thread_id):
-            with self._lock:
-                idx = self._runs.get(run_id)
-            if idx is None:
-                idx = self._index(run_id, held.thread_id, held.ns, refresh=False)
-            with idx.lock:
-                held = self._fold.get(run_id, cid)  # what is held now, under the locks
-                if held is not None:
-                    self._commit_held(idx, held)
+        """The fold timer's callback (held weakly): ``fold.flush_run``."""
+        fold.flush_run(self, run_id, cid)
 
     def flush(self) -> None:
         """Commit every held write now (``fold_writes``): ``close()`` does it too."""
@@ -537,38 +471,6 @@ class CkptfsSaver(RunLookup, BaseCheckpointSaver[int]):
         ckptfs's effect ledger (``Run.effect``) in run ``effects_run_id(thread)``."""
         return threads.effect(self, config, name, fn, *args, key=key, reconcile=reconcile,
                               **kwargs)
-
-    # -- async twins -----------------------------------------------------------------------------
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return await asyncio.to_thread(self.get_tuple, config)
-
-    async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
-                    before: RunnableConfig | None = None, limit: int | None = None
-                    ) -> AsyncIterator[CheckpointTuple]:
-        found = await asyncio.to_thread(
-            lambda: builtins.list(self.list(config, filter=filter, before=before, limit=limit)))
-        for item in found:
-            yield item
-
-    async def aput(self, config: RunnableConfig, checkpoint: Checkpoint,
-                   metadata: CheckpointMetadata, new_versions: ChannelVersions) -> RunnableConfig:
-        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
-
-    async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
-                          task_id: str, task_path: str = "") -> None:
-        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        await asyncio.to_thread(self.delete_thread, thread_id)
-
-    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        await asyncio.to_thread(self.delete_for_runs, run_ids)
-
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
-
-    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
 
     def close(self) -> None:
         """Commit held writes (``fold_writes``), then close the store if this saver opened
