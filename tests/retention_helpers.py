@@ -14,6 +14,20 @@ class InjectedCrash(Exception):
     """Raised by CrashingStorage: the process 'died' at this operation."""
 
 
+def crashes_at(k: int, inner: Storage, act: Callable[[Storage], object]) -> bool:
+    """Run ``act`` on ``inner`` wrapped to die at its mutation ``k + 1``: True when it died
+    there (a crash point), False when it finished first (no mutation ``k + 1``: the
+    enumeration is complete)."""
+    crashing = CrashingStorage(inner, crash_at=k)
+    try:
+        act(crashing)
+    except InjectedCrash:
+        return True
+    finally:
+        crashing.crash_at = None
+    return False
+
+
 class CrashingStorage(Storage):
     """Passes everything to ``inner`` but fails every mutating operation from the k-th on
     (as if the process had died there); ``ops`` counts the mutations attempted.

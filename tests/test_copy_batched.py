@@ -18,7 +18,7 @@ from ckptfs.ops.copy import copy_runs
 from ckptfs.ops.verify import verify
 from ckptfs.storage import open_storage
 from ckptfs.store.repository import Repository
-from tests.retention_helpers import CrashingStorage, InjectedCrash
+from tests.retention_helpers import crashes_at
 
 pytestmark = pytest.mark.layout(2)
 
@@ -72,15 +72,10 @@ def test_every_crash_point_of_a_batched_copy(tmp_path: Path, source: tuple[str, 
     for k in range(200):
         dst = str(tmp_path / f"d{k}")
         ckptfs.open_store(dst).init()
-        crashing = CrashingStorage(open_storage(dst), crash_at=k)
-        try:
-            copy_runs(ckptfs.open_store(src).repo, Repository(crashing))
-        except InjectedCrash:
-            points += 1
-        else:
+        if not crashes_at(k, open_storage(dst),
+                          lambda st: copy_runs(ckptfs.open_store(src).repo, Repository(st))):
             break
-        finally:
-            crashing.crash_at = None
+        points += 1
         where = f"crash at mutation {k + 1}"
         _check_prefix(dst, want, where)
         for name in os.listdir(os.path.join(dst, "leases", "maintenance")) if os.path.isdir(

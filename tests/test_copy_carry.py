@@ -21,7 +21,7 @@ from ckptfs.ops.verify import verify
 from ckptfs.storage import open_storage
 from ckptfs.store.repository import Repository
 from tests.conftest import new_s3_url
-from tests.retention_helpers import CrashingStorage, InjectedCrash
+from tests.retention_helpers import CrashingStorage, crashes_at
 
 pytestmark = pytest.mark.layout(2)
 
@@ -118,15 +118,10 @@ def test_every_crash_point_of_a_side_by_side_copy(
     for k in range(100):
         url = _where(kind, tmp_path, opts, k)
         ckptfs.open_store(url, **opts).init()
-        crashing = CrashingStorage(open_storage(url, **opts), crash_at=k)
-        try:
-            copy_runs(ckptfs.open_store(src).repo, Repository(crashing), workers=workers)
-        except InjectedCrash:
-            points += 1
-        else:
+        if not crashes_at(k, open_storage(url, **opts), lambda st: copy_runs(
+                ckptfs.open_store(src).repo, Repository(st), workers=workers)):
             break
-        finally:
-            crashing.crash_at = None
+        points += 1
         where = f"{kind}: crash at mutation {k + 1}"
         assert _prefix(url, opts, want, where) <= k, where
         rep = copy_runs(ckptfs.open_store(src).repo, ckptfs.open_store(url, **opts).repo,

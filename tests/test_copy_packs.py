@@ -23,7 +23,7 @@ from ckptfs.ops.copy import copy_runs
 from ckptfs.ops.verify import verify
 from ckptfs.storage import open_storage
 from ckptfs.store.repository import Repository
-from tests.retention_helpers import CrashingStorage, InjectedCrash
+from tests.retention_helpers import CrashingStorage, InjectedCrash, crashes_at
 
 pytestmark = pytest.mark.layout(2)
 
@@ -86,15 +86,10 @@ def test_every_crash_point_of_a_copy_that_moves_packs(tmp_path: Path, packed: st
     points = 0
     for k in range(100):
         dst = str(tmp_path / f"d{k}")  # the copy creates its config: the source's pack_target
-        crashing = CrashingStorage(open_storage(dst), crash_at=k)
-        try:
-            copy_runs(ckptfs.open_store(packed).repo, Repository(crashing))
-        except InjectedCrash:
-            points += 1
-        else:
+        if not crashes_at(k, open_storage(dst),
+                          lambda st: copy_runs(ckptfs.open_store(packed).repo, Repository(st))):
             break
-        finally:
-            crashing.crash_at = None
+        points += 1
         where = f"crash at mutation {k + 1}"
         _check_prefix(dst, want, where)  # a valid prefix: 0 broken snapshots
         leases = os.path.join(dst, "leases", "maintenance")
