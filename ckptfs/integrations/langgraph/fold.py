@@ -285,11 +285,8 @@ def commit_held(saver: CkptfsSaver, idx: _RunIndex, held: Held) -> None:
     """Commit held writes (fold.py) as a writes snapshot (the thread lock and
     ``idx.lock`` held)."""
     assert saver._fold is not None
-    cid = held.cid
-    prev = saver._fresh(idx, lambda: saver._writes_snap(idx, cid) or saver._checkpoint(idx, cid))
-    if prev is None and saver._catch_up(idx):
-        prev = saver._writes_snap(idx, cid) or saver._checkpoint(idx, cid)
-    commit_writes(saver, idx, held.thread_id, held.ns, cid, held.rows, held.typed, prev)
+    prev = saver._fresh(idx, lambda: saver._writes_base(idx, held.cid))
+    commit_writes(saver, idx, held.thread_id, held.ns, held.cid, held.rows, held.typed, prev)
     saver._fold.drop(held)
 
 

@@ -380,10 +380,15 @@ class CkptfsSaver(AsyncTwins, RunLookup, BaseCheckpointSaver[int]):
                    ) -> tuple[Snapshot | None, builtins.list[Any], Snapshot | None]:
         """What ``put_writes`` builds on: the snapshot its writes snapshot follows (the
         checkpoint's newest writes, else the checkpoint), the rows so far, the newest writes."""
+        return self._writes_base(idx, cid), self._rows(idx, cid), self._writes_snap(idx, cid)
+
+    def _writes_base(self, idx: _RunIndex, cid: str) -> Snapshot | None:
+        """The snapshot a new writes snapshot of checkpoint ``cid`` follows: its newest writes,
+        else the checkpoint (after catching up with the run when neither is known)."""
         prev = self._writes_snap(idx, cid) or self._checkpoint(idx, cid)
         if prev is None and self._catch_up(idx):
             prev = self._writes_snap(idx, cid) or self._checkpoint(idx, cid)
-        return prev, self._rows(idx, cid), self._writes_snap(idx, cid)
+        return prev
 
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]],
                    task_id: str, task_path: str = "") -> None:
