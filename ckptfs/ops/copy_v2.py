@@ -25,7 +25,7 @@ import attrs
 
 from ckptfs.errors import ConflictError, CorruptSnapshot, MissingObject
 from ckptfs.format import framing
-from ckptfs.format.containers import MAX_RECORD_BODIES, Location, RecordRef, frame_bodies
+from ckptfs.format.containers import Location, RecordRef, frame_bodies
 from ckptfs.format.digest import Digest
 from ckptfs.format.models import ChunkRef, Manifest, RunRecord
 from ckptfs.format.names import record_path, snapshot_path
@@ -33,7 +33,7 @@ from ckptfs.ops.chunks import snapshot_chunks
 from ckptfs.ops.copy_history import diverged
 from ckptfs.ops.copy_packs import SourceBodies
 from ckptfs.ops.copy_retention import RunLife
-from ckptfs.store.containers import PACK_TARGET, RECORD_BULK_MAX, pack_bodies
+from ckptfs.store.containers import PACK_TARGET, pack_bodies, record_bulk_max
 from ckptfs.store.ledgers import LedgerScanner
 from ckptfs.store.objects import ledger_results
 from ckptfs.store.records import build_record
@@ -298,10 +298,8 @@ class RunCopyV2:
                                   "destination.") from e
         framed = got.bodies
         size = sum(len(b) for _, _, b in framed)
-        settings = dst.config.settings
         bulk: list[tuple[Digest, int, bytes]] = []
-        fits = size <= min(MAX_RECORD_BODIES, int(settings.get("record_bulk_max",
-                                                               RECORD_BULK_MAX)))
+        fits = size <= record_bulk_max(dst.config.settings)
         if got.moved or not fits or (size >= PACK_MIN and not self.carry):
             bulk, framed = framed, []  # to the batch's packs, written before any record
         self.pending.update(d for d, _, _ in got.bodies)

@@ -13,11 +13,13 @@ from __future__ import annotations
 import collections
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 from ckptfs.errors import CkptfsError, CorruptObject, CorruptSnapshot, FormatError, MissingObject
 from ckptfs.format import containers as ct
 from ckptfs.format import framing
 from ckptfs.format.containers import (
+    MAX_RECORD_BODIES,
     Container,
     ContainerRef,
     Location,
@@ -40,6 +42,12 @@ PACK_TARGET = 16 * 1024 * 1024
 MAX_RANGE = 32 * 1024 * 1024
 #: record tables a process remembers (the parent of its next commit is the last one)
 TABLES_MAX = 64
+
+
+def record_bulk_max(settings: Mapping[str, Any]) -> int:
+    """The most body bytes a record of this store carries: setting ``record_bulk_max``
+    (default ``RECORD_BULK_MAX``), capped at the format's ``MAX_RECORD_BODIES``."""
+    return min(int(settings.get("record_bulk_max", RECORD_BULK_MAX)), MAX_RECORD_BODIES)
 
 
 def container_path(ref: ContainerRef) -> str:

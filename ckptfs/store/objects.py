@@ -15,16 +15,16 @@ from ckptfs.format.manifest_bytes import ManifestEncoder
 from ckptfs.format.record_bytes import LocatorRows
 from ckptfs.format.names import chunk_path, snapshot_path
 from ckptfs.storage.base import Storage
-from ckptfs.format.containers import LOCATOR_PREFIX, MAX_RECORD_BODIES, Location, frame_bodies
+from ckptfs.format.containers import LOCATOR_PREFIX, Location, frame_bodies
 from ckptfs.format.models import RunRecord
 from ckptfs.format.containers import RecordRef
 from ckptfs.store.containers import (
     PACK_TARGET,
-    RECORD_BULK_MAX,
     ChunkReader,
     Locations,
     locatable,
     pack_bodies,
+    record_bulk_max,
 )
 from ckptfs.store.chunk_sets import named_raws, unprotected
 from ckptfs.store.records import build_record_raw
@@ -163,7 +163,7 @@ class ObjectStore:
             got = self.get_chunks(refs, where=f"run {manifest.run!r} seq {manifest.seq} "
                                   "(a chunk its parent does not locate)")
             framed += frame_bodies((r.digest, b) for r, b in zip(refs, got))
-        bulk = min(int(settings.get("record_bulk_max", RECORD_BULK_MAX)), MAX_RECORD_BODIES)
+        bulk = record_bulk_max(settings)
         packs: list[tuple[str, bytes]] = []
         if sum(len(b) for _, _, b in framed) > bulk:
             packs, placed = pack_bodies(framed, target=int(settings.get("pack_target",
