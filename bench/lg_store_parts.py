@@ -6,6 +6,8 @@ canonical bytes (split further into the channel entries' chunk lists, inline val
 and the rest), the body table, the locators (where the chunks the manifest names but the
 record does not carry are) and the other header fields; then the body area (the chunk bodies
 the commit added, framed and usually compressed). Packs and other files are counted whole.
+The header parts are the sizes of their canonical CBOR; in a record whose header is stored
+compressed (form 0x03, feature ``compressed-headers``) a negative row says what zstd saved.
 
     python bench/lg_store_parts.py STORE_DIR
 """
@@ -71,7 +73,10 @@ def store_parts(root: Path) -> tuple[dict[str, int], collections.Counter[str]]:
         manifest = _len(h.manifest)
         bodies = _len(header["bodies"])
         locators = _len(header["locators"])
-        parts[f"{kind}: prefix + header digest"] += c.body_start - header_len
+        stored = c.body_start - ct.PREFIX_LEN - 32  # the header as stored (form 0x03: zstd)
+        parts[f"{kind}: prefix + header digest"] += ct.PREFIX_LEN + 32
+        if stored != header_len:  # negative: what compressing the header saved
+            parts[f"{kind}: header compression (zstd, form 0x03)"] += stored - header_len
         for name, n in manifest_parts(h.manifest).items():
             parts[f"{kind}: {name}"] += n
         parts[f"{kind}: manifest: cbor head"] += manifest - len(h.manifest)

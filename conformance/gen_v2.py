@@ -19,6 +19,7 @@ from typing import Any
 
 import blake3
 import cbor2
+import zstandard
 
 import ckptfs
 from ckptfs.errors import CkptfsError
@@ -26,6 +27,7 @@ from ckptfs.format import cbor, framing
 from ckptfs.format import containers as ct
 from ckptfs.format.digest import Digest
 from ckptfs.format.lifecycle import Retired
+from ckptfs.format.models import COMPRESSED_HEADERS
 from ckptfs.format.names import chunk_path, forward_path, head_hint_path, record_path
 from ckptfs.ops.gc import gc
 from ckptfs.ops.retention import forget_snapshots
@@ -58,25 +60,38 @@ def layout_v2(t0: int) -> Iterator[None]:
 
 # -- container surgery -------------------------------------------------------------------------
 def split(data: bytes) -> tuple[dict[str, Any], bytes]:
-    """A container's header map and its body area."""
+    """A container's header map (inflated first in form 0x03) and its body area."""
     hlen = int.from_bytes(data[9:13], "big")
-    return cbor2.loads(data[13:13 + hlen]), data[13 + hlen + 32:]
+    stored = data[13:13 + hlen]
+    if data[8] == ct.CONTAINER_COMPRESSED:
+        stored = zstandard.ZstdDecompressor().decompress(stored)
+    return cbor2.loads(stored), data[13 + hlen + 32:]
+
+
+def form(data: bytes) -> int:
+    """A container's form byte: 2 (header as is) or 3 (header a zstd frame, spec/v2.md 3.1)."""
+    return data[8]
 
 
 def join(header: dict[str, Any] | bytes, area: bytes, *, version: int = 2,
          hlen: int | None = None, digest: bytes | None = None) -> bytes:
-    """A container from a header (a map, encoded canonically, or raw bytes) and a body area."""
+    """A container from a header (a map, encoded canonically, or raw bytes) and a body area;
+    ``version`` 3: the header bytes are stored as one zstd frame (form 0x03)."""
     h = cbor.encode(header) if isinstance(header, dict) else header
+    if version == ct.CONTAINER_COMPRESSED:
+        h = framing.deflate(h)
     return b"".join([ct.MAGIC, bytes([version]), (len(h) if hlen is None else hlen).to_bytes(
         4, "big"), h, blake3.blake3(h).digest() if digest is None else digest, area])
 
 
 def edit(f: Path, change: Callable[[dict[str, Any], bytes], bytes | None]) -> None:
     """Rewrite container ``f``: ``change`` edits its header map in place and may return a new
-    body area; the header digest is recomputed (so only the edited rule is broken)."""
-    h, area = split(f.read_bytes())
+    body area; the header digest is recomputed (so only the edited rule is broken) and the
+    header keeps its form (a compressed header is compressed again)."""
+    data = f.read_bytes()
+    h, area = split(data)
     new = change(h, area)
-    f.write_bytes(join(h, area if new is None else new))
+    f.write_bytes(join(h, area if new is None else new, version=form(data)))
 
 
 def flip(f: Path, at: int) -> None:
@@ -173,6 +188,7 @@ def base(p: Path, new_store: Any, prng: Any) -> None:
     c.tick()
     s.start_run("r2").checkpoint({"x": 1})
     s.close()
+    assert form((p / REC2).read_bytes()) == ct.CONTAINER_COMPRESSED  # the vectors damage 0x03
 
 
 def pack_base(p: Path, new_store: Any, prng: Any) -> None:
@@ -184,6 +200,7 @@ def pack_base(p: Path, new_store: Any, prng: Any) -> None:
     c.tick()
     r.checkpoint({"blob": ckptfs.Blob(prng("pack-blob", 12000)), "n": 2})
     s.close()
+    assert all(form(f.read_bytes()) == ct.CONTAINER_VERSION for f in _packs(p))  # 3.1
 
 
 def _packs(p: Path) -> list[Path]:
@@ -288,6 +305,34 @@ def upgraded(p: Path, new_store: Any, prng: Any) -> None:
     assert (p / record_path("r1", 3)).read_bytes()[:1] == b"\x89"
 
 
+def _required(p: Path, change: Callable[[set[str]], set[str]]) -> None:
+    """Rewrite the store config's required features (what an upgrade does)."""
+    cfg = cbor2.loads((p / "ckptfs.cbor").read_bytes())
+    cfg["required"] = sorted(change(set(cfg["required"])))
+    (p / "ckptfs.cbor").write_bytes(cbor.encode(cfg))
+
+
+def mixed_forms(p: Path, new_store: Any, prng: Any) -> None:
+    """r1@1 written before the store required compressed-headers (form 0x02), r1@2 after
+    (form 0x03), locating the shared chunks in r1@1; r2@1 also form 0x03."""
+    s, c = new_store(p)
+    s.init()
+    s.close()
+    _required(p, lambda f: f - {COMPRESSED_HEADERS})
+    s, c = new_store(p)
+    shared = prng("mixed-shared", 3000).hex()
+    s.start_run("r1").checkpoint({"shared": shared, "n": 1})
+    s.close()
+    _required(p, lambda f: f | {COMPRESSED_HEADERS})
+    s, c = new_store(p)
+    c.tick()
+    s.resume("r1").checkpoint({"shared": shared, "n": 2, "notes": prng("mixed-n", 800).hex()})
+    s.start_run("r2").checkpoint({"x": prng("mixed-x", 900).hex()})
+    s.close()
+    assert form((p / REC1).read_bytes()) == ct.CONTAINER_VERSION
+    assert form((p / REC2).read_bytes()) == ct.CONTAINER_COMPRESSED
+
+
 def valid(g: Any, new_store: Any, prng: Any, render_store: Callable[[str, int], Any],
           now: int, t0: int) -> None:
     def vector(name: str, desc: str, build: Callable[[Path], Any],
@@ -318,6 +363,10 @@ def valid(g: Any, new_store: Any, prng: Any, render_store: Callable[[str, int], 
            "run locate shared chunks in earlier records (spec/v2.md 3, 5, 6 steps 1-2)", records)
     vector("packs", "Bulk content over record_bulk_max went into packs; records locate it "
            "there (spec/v2.md 3.4, 5.1)", lambda p: pack_base(p, new_store, prng))
+    vector("mixed-forms", "Records of both container forms in one run: r1@1 with its header "
+           "as is (0x02, written before the store required compressed-headers), r1@2 with its "
+           "header as a zstd frame (0x03) locating chunks in r1@1 (spec/v2.md 2, 3.1)",
+           lambda p: mixed_forms(p, new_store, prng))
 
     def streamed(p: Path) -> None:
         s, c = new_store(p)
@@ -388,9 +437,9 @@ INVALID: dict[str, tuple[str, str, Callable[[Path], Any]]] = {
     # name: (category, description, damage of the base store); spec/v2.md 3.1
     "record-bad-magic": ("corrupt", "the head record's magic has one byte changed",
                          lambda p: flip(p / REC2, 1)),
-    "record-version-3": ("corrupt", "container version byte 0x03",
-                         lambda p: (p / REC2).write_bytes(
-                             (p / REC2).read_bytes()[:8] + b"\x03" + (p / REC2).read_bytes()[9:])),
+    "record-form-4": ("corrupt", "container form byte 0x04 (only 0x02 and 0x03 exist)",
+                      lambda p: (p / REC2).write_bytes(
+                          (p / REC2).read_bytes()[:8] + b"\x04" + (p / REC2).read_bytes()[9:])),
     "record-hlen-zero": ("corrupt", "hlen 0 (out of range 1..83886080)",
                          lambda p: _hlen(p, 0)),
     "record-hlen-over-max": ("corrupt", "hlen 83886081 (out of range)",
@@ -399,14 +448,39 @@ INVALID: dict[str, tuple[str, str, Callable[[Path], Any]]] = {
                              lambda p: _hlen(p, (p / REC2).stat().st_size + 100)),
     "record-header-digest": ("corrupt", "a byte of the header digest flipped",
                              lambda p: flip(p / REC2, 13 + _hl(p) + 5)),
-    "record-header-flipped": ("corrupt", "a byte of the header's nonce flipped, digest not "
+    "record-header-flipped": ("corrupt", "the head record rewritten with its header as is "
+                              "(form 0x02), then a byte of the nonce flipped, digest not "
                               "updated (a damaged header is never interpreted)",
-                              lambda p: flip(p / REC2, 13 + (p / REC2).read_bytes()[
-                                  13:13 + _hl(p)].index(b"nonce") + 7)),
+                              lambda p: _flip_nonce(p)),
     "record-noncanonical": ("non-canonical", "the header's keys out of canonical order (its "
                             "digest matches those bytes)",
                             lambda p: (p / REC2).write_bytes(join(_noncanonical(split(
                                 (p / REC2).read_bytes())[0]), split((p / REC2).read_bytes())[1]))),
+    # 3.1 compressed headers (form 0x03; the header digest matches the stored bytes each time)
+    "zheader-digest-stale": ("corrupt", "a form 0x03 header whose nonce was changed and "
+                             "compressed again, the digest of the old stored bytes kept (never "
+                             "inflated: the digest covers the stored bytes)",
+                             lambda p: _zheader(p, lambda raw, h: framing.deflate(cbor.encode(
+                                 {**h, "nonce": bytes(16)})), digest_of=True)),
+    "zheader-noncanonical": ("non-canonical", "a form 0x03 header whose zstd frame inflates to "
+                             "a map with its keys out of canonical order",
+                             lambda p: _zheader(p, lambda raw, h: framing.deflate(
+                                 _noncanonical(h)))),
+    "zheader-not-zstd": ("corrupt", "form byte 0x03 before a header stored as plain CBOR (not a "
+                         "zstd frame)", lambda p: _zheader(p, lambda raw, h: raw)),
+    "zheader-no-content-size": ("corrupt", "a form 0x03 header whose zstd frame does not "
+                                "declare its content size", lambda p: _zheader(
+                                    p, lambda raw, h: zstandard.ZstdCompressor(
+                                        write_content_size=False).compress(raw))),
+    "zheader-trailing-bytes": ("corrupt", "one byte after the header's zstd frame (inside hlen)",
+                               lambda p: _zheader(p, lambda raw, h: framing.deflate(raw)
+                                                  + b"\x00")),
+    "zheader-bomb": ("corrupt", "a form 0x03 header of a few KiB whose frame declares (and "
+                     "holds) a valid header padded past the 80 MiB limit by an unknown key of "
+                     "zeros: never inflated", lambda p: _zheader(p, lambda raw, h: framing.deflate(
+                         _padded_header(h, ct.MAX_HEADER_SIZE + 1)))),
+    "zheader-empty": ("corrupt", "a form 0x03 header whose frame declares 0 bytes",
+                      lambda p: _zheader(p, lambda raw, h: framing.deflate(b""))),
     "record-kind-unknown": ("corrupt", "header kind 'future'",
                             lambda p: edit(p / REC2, lambda h, a: h.update(kind="future"))),
     "record-kind-pack": ("corrupt", "a run record path holding a header of kind 'pack'",
@@ -466,6 +540,30 @@ INVALID: dict[str, tuple[str, str, Callable[[Path], Any]]] = {
                         "no loose object: nothing holds the chunk",
                         lambda p: _torn_forward(p)),
 }
+
+
+def _zheader(p: Path, stored: Callable[[bytes, dict[str, Any]], bytes], *,
+             digest_of: bool = False) -> None:
+    """Replace the head record's header by ``stored(canonical header bytes, header map)`` in
+    form 0x03, with the header digest of those stored bytes (only the compression is wrong);
+    ``digest_of``: keep the digest of the bytes stored before instead."""
+    data = (p / REC2).read_bytes()
+    h, area = split(data)
+    old = data[13 + _hl(p):13 + _hl(p) + 32]
+    out = join(stored(cbor.encode(h), h), area, digest=old if digest_of else None)
+    (p / REC2).write_bytes(out[:8] + bytes([ct.CONTAINER_COMPRESSED]) + out[9:])
+
+
+def _padded_header(h: dict[str, Any], size: int) -> bytes:
+    """``h`` with an unknown key ``x-pad`` of zeros, canonical, ``size`` bytes or a few more."""
+    raw = cbor.encode({**h, "x-pad": b""})
+    return cbor.encode({**h, "x-pad": bytes(size - len(raw))})
+
+
+def _flip_nonce(p: Path) -> None:
+    h, area = split((p / REC2).read_bytes())
+    (p / REC2).write_bytes(join(h, area))  # form 0x02
+    flip(p / REC2, 13 + (p / REC2).read_bytes()[13:13 + _hl(p)].index(b"nonce") + 7)
 
 
 def _torn_forward(p: Path) -> None:

@@ -114,7 +114,10 @@ V2_BREAKS = {
     "v2-trust-head-hint": {"store-valid/v2-hints", "lookup/v2-hint-ahead", "lookup/v2-hint-forgot",
                            "lookup/v2-hint-other", "lookup/v2-hint-stale"},
     "v2-skip-header-digest": {"store-invalid/v2-record-header-digest",
-                              "store-invalid/v2-record-header-flipped"},
+                              "store-invalid/v2-record-header-flipped",
+                              "store-invalid/v2-zheader-digest-stale"},
+    "v2-lenient-zheader": {f"store-invalid/v2-zheader-{k}" for k in (
+        "bomb", "no-content-size", "not-zstd", "trailing-bytes")},
     "v2-lenient-body-table": {f"store-invalid/v2-{k}" for k in (
         "bodies-duplicate-digest", "bodies-gap", "bodies-size-zero", "body-length-lies")},
     "v2-no-forwards": {"store-invalid/v2-forward-wrong-bytes", "store-valid/v2-forward-four-hops",

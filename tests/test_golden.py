@@ -44,23 +44,31 @@ def _files(root: Path) -> dict[str, int]:
 
 
 def test_there_are_golden_stores() -> None:
-    assert STORES == ["v1-basic", "v1-ledger", "v1-small-chunks", "v2-basic"]
+    assert STORES == ["v1-basic", "v1-ledger", "v1-small-chunks", "v2-basic", "v2-compressed"]
 
 
-def test_v2_golden_store_holds_every_v2_object() -> None:
-    """v2-basic is a format 2 store with records that carry bodies, packs, a forward left by
-    gc, a head hint and a retired marker (spec/v2.md), each of them well-formed."""
+@pytest.mark.parametrize("name,form", [("v2-basic", 2), ("v2-compressed", 3)])
+def test_v2_golden_store_holds_every_v2_object(name: str, form: int) -> None:
+    """v2-basic (ckptfs 0.2.0) and v2-compressed (0.3.0, ``compressed-headers``) are format 2
+    stores with records that carry bodies, packs, a forward left by gc, a head hint and a
+    retired marker (spec/v2.md), each of them well-formed; v2-basic's record headers are
+    stored as is (container form 0x02), v2-compressed's as zstd frames (0x03); packs are
+    always 0x02."""
     from ckptfs.format import containers as ct
     from ckptfs.format.digest import Digest
+    from ckptfs.format.models import COMPRESSED_HEADERS
 
-    root = GOLDEN / "v2-basic" / "store"
-    assert ckptfs.open_store(str(root)).repo.config.version == 2
+    root = GOLDEN / name / "store"
+    cfg = ckptfs.open_store(str(root)).repo.config
+    assert cfg.version == 2 and (COMPRESSED_HEADERS in cfg.required) == (form == 3)
     records = sorted((root / "runs").glob("*/[0-9]*"))
     assert len(records) == 5 and all(f.read_bytes()[:8] == ct.MAGIC for f in records)
+    assert {f.read_bytes()[8] for f in records} == {form}
     assert any(ct.decode(f.read_bytes(), what=f.name).header.bodies for f in records)
     packs = sorted((root / "packs").rglob("*"))
     packs = [f for f in packs if f.is_file()]
     assert len(packs) >= 2 and all(Digest.of(f.read_bytes()).hex == f.name for f in packs)
+    assert {f.read_bytes()[8] for f in packs} == {2}
     forward = ct.Forward.from_bytes((root / "moved/runs/agent/00000000000000000001").read_bytes(),
                                     what="forward")
     assert forward.bodies

@@ -21,7 +21,9 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                     "('ckptfs copy SRC DST' writes a v2 copy). On a v2 store written by an "
                     "earlier ckptfs: check that every visible record locates every chunk it "
                     "needs and then add the required feature complete-locators, which lets gc "
-                    "delete old records without reading them (spec/v2.md 2, 9.2).")
+                    "delete old records without reading them (spec/v2.md 2, 9.2); and the "
+                    "required feature compressed-headers (new records' headers zstd-compressed, "
+                    "spec/v2.md 3.1; readers older than ckptfs 0.3 refuse the store).")
     p.add_argument("store", metavar="STORE")
     p.add_argument("--dry-run", action="store_true", help="say what would change")
     p.add_argument("--json", action="store_true")
@@ -30,6 +32,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
 
 def run(args: argparse.Namespace) -> int:
     import ckptfs
+    from ckptfs.format.models import COMPLETE_LOCATORS, COMPRESSED_HEADERS
     from ckptfs.ops.upgrade import upgrade
 
     store = ckptfs.open_store(args.store)
@@ -37,7 +40,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"store": r.store, "before": r.before, "after": r.after,
                     "changed": r.changed, "dry_run": args.dry_run, "checked": r.checked,
-                    "holes": list(r.holes), "holes_total": r.holes_total})
+                    "holes": list(r.holes), "holes_total": r.holes_total,
+                    "added": list(r.added)})
     elif r.holes_total:
         print(f"{r.store}: not changed: {r.holes_total} visible record(s) do not locate "
               "every chunk they need, so gc must keep reading old records (spec/v2.md 9.2):")
@@ -47,8 +51,13 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_NOT_UPGRADED
     elif r.before == r.after == 2 and r.changed:
         verb = "would get" if args.dry_run else "now has"
-        print(f"{r.store}: {verb} the feature complete-locators ({r.checked} record(s) "
-              "checked): gc deletes old records no visible one locates without reading them")
+        if COMPLETE_LOCATORS in r.added:
+            print(f"{r.store}: {verb} the feature complete-locators ({r.checked} record(s) "
+                  "checked): gc deletes old records no visible one locates without reading them")
+        if COMPRESSED_HEADERS in r.added:
+            print(f"{r.store}: {verb} the feature compressed-headers: new records' headers "
+                  "are stored zstd-compressed (about half the bytes); readers older than "
+                  "ckptfs 0.3 can no longer open the store")
     elif not r.changed:
         print(f"{r.store}: already format version {r.after}; nothing to do")
     else:

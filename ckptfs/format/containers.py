@@ -2,8 +2,15 @@
 
 A container is one file:
 
-    magic (8 bytes, b"\\x89CKPFS\\r\\n") | version (1 byte, 0x02) | hlen (4 bytes, big-endian)
-    | header (hlen bytes, one canonical CBOR map) | BLAKE3-256(header) (32 bytes) | body area
+    magic (8 bytes, b"\\x89CKPFS\\r\\n") | form (1 byte, 0x02 or 0x03) | hlen (4 bytes, big-endian)
+    | header (hlen bytes) | BLAKE3-256(header) (32 bytes) | body area
+
+The header is one canonical CBOR map, stored as is (form 0x02) or, in a run record of a store
+that requires ``compressed-headers``, as one zstd frame that declares its content size (form
+0x03): a record's header is mostly its manifest and locators, which halve under zstd, while a
+pack's header is a table of digests that does not shrink (packs are always form 0x02, so a pack
+moved whole is readable in any store). The header digest covers the stored bytes, so a damaged
+header is found before anything is inflated.
 
 The header's ``bodies`` table lists each chunk body as ``[digest, offset, stored, size]``:
 ``offset`` counts from the start of the body area (so the header never depends on its own
@@ -34,6 +41,9 @@ from ckptfs.format.names import check_run_id
 
 MAGIC = b"\x89CKPFS\r\n"
 CONTAINER_VERSION = 2
+#: the form byte of a container whose header is one zstd frame (spec/v2.md 3.1)
+CONTAINER_COMPRESSED = 3
+FORMS = (CONTAINER_VERSION, CONTAINER_COMPRESSED)
 PREFIX_LEN = len(MAGIC) + 1 + 4  # magic, version byte, hlen
 #: a header carries at most the manifest (64 MiB) plus its tables
 MAX_HEADER_SIZE = MAX_MANIFEST_SIZE + 16 * 1024 * 1024
@@ -215,25 +225,35 @@ def frame_bodies(chunks: Iterable[tuple[Digest, bytes | memoryview]]
     return out
 
 
-def encode(header_cbor: dict[str, Any], area: bytes | Sequence[bytes]) -> tuple[bytes, int]:
+def encode(header_cbor: dict[str, Any], area: bytes | Sequence[bytes], *,
+           compress: bool = False) -> tuple[bytes, int]:
     """A container's bytes from its header map and body area (bytes, or its parts in order:
-    ``layout_parts``); also the body area's offset."""
-    return encode_bytes(cbor.encode(header_cbor), area)
+    ``layout_parts``); also the body area's offset. ``compress``: store the header as a zstd
+    frame (form 0x03) when that is smaller; only for records, only in a store that requires
+    ``compressed-headers`` (the caller knows the store; this module does not)."""
+    return encode_bytes(cbor.encode(header_cbor), area, compress=compress)
 
 
-def encode_bytes(header: bytes, area: bytes | Sequence[bytes]) -> tuple[bytes, int]:
+def encode_bytes(header: bytes, area: bytes | Sequence[bytes], *,
+                 compress: bool = False) -> tuple[bytes, int]:
     """``encode`` with the header map already encoded (canonically)."""
     if len(header) > MAX_HEADER_SIZE:
         raise FormatError(f"container header would be {len(header)} bytes, over {MAX_HEADER_SIZE}")
+    form = CONTAINER_VERSION
+    if compress:
+        z = framing.deflate(header)
+        if len(z) < len(header):
+            header, form = z, CONTAINER_COMPRESSED
     start = PREFIX_LEN + len(header) + DIGEST_SIZE
     body = [area] if isinstance(area, bytes) else list(area)
-    data = b"".join([MAGIC, bytes([CONTAINER_VERSION]), len(header).to_bytes(4, "big"), header,
+    data = b"".join([MAGIC, bytes([form]), len(header).to_bytes(4, "big"), header,
                      blake3.blake3(header).digest(), *body])
     return data, start
 
 
-def encode_record(header: RecordHeader, area: bytes | Sequence[bytes]) -> tuple[bytes, int]:
-    return encode(header.to_cbor(), area)
+def encode_record(header: RecordHeader, area: bytes | Sequence[bytes], *,
+                  compress: bool = False) -> tuple[bytes, int]:
+    return encode(header.to_cbor(), area, compress=compress)
 
 
 def encode_pack(header: PackHeader, area: bytes | Sequence[bytes]) -> tuple[bytes, Digest, int]:
@@ -244,11 +264,13 @@ def encode_pack(header: PackHeader, area: bytes | Sequence[bytes]) -> tuple[byte
 
 # -- decoding -------------------------------------------------------------------------------------
 def header_length(prefix: bytes | memoryview, *, what: str) -> int:
-    """How many bytes the magic, version, header and header digest take (from the first 13)."""
+    """How many bytes the magic, form byte, stored header and header digest take (from the
+    first 13)."""
     if len(prefix) < PREFIX_LEN or not is_container(prefix):
         raise FormatError(f"{what}: not a ckptfs v2 container (bad magic or truncated)")
-    if prefix[len(MAGIC)] != CONTAINER_VERSION:
-        raise FormatError(f"{what}: container version {prefix[len(MAGIC)]} is not 2")
+    if prefix[len(MAGIC)] not in FORMS:
+        raise FormatError(f"{what}: container form byte {prefix[len(MAGIC)]} is neither 2 nor 3 "
+                          "(a newer ckptfs may have written it; or the file is damaged)")
     hlen = int.from_bytes(prefix[len(MAGIC) + 1:PREFIX_LEN], "big")
     if not 1 <= hlen <= MAX_HEADER_SIZE:
         raise FormatError(f"{what}: header length {hlen} is out of range")
@@ -264,6 +286,9 @@ def decode(data: bytes | memoryview, *, what: str, whole: bool = True) -> Contai
     header = bytes(data[PREFIX_LEN:end - DIGEST_SIZE])
     if blake3.blake3(header).digest() != bytes(data[end - DIGEST_SIZE:end]):
         raise FormatError(f"{what}: header digest mismatch (the header is damaged)")
+    if data[len(MAGIC)] == CONTAINER_COMPRESSED:
+        header = framing.inflate_declared(memoryview(header), MAX_HEADER_SIZE,
+                                          what=f"{what} header")
     m = cbor.decode(header, what=f"{what} header")
     if not isinstance(m, dict):
         raise FormatError(f"{what}: header must be a CBOR map")
@@ -271,7 +296,7 @@ def decode(data: bytes | memoryview, *, what: str, whole: bool = True) -> Contai
     parsed: Header
     if kind == "record":
         parsed = _record(m, what)
-    elif kind == "pack":
+    elif kind == "pack":  # writers keep packs in form 0x02; readers read either (v2.md 2)
         parsed = _pack(m, what)
     else:
         raise FormatError(f"{what}: unknown container kind {kind!r:.40}")

@@ -87,6 +87,30 @@ def unframe(stored: bytes | memoryview, size: int, *, what: str) -> bytes:
     return out
 
 
+def deflate(data: bytes | memoryview) -> bytes:
+    """One zstd frame of ``data`` that declares its content size (the form a container's
+    compressed header takes, spec/v2.md 3.1): no codec byte. Deterministic."""
+    return _compressor().compress(data)
+
+
+def inflate_declared(body: memoryview, limit: int, *, what: str) -> bytes:
+    """Inflate one zstd frame whose declared content size (required, 1 .. ``limit``) names
+    its length: the bomb guard of ``unframe`` for bytes whose size nothing else states."""
+    try:
+        declared = zstandard.frame_content_size(body)
+    except zstandard.ZstdError as e:
+        raise CorruptObject(f"{what}: zstd frame header is damaged ({e})") from e
+    if declared < 0:
+        raise CorruptObject(f"{what}: zstd frame does not declare its content size (the format "
+                            "requires it); it was not written by a conforming writer")
+    if not 1 <= declared <= limit:
+        raise CorruptObject(f"{what}: zstd frame declares {declared} bytes, outside 1 .. {limit}")
+    out = _inflate(body, declared, what)
+    if len(out) != declared:
+        raise CorruptObject(f"{what}: inflates to {len(out)} bytes, its frame declares {declared}")
+    return out
+
+
 def _inflate(body: memoryview, size: int, what: str) -> bytes:
     """Inflate a zstd frame, never producing more than ``size + 1`` bytes (bomb guard)."""
     try:

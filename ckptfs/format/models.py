@@ -31,17 +31,25 @@ MANIFEST_VERSION = 1
 #: locates every chunk a record does not carry (3.5 MUST, 5.2), so gc deletes old containers no
 #: visible record locates without reading them
 COMPLETE_LOCATORS = "complete-locators"
-KNOWN_FEATURES: frozenset[str] = frozenset({"typed-values", COMPLETE_LOCATORS})
+#: ``compressed-headers`` (store config only, spec/v2.md 2 and 3.1): run records' headers may
+#: be stored as one zstd frame (container form 0x03); readers of earlier releases refuse the
+#: store at its config instead of taking such a record for damage
+COMPRESSED_HEADERS = "compressed-headers"
+KNOWN_FEATURES: frozenset[str] = frozenset({"typed-values", COMPLETE_LOCATORS,
+                                            COMPRESSED_HEADERS})
 #: features of a store's config that say how its writers behave, not how its data reads: a copy
 #: need not find them in its destination (its own writers follow the rule or not)
-WRITER_FEATURES: frozenset[str] = frozenset({COMPLETE_LOCATORS})
+WRITER_FEATURES: frozenset[str] = frozenset({COMPLETE_LOCATORS, COMPRESSED_HEADERS})
+#: the required features a writer gives a version 2 store it creates (spec/v2.md 2)
+V2_REQUIRED: tuple[str, ...] = (COMPLETE_LOCATORS, COMPRESSED_HEADERS)
 #: Which ckptfs releases read each format version and each feature, for the error a reader gives
 #: when it meets one it does not (spec "Versioning"). Add a row with every new version or
 #: feature; never edit one.
 FORMAT_READERS: dict[int, str] = {1: ">= 0.1.0", 2: ">= 0.2.0"}
 #: which release reads each manifest format version (manifests stay at 1 in both layouts)
 MANIFEST_READERS: dict[int, str] = {1: ">= 0.1.0"}
-FEATURE_READERS: dict[str, str] = {"typed-values": ">= 0.2.0", COMPLETE_LOCATORS: ">= 0.2.0"}
+FEATURE_READERS: dict[str, str] = {"typed-values": ">= 0.2.0", COMPLETE_LOCATORS: ">= 0.2.0",
+                                   COMPRESSED_HEADERS: ">= 0.3.0"}
 MAX_CHUNK_SIZE = 16 * 1024 * 1024
 MAX_MANIFEST_SIZE = 64 * 1024 * 1024
 MAX_RECORD_SIZE = 64 * 1024

@@ -45,7 +45,7 @@ from ckptfs.errors import (
 from ckptfs.format import framing
 from ckptfs.format.digest import Digest
 from ckptfs.format.models import (
-    COMPLETE_LOCATORS,
+    V2_REQUIRED,
     WRITER_FEATURES,
     ChunkRef,
     Manifest,
@@ -266,10 +266,11 @@ def _merge(into: CopyReport, sub: CopyReport) -> None:
 
 def _writer_features(cfg: StoreConfig) -> tuple[str, ...]:
     """``cfg``'s required features with the writer features a new store of its layout gets
-    (a v2 destination: complete locators, which this copy's writes follow, spec/v2.md 2), and
+    (a v2 destination: complete locators, which this copy's writes follow, and compressed
+    record headers, which it writes, spec/v2.md 2), and
     without those of another layout (a v1 destination has no locators)."""
     data = tuple(f for f in cfg.required if f not in WRITER_FEATURES)
-    return (*data, COMPLETE_LOCATORS) if cfg.version >= 2 else data
+    return (*data, *V2_REQUIRED) if cfg.version >= 2 else data
 
 
 def _ensure_config(src: Repository, dst: Repository) -> bool:

@@ -27,7 +27,7 @@ from ckptfs.errors import ConflictError, CorruptSnapshot, MissingObject
 from ckptfs.format import framing
 from ckptfs.format.containers import Location, RecordRef, frame_bodies
 from ckptfs.format.digest import Digest
-from ckptfs.format.models import ChunkRef, Manifest, RunRecord
+from ckptfs.format.models import COMPRESSED_HEADERS, ChunkRef, Manifest, RunRecord
 from ckptfs.format.names import record_path, snapshot_path
 from ckptfs.ops.chunks import snapshot_chunks
 from ckptfs.ops.copy_history import diverged
@@ -324,7 +324,8 @@ class RunCopyV2:
         where_of = {d: x for d in p.refs if d not in own and (x := self._relied(d)) is not None}
         new = RunRecord(run=run_id, seq=seq, snapshot=rec.snapshot, size=len(data),
                         created=rec.created, nonce=dst.nonce())
-        rec_bytes, placed_own = build_record(new, data, framed, where_of)
+        rec_bytes, placed_own = build_record(
+            new, data, framed, where_of, compress=COMPRESSED_HEADERS in dst.config.required)
         dst.objects.sweeps.before_write([])
         self.life.ready(seq)
         try:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import attrs
 
-from ckptfs.format.models import COMPLETE_LOCATORS, StoreConfig
+from ckptfs.format.models import COMPLETE_LOCATORS, COMPRESSED_HEADERS, V2_REQUIRED, StoreConfig
 from ckptfs.format.names import CONFIG_PATH
 from ckptfs.ops.lease import MaintenanceLease
 from ckptfs.ops.locator_holes import V1_OBJECTS, locator_holes
@@ -43,22 +43,33 @@ class UpgradeReport:
     checked: int = 0
     holes: tuple[str, ...] = ()
     holes_total: int = 0
+    #: the required features this upgrade added (or would add)
+    added: tuple[str, ...] = ()
 
 
-def _with(features: tuple[str, ...], f: str) -> tuple[str, ...]:
-    return tuple(dict.fromkeys((*features, f)))
+def _with(features: tuple[str, ...], *f: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys((*features, *f)))
+
+
+#: what a version 2 store gets from an upgrade: complete locators (checked first on a v2 store)
+#: and compressed record headers (nothing to check: existing records stay form 0x02)
+V2_FEATURES = V2_REQUIRED
 
 
 def upgrade(repo: Repository, *, dry_run: bool = False) -> UpgradeReport:
     """Rewrite a v1 store's config as version 2, or give a v2 store ``complete-locators``
-    after checking its visible records; a store that has both is left as it is."""
+    (after checking its visible records) and ``compressed-headers``; a store that has both is
+    left as it is."""
     cfg = repo.config
     if cfg.version >= 2:
+        if COMPLETE_LOCATORS in cfg.required:
+            return _compressed(repo, cfg, dry_run=dry_run)
         return _locators(repo, cfg, dry_run=dry_run)
+    added = tuple(f for f in V2_FEATURES if f not in cfg.required)
     new = attrs.evolve(cfg, version=2, optional=_with(cfg.optional, V1_OBJECTS),
-                       required=_with(cfg.required, COMPLETE_LOCATORS))
+                       required=_with(cfg.required, *V2_FEATURES))
     if dry_run:
-        return UpgradeReport(repo.url, cfg.version, 2, True)
+        return UpgradeReport(repo.url, cfg.version, 2, True, added=added)
     with MaintenanceLease(repo.storage, deletes=False) as lease:
         lease.check()
         current = StoreConfig.from_bytes(repo.storage.read(CONFIG_PATH))
@@ -67,16 +78,33 @@ def upgrade(repo: Repository, *, dry_run: bool = False) -> UpgradeReport:
         repo.storage.replace(CONFIG_PATH, new.to_bytes())
     repo._config = None
     repo.load_config()
-    return UpgradeReport(repo.url, 1, 2, True)
+    return UpgradeReport(repo.url, 1, 2, True, added=added)
+
+
+def _compressed(repo: Repository, cfg: StoreConfig, *, dry_run: bool) -> UpgradeReport:
+    """A v2 store with complete locators: add ``compressed-headers`` if it lacks it (new
+    records' headers are then zstd frames; readers before 0.3.0 refuse the store)."""
+    if COMPRESSED_HEADERS in cfg.required:
+        return UpgradeReport(repo.url, 2, 2, False)
+    if dry_run:
+        return UpgradeReport(repo.url, 2, 2, True, added=(COMPRESSED_HEADERS,))
+    with MaintenanceLease(repo.storage, deletes=False, config=cfg) as lease:
+        lease.check()
+        current = StoreConfig.from_bytes(repo.storage.read(CONFIG_PATH))
+        if COMPRESSED_HEADERS in current.required:
+            return UpgradeReport(repo.url, 2, 2, False)
+        repo.storage.replace(CONFIG_PATH, attrs.evolve(
+            current, required=_with(current.required, COMPRESSED_HEADERS)).to_bytes())
+    repo._config = None
+    repo.load_config()
+    return UpgradeReport(repo.url, 2, 2, True, added=(COMPRESSED_HEADERS,))
 
 
 def _locators(repo: Repository, cfg: StoreConfig, *, dry_run: bool) -> UpgradeReport:
-    if COMPLETE_LOCATORS in cfg.required:
-        return UpgradeReport(repo.url, cfg.version, cfg.version, False)
     if dry_run:
         checked, holes = check_locators(repo)
         return UpgradeReport(repo.url, 2, 2, not holes, checked, tuple(holes[:HOLES_SHOWN]),
-                             len(holes))
+                             len(holes), added=() if holes else V2_FEATURES)
     with MaintenanceLease(repo.storage, deletes=False, config=cfg) as lease:
         lease.check()
         checked, holes = check_locators(repo, lease.keep)
@@ -85,11 +113,12 @@ def _locators(repo: Repository, cfg: StoreConfig, *, dry_run: bool) -> UpgradeRe
             return UpgradeReport(repo.url, 2, 2, False, checked, tuple(holes[:HOLES_SHOWN]),
                                  len(holes))
         lease.check()
+        added = tuple(f for f in V2_FEATURES if f not in current.required)
         repo.storage.replace(CONFIG_PATH, attrs.evolve(
-            current, required=_with(current.required, COMPLETE_LOCATORS)).to_bytes())
+            current, required=_with(current.required, *V2_FEATURES)).to_bytes())
     repo._config = None
     repo.load_config()
-    return UpgradeReport(repo.url, 2, 2, True, checked)
+    return UpgradeReport(repo.url, 2, 2, True, checked, added=added)
 
 
 def check_locators(repo: Repository, keep: object = None) -> tuple[int, list[str]]:

@@ -133,7 +133,7 @@ class ObjectStore:
     # -- v2 ----------------------------------------------------------------------------------
     def prepare_v2(self, manifest: Manifest, chunks: Sequence[tuple[Digest, bytes | memoryview]],
                    results: Iterable[ChunkRef], *, nonce: bytes, settings: Mapping[str, Any],
-                   parent: RecordRef | None = None
+                   parent: RecordRef | None = None, compress: bool = False
                    ) -> tuple[Digest, bytes, list[tuple[str, bytes]], dict[Digest, Location]]:
         """A v2 commit of ``manifest``: its id, the record's bytes, the packs to write before
         it (bulk beyond ``record_bulk_max``), and where the record's own bodies will be.
@@ -142,7 +142,8 @@ class ObjectStore:
         does not carry is located from ``parent``'s record (its table, remembered) or from a
         container this writer wrote within the reuse window, never from another record this
         process read. A chunk it cannot locate so is read (verified) and carried as a body: a
-        record never has a hole (a read that fails fails the commit)."""
+        record never has a hole (a read that fails fails the commit). ``compress``: the store
+        requires ``compressed-headers`` (the record's header is then a zstd frame)."""
         data = self.manifest_bytes.to_bytes(manifest)
         if len(data) > MAX_MANIFEST_SIZE:
             raise CorruptObject(f"manifest would be {len(data)} bytes, over {MAX_MANIFEST_SIZE}")
@@ -174,7 +175,8 @@ class ObjectStore:
             framed = []
         rec = RunRecord(run=manifest.run, seq=manifest.seq, snapshot=d, size=len(data),
                         created=manifest.created, nonce=nonce)
-        rec_bytes, placed_own = build_record_raw(rec, data, framed, where, self.locator_rows)
+        rec_bytes, placed_own = build_record_raw(rec, data, framed, where, self.locator_rows,
+                                                 compress=compress)
         #: the table the record will have, for ``Repository.commit`` to remember once created
         self.last_table = where
         return d, rec_bytes, packs, placed_own

@@ -56,16 +56,19 @@ def parse_record(data: bytes, *, what: str, whole: bool = True
 
 
 def build_record(rec: RunRecord, manifest: bytes, framed: Sequence[tuple[Digest, int, bytes]],
-                 where: Mapping[Digest, Location]) -> tuple[bytes, dict[Digest, Location]]:
+                 where: Mapping[Digest, Location], *, compress: bool = False
+                 ) -> tuple[bytes, dict[Digest, Location]]:
     """A v2 record's bytes for commit ``rec`` carrying ``manifest`` and the ``framed`` bodies,
-    with locators for the chunks at ``where``; also where its own bodies will be."""
-    return build_record_raw(rec, manifest, framed, {d.raw: loc for d, loc in where.items()})
+    with locators for the chunks at ``where``; also where its own bodies will be.
+    ``compress``: the store requires ``compressed-headers`` (``compresses_headers``)."""
+    return build_record_raw(rec, manifest, framed, {d.raw: loc for d, loc in where.items()},
+                            compress=compress)
 
 
 def build_record_raw(rec: RunRecord, manifest: bytes,
                      framed: Sequence[tuple[Digest, int, bytes]],
-                     where: Mapping[bytes, Location], rows: record_bytes.LocatorRows | None = None
-                     ) -> tuple[bytes, dict[Digest, Location]]:
+                     where: Mapping[bytes, Location], rows: record_bytes.LocatorRows | None = None,
+                     *, compress: bool = False) -> tuple[bytes, dict[Digest, Location]]:
     """``build_record`` with ``where`` keyed by the digests' raw bytes (the commit path: no
     model objects per located chunk; ``rows``: encoded locator rows kept across commits,
     ckptfs.format.record_bytes)."""
@@ -74,7 +77,7 @@ def build_record_raw(rec: RunRecord, manifest: bytes,
     data, start = record_bytes.encode_record(
         run=rec.run, seq=rec.seq, snapshot=rec.snapshot, created=rec.created, nonce=rec.nonce,
         manifest=manifest, bodies=table, where=where, area=area, body_length=area_length,
-        rows=rows)
+        rows=rows, compress=compress)
     ref = RecordRef(rec.run, rec.seq)
     return data, {b.digest: Location(ref, start + b.offset, b.stored) for b in table}
 

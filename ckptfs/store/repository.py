@@ -28,8 +28,9 @@ from ckptfs.errors import (
 from ckptfs.format.cdc import ChunkerParams
 from ckptfs.format.digest import Digest
 from ckptfs.format.models import (
-    COMPLETE_LOCATORS,
+    COMPRESSED_HEADERS,
     NONCE_SIZE,
+    V2_REQUIRED,
     ChunkRef,
     Manifest,
     RunRecord,
@@ -143,7 +144,7 @@ class Repository:
         cfg = StoreConfig(chunker=chunker or ChunkerParams(),
                           created=now_ms() if created is None else created,
                           settings=initial_settings(version, settings), version=version,
-                          required=(COMPLETE_LOCATORS,) if version >= 2 else ())
+                          required=V2_REQUIRED if version >= 2 else ())
         try:
             self.storage.create(CONFIG_PATH, cfg.to_bytes())
             self._configured(cfg)
@@ -232,7 +233,8 @@ class Repository:
         if cfg.version >= 2:
             d, rec_bytes, objects, own = self.objects.prepare_v2(
                 manifest, chunks or [], results, nonce=self.nonce(), settings=cfg.settings,
-                parent=self._parent_record(manifest))
+                parent=self._parent_record(manifest),
+                compress=COMPRESSED_HEADERS in cfg.required)
         else:
             d, size, manifest_obj = self.objects.manifest_object(manifest)
             objects = self.objects.frame_chunks(chunks or []) + [manifest_obj]

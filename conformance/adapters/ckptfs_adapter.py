@@ -36,7 +36,8 @@ BREAKS: tuple[str, ...] = (
     "ignore-tombstones", "ignore-expiry-overrides", "ignore-lease-deadline",
     *("v2-" + r for r in ("trust-head-hint", "skip-header-digest", "lenient-body-table",
                           "no-forwards", "unbounded-forwards", "no-loose-fallback",
-                          "no-stray-bodies", "gc-visible-only", "gc-no-forwards")))
+                          "no-stray-bodies", "gc-visible-only", "gc-no-forwards",
+                          "lenient-zheader")))
 #: issue 16: one per rule it settled (skip the check, or read the point the other way)
 SPEC16_BREAKS = ("by-id-skip-record-size", "skip-record-path", "skip-chunk-digest",
                  "skip-chunker-order", "skip-label-rules", "allow-after-zstd-frame",
@@ -154,6 +155,15 @@ def _break_v2(rule: str) -> None:
             setattr(gc_locators, "locator_containers", lambda h: ())
         else:
             setattr(gc_locators, "reached", lambda named, fwd: set(named))
+    elif rule == "lenient-zheader":  # [3.1 form 0x03] inflated without size and frame rules
+        import zstandard
+
+        def inflate(body: Any, limit: int, *, what: str) -> bytes:
+            try:
+                return bytes(zstandard.ZstdDecompressor().decompressobj().decompress(bytes(body)))
+            except zstandard.ZstdError as e:
+                raise CkptfsError(f"{what}: {e}") from e
+        setattr(framing, "inflate_declared", inflate)
     elif rule == "no-forwards":  # [6 step 3]
         setattr(sc, "forward_path", lambda path: "moved-nowhere/" + path)
     elif rule == "unbounded-forwards":  # [8] chains of any length followed

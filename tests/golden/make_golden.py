@@ -256,18 +256,28 @@ def small_chunks() -> None:
 
 
 # -- format version 2 (spec/v2.md) ----------------------------------------------------------------
-def v2_basic() -> None:
+def v2_basic(name: str = "v2-basic", compressed: bool = False) -> None:
     """Format 2: records that carry their manifest and new bodies, bulk content in packs, a
-    streamed blob, a resume, a fork, a head hint, and a forward left by forget + gc."""
+    streamed blob, a resume, a fork, a head hint, and a forward left by forget + gc.
+    ``compressed``: the store requires ``compressed-headers`` (records' headers are zstd
+    frames, container form 0x03); otherwise not (form 0x02, as ckptfs 0.2.0 wrote v2-basic)."""
     import tempfile
 
+    import attrs
+
     from ckptfs.format.containers import HeadHint
-    from ckptfs.format.names import head_hint_path
+    from ckptfs.format.models import COMPRESSED_HEADERS
+    from ckptfs.format.names import CONFIG_PATH, head_hint_path
     from ckptfs.ops.gc import gc
     from ckptfs.ops.retention import forget_snapshots
 
-    g = Golden("v2-basic", chunker=ckptfs.ChunkerParams(min_size=64, avg_size=256, max_size=1024))
+    g = Golden(name, chunker=ckptfs.ChunkerParams(min_size=64, avg_size=256, max_size=1024))
     g.store.init(settings={"record_bulk_max": 4096, "pack_target": 8192})
+    cfg = g.store.repo.config
+    if not compressed:
+        g.store.repo.storage.replace(CONFIG_PATH, attrs.evolve(cfg, required=tuple(
+            f for f in cfg.required if f != COMPRESSED_HEADERS)).to_bytes())
+        g.store.repo._config = None
     rnd = random.Random(2)
     doc = rnd.randbytes(9000)
     log = Path(tempfile.mkdtemp()) / "log.txt"
@@ -291,7 +301,7 @@ def v2_basic() -> None:
                       HeadHint("agent", last.seq, last.digest, EPOCH_MS).to_bytes())
     forget_snapshots(repo, {"agent": {1}}, now=EPOCH_MS + 10**8)
     del g.expected["agent@1"]
-    store = HERE / "v2-basic" / "store"
+    store = HERE / name / "store"
     newest = max(f.stat().st_mtime for f in store.rglob("*") if f.is_file())
     gc(repo, grace_ms=0, now=int(newest * 1000) + 3_600_000)
     shutil.rmtree(store / "leases", ignore_errors=True)  # a time, host and pid: not content
@@ -300,9 +310,10 @@ def v2_basic() -> None:
 
 
 #: the store layout each golden store is written in
-VERSIONS = {"v1-basic": 1, "v1-ledger": 1, "v1-small-chunks": 1, "v2-basic": 2}
+VERSIONS = {"v1-basic": 1, "v1-ledger": 1, "v1-small-chunks": 1, "v2-basic": 2,
+            "v2-compressed": 2}
 WRITERS = {"v1-basic": basic, "v1-ledger": effects, "v1-small-chunks": small_chunks,
-           "v2-basic": v2_basic}
+           "v2-basic": v2_basic, "v2-compressed": lambda: v2_basic("v2-compressed", True)}
 
 
 def main(names: list[str] | None = None) -> None:
