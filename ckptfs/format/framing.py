@@ -96,13 +96,7 @@ def deflate(data: bytes | memoryview) -> bytes:
 def inflate_declared(body: memoryview, limit: int, *, what: str) -> bytes:
     """Inflate one zstd frame whose declared content size (required, 1 .. ``limit``) names
     its length: the bomb guard of ``unframe`` for bytes whose size nothing else states."""
-    try:
-        declared = zstandard.frame_content_size(body)
-    except zstandard.ZstdError as e:
-        raise CorruptObject(f"{what}: zstd frame header is damaged ({e})") from e
-    if declared < 0:
-        raise CorruptObject(f"{what}: zstd frame does not declare its content size (the format "
-                            "requires it); it was not written by a conforming writer")
+    declared = _declared(body, what)
     if not 1 <= declared <= limit:
         raise CorruptObject(f"{what}: zstd frame declares {declared} bytes, outside 1 .. {limit}")
     out = _inflate(body, declared, what)
@@ -111,15 +105,21 @@ def inflate_declared(body: memoryview, limit: int, *, what: str) -> bytes:
     return out
 
 
-def _inflate(body: memoryview, size: int, what: str) -> bytes:
-    """Inflate a zstd frame, never producing more than ``size + 1`` bytes (bomb guard)."""
+def _declared(body: memoryview, what: str) -> int:
+    """The content size a zstd frame's header declares (the format requires one)."""
     try:
-        declared = zstandard.frame_content_size(body)
+        declared: int = zstandard.frame_content_size(body)
     except zstandard.ZstdError as e:
         raise CorruptObject(f"{what}: zstd frame header is damaged ({e})") from e
     if declared < 0:
         raise CorruptObject(f"{what}: zstd frame does not declare its content size (the format "
                             "requires it); the object was not written by a conforming writer")
+    return declared
+
+
+def _inflate(body: memoryview, size: int, what: str) -> bytes:
+    """Inflate a zstd frame, never producing more than ``size + 1`` bytes (bomb guard)."""
+    declared = _declared(body, what)
     if declared != size:
         raise CorruptObject(f"{what}: zstd frame declares {declared} bytes, expected {size}")
     length = _frame_length(body, what)
