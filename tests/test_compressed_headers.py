@@ -161,3 +161,30 @@ def test_hostile_compressed_headers_are_corrupt_before_inflating(stored: object,
     # the same bytes with form 0x02 are read as a plain header (and fail or not as CBOR)
     with pytest.raises(FormatError):
         ct.decode(data[:8] + b"\x04" + data[9:], what="c")
+
+
+def test_a_header_bomb_is_refused_without_inflating(tmp_path: Path) -> None:
+    """A record of a few KiB whose header frame declares a valid header padded to 1 GiB: the
+    read fails ``corrupt`` with under 8 MiB allocated (the declared size is checked first)."""
+    import tracemalloc
+
+    url = str(tmp_path / "s")
+    _grow(ckptfs.open_store(url), "r", 2)
+    rec = _records(tmp_path / "s")[-1]
+    c = ct.decode(rec.read_bytes(), what="record")
+    raw = cbor.encode({**c.header.to_cbor(), "x-pad": b""})
+    z = zstandard.ZstdCompressor(level=3).compress(
+        cbor.encode({**c.header.to_cbor(), "x-pad": bytes((1 << 30) - len(raw))}))
+    assert len(z) < 64 * 1024
+    area = rec.read_bytes()[c.body_start:]
+    rec.write_bytes(b"".join([ct.MAGIC, bytes([ct.CONTAINER_COMPRESSED]),
+                              len(z).to_bytes(4, "big"), z, blake3.blake3(z).digest(), area]))
+    fresh = ckptfs.open_store(url)
+    tracemalloc.start()
+    try:
+        with pytest.raises(CorruptObject, match="declares"):
+            fresh.read("r")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * 1024 * 1024

@@ -325,3 +325,41 @@ def test_single_writer_is_an_explicit_storage_option(s3_options: dict[str, Any],
     assert s.capabilities.create_only
     local = open_storage(str(tmp_path / "st"), single_writer=True)
     assert isinstance(local, LocalStorage)
+
+
+def test_local_read_allocates_what_the_file_holds_not_its_limit(local: LocalStorage) -> None:
+    """A run record may be up to 128 MiB, but reading a 2 KiB one allocates about 2 KiB: the
+    read asks for the size fstat gave (plus a byte that shows growth), not the limit (it asked
+    for the limit before, which allocated 128 MiB for every record read)."""
+    import tracemalloc
+
+    from ckptfs.format.names import record_path
+
+    path = record_path("r", 1)
+    local.create(path, b"x" * 2048)
+    tracemalloc.start()
+    try:
+        assert local.read(path) == b"x" * 2048
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 256 * 1024
+
+
+def test_local_read_of_a_file_that_grows_reads_it_whole_up_to_the_limit(
+        local: LocalStorage, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file longer than its fstat said (it grew in between) is read to its end, and one
+    past the limit is still refused."""
+    from ckptfs.errors import CorruptObject
+    from ckptfs.format.names import record_path
+    from ckptfs.storage import local as local_mod
+
+    path = record_path("r", 1)
+    local.create(path, b"y" * 5000)
+    real = os.fstat
+    monkeypatch.setattr(local_mod.os, "fstat", lambda fd: os.stat_result(
+        (*real(fd)[:6], 100, *real(fd)[7:])))  # st_size 100: "it grew after the fstat"
+    assert local.read(path) == b"y" * 5000
+    monkeypatch.setattr(local_mod, "stored_size_limit", lambda p: 4096)
+    with pytest.raises(CorruptObject, match="larger than"):
+        local.read(path)

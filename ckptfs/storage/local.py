@@ -101,9 +101,14 @@ class LocalStorage(LocalTemps, Storage):
         fd = self._open_object(path)
         try:
             limit = stored_size_limit(path)
+            # read what fstat says is there, plus one byte to see growth: f.read(n) allocates
+            # n bytes first, and the limit of a record is 128 MiB (every read paid that peak)
+            size = min(os.fstat(fd).st_size, limit)
             with os.fdopen(fd, "rb", closefd=False) as f:
-                data = f.read(limit + 1)
-            if len(data) > limit:  # grew after the fstat
+                data = f.read(size + 1)
+                if len(data) > size:  # grew after the fstat: the rest, up to the limit
+                    data += f.read(limit + 1 - len(data))
+            if len(data) > limit:
                 raise err.too_large(path, len(data), limit)
             return data
         except (StorageError, CorruptObject):
