@@ -363,3 +363,22 @@ def test_local_read_of_a_file_that_grows_reads_it_whole_up_to_the_limit(
     monkeypatch.setattr(local_mod, "stored_size_limit", lambda p: 4096)
     with pytest.raises(CorruptObject, match="larger than"):
         local.read(path)
+
+
+def test_local_read_range_past_the_end_allocates_what_the_file_holds(
+        local: LocalStorage) -> None:
+    """A header length that lies (up to 80 MiB on a small file) asks for a range far past the
+    end: the read returns what is there and allocates no more."""
+    import tracemalloc
+
+    from ckptfs.format.names import record_path
+
+    path = record_path("r", 1)
+    local.create(path, b"z" * 3000)
+    tracemalloc.start()
+    try:
+        assert local.read_range(path, 100, 80 * 1024 * 1024) == b"z" * 2900
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 256 * 1024

@@ -121,7 +121,10 @@ class LocalStorage(LocalTemps, Storage):
     def read_range(self, path: str, start: int, end: int) -> bytes:
         fd = self._open_object(path)
         try:
-            return los.pread(fd, max(0, min(end, stored_size_limit(path)) - start), start)
+            # clamped to the file's size too: pread allocates what it is asked for, and a
+            # damaged header's length (up to 80 MiB) must not cost that much per read
+            stop = min(end, stored_size_limit(path), os.fstat(fd).st_size)
+            return los.pread(fd, max(0, stop - start), start)
         except OSError as e:
             raise err.wrap(e, path) from e
         finally:
