@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance import runner
+from conformance import render, runner
 from conformance.generate import generate
 from conformance.validate import validate_store
 
@@ -315,3 +315,31 @@ def test_issue16_broken_adapter_fails_exactly_its_vectors(rule: str) -> None:
     assert set(st) == watched
     assert runner.ERROR not in st.values()
     assert {i for i, s in st.items() if s == runner.FAIL} == SPEC16_BREAKS[rule]
+
+
+def test_reading_any_store_vector_allocates_in_proportion_to_its_bytes() -> None:
+    """Every valid and hostile store vector is read whole (``render_store``) with a peak
+    allocation (tracemalloc) under 2x the store's bytes plus 4 MiB: a reader that sizes an
+    allocation by a limit or by a claim the store makes (a 128 MiB record limit, an 80 MiB
+    header length, a zstd frame's declared size) instead of by the bytes there is caught
+    here. The RLIMIT_AS cap of tests/test_hostile_stores.py (3 GiB) lets such reads pass."""
+    import tracemalloc
+
+    from ckptfs.errors import CkptfsError
+
+    over = []
+    stores = sorted((REPO / "conformance" / "vectors").glob("store-*/*.store"))
+    assert len(stores) > 200
+    for d in stores:
+        size = sum(f.stat().st_size for f in d.rglob("*") if f.is_file())
+        tracemalloc.start()
+        try:
+            render.render_store(str(d), 1_700_000_000_000 + 10 ** 9)
+        except CkptfsError:
+            pass
+        finally:
+            _, peak = tracemalloc.get_traced_memory()
+            tracemalloc.stop()
+        if peak > 2 * size + (4 << 20):
+            over.append((d.name, size, peak))
+    assert not over, over
