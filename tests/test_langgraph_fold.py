@@ -400,3 +400,48 @@ def test_a_saver_dropped_unclosed_still_commits_held_writes(tmp_path: Path) -> N
         time.sleep(0.01)
     assert got is not None and got.pending_writes == [("task", "i", 1)]
     b.close()
+
+
+def test_the_timer_is_woken_only_for_an_earlier_deadline_and_still_commits_each() -> None:
+    """Held writes whose deadlines come after the one the waiting timer looks at next do not
+    wake it (one wake-up per superstep was a thread switch per step), and every one of them
+    is still committed by its deadline's look."""
+    import threading
+    import time
+
+    from ckptfs.integrations.langgraph.fold import Holder
+
+    flushed: list[str] = []
+    done = threading.Event()
+
+    class Owner:
+        def flush(self, run_id: str, cid: str) -> None:
+            holder.drop(holder.get(run_id, cid))  # type: ignore[arg-type]
+            flushed.append(cid)
+            if len(flushed) == 5:
+                done.set()
+
+    owner = Owner()
+    holder = Holder(owner.flush, delay=0.2)
+    wakes = []
+    notify = holder._cond.notify
+
+    def counted(n: int = 1) -> None:
+        wakes.append(n)
+        notify(n)
+
+    holder._cond.notify = counted  # type: ignore[method-assign]
+    try:
+        holder.hold("r", "t", "", "c0", [], False)  # starts the timer: it looks at once
+        deadline = time.monotonic() + 5
+        while holder._wake[0] == -float("inf") and time.monotonic() < deadline:
+            time.sleep(0.001)  # until the timer waits for c0's deadline
+        for i in range(1, 5):
+            holder.hold("r", "t", "", f"c{i}", [], False)  # later deadlines: no wake-up
+        assert wakes == []
+        assert done.wait(5)
+        assert flushed == [f"c{i}" for i in range(5)]
+        holder.hold("r", "t", "", "x", [], False, committed=False)  # never due: no wake-up
+        assert wakes == []
+    finally:
+        holder.close()

@@ -136,6 +136,10 @@ class Holder:
         self._held: dict[str, dict[str, Held]] = {}
         self._thread: threading.Thread | None = None
         self._closed = False
+        #: when the waiting timer thread looks at what is held next (monotonic; -inf while it
+        #: is not waiting, as it looks again before it waits): a new deadline wakes it only
+        #: when it is earlier (a notify per held write would wake it every superstep)
+        self._wake = [-math.inf]
         ref = weakref.ref(self)
         self._atexit = lambda: _flush_all(ref)
         atexit.register(self._atexit)
@@ -168,8 +172,14 @@ class Holder:
                 self._thread = threading.Thread(target=_timer, args=(weakref.ref(self),),
                                                 name="ckptfs-lg-fold", daemon=True)
                 self._thread.start()
-            self._cond.notify()
+            self._due_by(deadline)
             return over
+
+    def _due_by(self, deadline: float) -> None:
+        """A held write is due at ``deadline``: wake the timer if it would look later (the
+        holder's lock held)."""
+        if deadline < self._wake[0]:
+            self._cond.notify()
 
     def started(self, run_id: str, cid: str) -> None:
         """Checkpoint ``cid`` was committed: its held writes are due ``delay`` from now."""
@@ -177,7 +187,7 @@ class Holder:
             h = self._held.get(run_id, {}).get(cid)
             if h is not None and h.deadline == math.inf:
                 h.deadline = time.monotonic() + self.delay
-                self._cond.notify()
+                self._due_by(h.deadline)
 
     def drop(self, held: Held) -> None:
         """Forget ``held`` (a snapshot holds its rows now), unless newer rows replaced it."""
@@ -249,7 +259,7 @@ def _timer(ref: weakref.ref[Holder]) -> None:
         holder = ref()
         if holder is None:
             return
-        cond = holder._cond
+        cond, wake = holder._cond, holder._wake
         with cond:  # looked at and waited on under one hold of the lock: no missed notify
             got = holder._due()
             if got is None:
@@ -257,7 +267,11 @@ def _timer(ref: weakref.ref[Holder]) -> None:
             due, wait = got
             if not due:
                 del holder  # not kept alive while waiting
-                cond.wait(wait)
+                wake[0] = math.inf if wait is None else time.monotonic() + wait
+                try:
+                    cond.wait(wait)
+                finally:
+                    wake[0] = -math.inf
                 continue
         holder._flush_due(due)
 
