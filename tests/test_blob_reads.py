@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import ckptfs
-from ckptfs.errors import CorruptSnapshot, MissingObject
+from ckptfs.errors import CorruptSnapshot, MissingObject, StorageError
 from ckptfs.format import containers as ct
 from ckptfs.format import framing
 from ckptfs.format.cdc import ChunkerParams
@@ -205,3 +205,40 @@ def test_a_stream_dropped_early_reads_a_few_windows_and_leaves_nothing_open(
     assert 1 <= len(fetched) <= blob_reads.DEPTH + 1
     assert _fds() == before
     assert not [t for t in threading.enumerate() if t.name.startswith("ckptfs-blob-")]
+
+
+@pytest.mark.parametrize("how", ["local", "default"])
+def test_open_ranges_reads_ranges_of_one_object(tmp_path: Path, how: str,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """``read_into`` and ``read`` up to the end of the object (short there), from several
+    threads; an absent object is FileNotFoundError (local disk: at the open), and a link in
+    an object's place is refused at the open, as ``read`` refuses it."""
+    if how == "default":
+        monkeypatch.setattr(LocalStorage, "open_ranges", Storage.open_ranges)
+    storage = ckptfs.open_store(str(tmp_path / "s")).storage
+    data = os.urandom(100_000)
+    name = "packs/ab/" + "ab" * 32
+    storage.write(name, data)
+    r = storage.open_ranges(name)
+    try:
+        assert r.per_call is (how == "local")
+        buf = bytearray(6000)
+        assert r.read_into(97_000, memoryview(buf)) == 3000 and bytes(buf[:3000]) == data[97_000:]
+        assert r.read(99_990, 50) == data[99_990:] and r.read(200_000, 5) == b""
+        got: dict[int, bytes] = {}
+        threads = [threading.Thread(target=lambda i=i: got.__setitem__(
+            i, r.read(i * 1000, 1000))) for i in range(50)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert b"".join(got[i] for i in range(50)) == data[:50_000]
+    finally:
+        r.close()
+    with pytest.raises(FileNotFoundError):
+        storage.open_ranges("packs/cd/" + "cd" * 32).read(0, 10)
+    link = "packs/ef/" + "ef" * 32
+    os.makedirs(tmp_path / "s" / "packs" / "ef", exist_ok=True)
+    os.symlink(tmp_path / "s" / name, tmp_path / "s" / link)
+    with pytest.raises(StorageError, match="symbolic link"):
+        storage.open_ranges(link).read(0, 10)

@@ -45,11 +45,14 @@ from ckptfs.storage.base import RangeReader, Storage
 from ckptfs.store.containers import MAX_RANGE, container_path
 from ckptfs.store.objects import ObjectStore
 
-#: bytes of chunks per window: one job of the read worker, one of the hash worker
-READ_WINDOW = 8 * 1024 * 1024
+#: bytes of chunks per window: one job of the read worker, one of the hash worker. Small, so
+#: that the few windows in flight (about 14 MiB) reuse the allocator's memory: with 8-16 MiB
+#: windows every piece handed out was fresh pages (a page fault per 4 KiB: 65,000 faults and
+#: ~40 ms of kernel time per 256 MiB), with 2 MiB none (measured, 2 cores)
+READ_WINDOW = 2 * 1024 * 1024
 #: windows queued for the read worker ahead of the one handed out (each with its own buffer
-#: for ranged reads); on 2 cores three 8 MiB windows kept it busiest (bench/v2_w2.py)
-DEPTH = 3
+#: for ranged reads)
+DEPTH = 4
 #: read workers: one, since two contend for the GIL between their per-chunk calls (measured
 #: slower on 2 cores)
 READERS = 1

@@ -55,6 +55,8 @@ from ckptfs.store.objects import ObjectStore
 #: bytes of source read at a time: a window's new chunks, framed, fill about one pack (the
 #: margin leaves room for one codec byte per chunk)
 WINDOW = PACK_TARGET - 64 * 1024
+#: version 1 stores: bytes of chunks read (one loose file each) and handed out as one piece
+V1_READ_WINDOW = 16 * 1024 * 1024
 #: v1 stores (loose chunk files) and the pure-Python chunker: chunks written per this many bytes
 _BATCH_BYTES = 32 * 1024 * 1024
 _RAW = framing.CODEC_RAW
@@ -283,7 +285,7 @@ def read_stream(objects: ObjectStore, entry: Captured, *, where: str) -> Iterato
     hashing = ThreadPoolExecutor(1, thread_name_prefix="ckptfs-blob-hash")
     job: list[Future[Any]] = []
     try:
-        for window in windows(entry.chunks):
+        for window in windows(entry.chunks, V1_READ_WINDOW):
             piece = b"".join(objects.get_chunks(window, where=where))
             _wait(job)  # the previous window's hash: at most two pieces held here
             job.append(hashing.submit(h.update, piece))
