@@ -99,6 +99,8 @@ def main(argv: list[str] | None = None) -> None:
         with open(src, "wb") as f:
             for _ in range(a.mib):
                 f.write(os.urandom(MiB))
+            f.flush()
+            os.fsync(f.fileno())  # its writeback must not land in a timed round
         res: dict[str, list[float]] = {}
         extra: dict[str, dict[str, float]] = {}
         for rnd in range(a.rounds):
