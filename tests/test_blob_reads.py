@@ -242,3 +242,38 @@ def test_open_ranges_reads_ranges_of_one_object(tmp_path: Path, how: str,
     os.symlink(tmp_path / "s" / name, tmp_path / "s" / link)
     with pytest.raises(StorageError, match="symbolic link"):
         storage.open_ranges(link).read(0, 10)
+
+
+@pytest.mark.layout(2)
+def test_a_blob_over_many_packs_keeps_few_open_and_reopens_an_evicted_one(
+        tmp_path: Path, path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A blob over dozens of packs, whose second half repeats its first (those chunks lie in
+    the first packs, closed by then): at most MAX_OPEN idle packs plus those of the queued
+    windows are open at once, every one is closed at the end, and the content is right."""
+    monkeypatch.setattr(blob_reads, "MAX_OPEN", 2)
+    half = _random(600_000, seed=9)
+    data = half + half
+    root = _write(tmp_path, data)
+    assert len({p for p, _, _ in _bodies(root)}) > 30
+    now, most, opened = [0], [0], [0]
+    real = Storage.open_ranges if path == "ranges" else LocalStorage.open_ranges
+
+    def tracked(self: Storage, name: str) -> object:
+        r = real(self, name)  # type: ignore[arg-type]
+        now[0] += 1
+        opened[0] += 1
+        most[0] = max(most[0], now[0])
+
+        def close() -> None:
+            now[0] -= 1
+            r.close()
+
+        return type(r)(read_into=r.read_into, read=r.read, close=close, per_call=r.per_call)
+
+    monkeypatch.setattr(LocalStorage, "open_ranges", tracked)
+    blob = _blob(root)
+    assert blob.read() == data
+    assert now[0] == 0
+    packs = len({p for p, _, _ in _bodies(root)})
+    assert opened[0] > packs  # the first packs were opened again for the repeated half
+    assert most[0] <= 2 + (blob_reads.DEPTH + 1) * 3

@@ -4,9 +4,10 @@ A reader owes two BLAKE3 passes over the content (spec/format.md 6.1: every chun
 then the digest of the whole content); this path spends little else. The content streams a
 *window* of chunk references (``READ_WINDOW`` bytes) at a time, through a pipeline:
 
-- the caller's thread plans each window (where each body is), opening each container once for
-  the whole stream (``Storage.open_ranges``: on local disk one descriptor, checked as ``read``
-  checks it) and queues up to ``DEPTH`` windows ahead for
+- the caller's thread plans each window (where each body is), opening each container once
+  while it is in use (``Storage.open_ranges``: on local disk one descriptor, checked as
+  ``read`` checks it; at most ``MAX_OPEN`` idle ones stay open) and queues up to ``DEPTH``
+  windows ahead for
 - the *read* worker, which reads every body of a window and verifies it. On local disk a body
   is two ``pread`` calls, its codec byte and then its payload straight into the ``bytes``
   object handed out: no copy in Python, and nothing is handed out that did not match its
@@ -27,8 +28,9 @@ the blob's size.
 
 from __future__ import annotations
 
+import collections
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -58,6 +60,8 @@ DEPTH = 4
 READERS = 1
 
 
+#: containers kept open by a stream when no queued window needs them
+MAX_OPEN = 32
 #: windows the hash worker may hold that it has not hashed yet
 HASH_BEHIND = 2
 _RAW = framing.CODEC_RAW
@@ -68,25 +72,47 @@ _Range = tuple[ContainerRef, "RangeReader | None", int, int]
 
 
 class _Readers:
-    """The containers a stream reads, each opened once (in the caller's thread)."""
+    """The containers a stream reads, each opened once while it is in use (in the caller's
+    thread). A container stays open while a queued window needs it (``acquire`` /
+    ``release``); beyond ``MAX_OPEN`` the least recently used idle ones are closed (a blob of
+    100 GiB spans 6,400 packs: more descriptors than a process may have), and opened again if
+    a later chunk (a repeated one) lies in one of them."""
 
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
-        self.open: dict[ContainerRef, RangeReader | None] = {}
+        self.open: collections.OrderedDict[ContainerRef, RangeReader | None] = (
+            collections.OrderedDict())
+        self.users: collections.Counter[ContainerRef] = collections.Counter()
 
-    def get(self, c: ContainerRef) -> RangeReader | None:
-        if c not in self.open:
+    def acquire(self, c: ContainerRef) -> RangeReader | None:
+        """The reader of ``c`` (None: absent), held until ``release``."""
+        if c in self.open:
+            self.open.move_to_end(c)
+        else:
             try:
                 self.open[c] = self.storage.open_ranges(container_path(c))
             except FileNotFoundError:
                 self.open[c] = None
+        self.users[c] += 1
         return self.open[c]
+
+    def release(self, cs: Iterable[ContainerRef]) -> None:
+        """A window's job is done with ``cs``; close idle readers beyond MAX_OPEN."""
+        for c in cs:
+            self.users[c] -= 1
+        extra = len(self.open) - MAX_OPEN
+        for c in [c for c in self.open if self.users[c] <= 0][:max(0, extra)]:
+            r = self.open.pop(c)
+            del self.users[c]
+            if r is not None:
+                r.close()
 
     def close(self) -> None:
         for r in self.open.values():
             if r is not None:
                 r.close()
         self.open.clear()
+        self.users.clear()
 
 
 def windows(chunks: Sequence[ChunkRef], size: int = READ_WINDOW) -> Iterator[list[ChunkRef]]:
@@ -113,7 +139,8 @@ def read_v2(objects: ObjectStore, entry: Captured, *, where: str) -> Iterator[by
     reading = ThreadPoolExecutor(READERS, thread_name_prefix="ckptfs-blob-read")
     hashing = ThreadPoolExecutor(1, thread_name_prefix="ckptfs-blob-hash")
     buffers = [[bytearray()] for _ in range(DEPTH)]
-    pending: deque[tuple[list[ChunkRef], Future[list[bytes | None]]]] = deque()
+    pending: deque[tuple[list[ChunkRef], set[ContainerRef], Future[list[bytes | None]]]] = (
+        deque())
     hashed: deque[Future[Any]] = deque()
     todo = windows(entry.chunks, READ_WINDOW)
     n = 0
@@ -124,21 +151,24 @@ def read_v2(objects: ObjectStore, entry: Captured, *, where: str) -> Iterator[by
         if window is None:
             return
         locs = [objects.locations.get(r.digest) for r in window]
-        at = [None if loc is None else readers.get(loc.container) for loc in locs]
-        ranges = [(c, readers.get(c), a, b) for c, a, b in ct.body_ranges(
+        used = {loc.container for loc in locs if loc is not None}
+        held = {c: readers.acquire(c) for c in used}
+        at = [None if loc is None else held[loc.container] for loc in locs]
+        ranges = [(c, held[c], a, b) for c, a, b in ct.body_ranges(
             [loc for loc, r in zip(locs, at) if loc is not None and r is not None
              and not r.per_call]) if b - a <= MAX_RANGE]
         # the buffer of window n - DEPTH, whose job is done (its result was taken)
-        pending.append((window, reading.submit(_fetch, window, locs, at, ranges,
-                                               buffers[n % DEPTH])))
+        pending.append((window, used, reading.submit(_fetch, window, locs, at, ranges,
+                                                     buffers[n % DEPTH])))
         n += 1
 
     try:
         for _ in range(DEPTH):
             submit()
         while pending:
-            window, job = pending.popleft()
+            window, used, job = pending.popleft()
             got = job.result()
+            readers.release(used)
             submit()
             parts = _complete(objects, window, got, where=where)
             while len(hashed) >= HASH_BEHIND:
