@@ -1,7 +1,9 @@
 """Issue 15, local: W2 blob write vs ``cp`` and read+verify vs ``cat``, v1 vs v2, same run.
 
-``python -m bench.v2_w2 [--mib 256] [--rounds 3] [--quick]`` writes ``bench/results/v2_w2.md``.
-The file is random bytes (incompressible), the page cache is warm for the source in every case.
+``python -m bench.v2_w2 [--mib 256] [--rounds 3] [--quick] [--name v2_w2]`` writes
+``bench/results/<name>.md``.
+The file is random bytes (incompressible), fsynced before the first round; the page cache is
+warm for the source in every case.
 Write = ``run.checkpoint({"data": Blob(path)})`` (durable) vs ``cp src dst && sync dst``;
 read+verify = a fresh store object reads the blob back, BLAKE3-verifying every chunk, vs
 ``cat dst > /dev/null``. Medians over interleaved rounds.
@@ -28,6 +30,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--mib", type=int, default=256)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--name", default="v2_w2", help="result file bench/results/NAME.md")
     a = ap.parse_args(argv)
     if a.quick:
         a.mib, a.rounds = 32, 1
@@ -37,6 +40,8 @@ def main(argv: list[str] | None = None) -> None:
     with open(src, "wb") as f:
         for _ in range(a.mib):
             f.write(os.urandom(MiB))
+        f.flush()
+        os.fsync(f.fileno())  # its writeback must not land in a timed round
     res: dict[str, list[float]] = {}
     files: dict[str, int] = {}
     try:
@@ -91,7 +96,7 @@ def main(argv: list[str] | None = None) -> None:
                                "load average at end": " / ".join(f"{x:.2f}" for x in os.getloadavg())})
           + "\n" + common.table(["case", "MB/s (MiB/s)", "x cp / cat", "store files"], rows)
           + "\n## Targets\n\n" + common.table(["target", "measured", "verdict"], tg))
-    path = common.write_result("v2_w2" + ("-quick" if a.quick else ""), md)
+    path = common.write_result(a.name + ("-quick" if a.quick else ""), md)
     print(md)
     print("wrote", path)
 

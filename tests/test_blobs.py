@@ -178,6 +178,33 @@ def test_a_pack_write_failing_in_the_worker_reaches_the_caller(tmp_path: Path,
 
 
 @pytest.mark.layout(2)
+def test_a_framing_failure_in_the_store_worker_reaches_the_caller(
+        tmp_path: Path, small_window: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failure in the store worker (framing a chunk, mid-blob) reaches the caller, and no
+    temp file or partial pack is left."""
+    s = _store(tmp_path)
+    s.start_run("setup").checkpoint({"x": 1})
+    calls = [0]
+    real = framing.frame_parts
+
+    def failing(data: Any, **k: Any) -> Any:
+        calls[0] += 1
+        if calls[0] == 60:
+            raise MemoryError("test: framing failed")
+        return real(data, **k)
+
+    monkeypatch.setattr(framing, "frame_parts", failing)
+    with pytest.raises(MemoryError, match="test: framing failed"):
+        s.start_run("r").checkpoint({"b": ckptfs.Blob(io.BytesIO(_data(200_000, seed=8)))})
+    s.close()
+    assert calls[0] >= 60  # later windows may be framed before the failure is seen
+    root = tmp_path / "s"
+    for p in _packs(root):
+        ct.decode(p.read_bytes(), what=str(p))
+    assert not [p for p in (root / "tmp").rglob("*") if p.is_file()]
+
+
+@pytest.mark.layout(2)
 def test_a_flipped_byte_in_a_pack_is_corrupt_on_read(tmp_path: Path,
                                                      small_window: None) -> None:
     data = os.urandom(100_000)  # raw bodies: the reader verifies them from views

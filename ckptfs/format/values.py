@@ -72,7 +72,8 @@ class StoredBlob:
     chunks: tuple[Any, ...] = attrs.field(default=(), repr=False)
 
     def iter_bytes(self) -> Iterator[bytes]:
-        """The content in pieces of whole chunks (up to a 16 MiB read window each), every
+        """The content in pieces of whole chunks (one chunk each from a format v2 store, up to
+        a 16 MiB read window each from version 1 loose chunk files), every
         chunk verified against its digest before its piece is handed out; the whole-content
         digest is checked before the iteration ends normally."""
         return self._opener()

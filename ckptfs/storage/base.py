@@ -37,6 +37,22 @@ class Capabilities:
 
 
 @attrs.frozen
+class RangeReader:
+    """Byte ranges of one object (``Storage.open_ranges``): ``read_into(start, buf)`` reads
+    from ``start`` into ``buf`` (at most ``len(buf)`` bytes) and returns how many (fewer when
+    the object ends first); ``read(start, n)`` returns the (at most ``n``) bytes from
+    ``start`` as a new bytes object; both are safe to call from several threads at once.
+    ``close()`` releases it (a local file descriptor). ``per_call`` says a read costs a system
+    call, not a request: a reader may then read many small ranges (a body each) instead of
+    coalescing them."""
+
+    read_into: Callable[[int, memoryview], int]
+    read: Callable[[int, int], bytes]
+    close: Callable[[], None]
+    per_call: bool
+
+
+@attrs.frozen
 class ObjectStat:
     """What a listing tells about one object: its stored size and modification time."""
 
@@ -151,6 +167,16 @@ class Storage(abc.ABC):
         data = self.read_range(path, start, start + len(buf))
         buf[:len(data)] = data
         return len(data)
+
+    def open_ranges(self, path: str) -> RangeReader:
+        """A reader of byte ranges of the one object at ``path``, for reading many ranges of it
+        (a blob's bodies in one pack) from any thread: local disk opens the file once (with the
+        checks of ``read``) and reads each range with ``preadv`` into the caller's buffer;
+        other backends read each range with ``read_range_into``. FileNotFoundError when the
+        object is absent: here (local disk) or at the first read. ``close`` when done."""
+        return RangeReader(read_into=lambda start, buf: self.read_range_into(path, start, buf),
+                           read=lambda start, n: self.read_range(path, start, start + n),
+                           close=lambda: None, per_call=False)
 
     def read_ranges(self, items: list[tuple[str, int, int]]) -> list[bytes | None]:
         """Several ranges (None for a missing object). Backends overlap the requests."""

@@ -23,26 +23,22 @@ digests (tests/test_blobs.py), the same framing choice per chunk, the pack layou
 ``containers.encode_pack``; only the grouping of chunks into packs (one per window) is this
 writer's choice.
 
-Reading (``read_stream``): a window of chunk references (16 MiB) at a time, the bodies' ranges
-coalesced and read *into* one reused buffer (``Storage.read_range_into``); each body is
-verified from a view of it (raw: no copy), the window's chunks are joined into the one piece
-handed to the caller (the only copy), and a worker thread feeds the piece to the
-whole-content BLAKE3 in one call while the next window is read and verified; a mismatch is
-raised before the stream ends normally (spec/format.md 6.1). A body that does not verify where its location says is read
-again by ``ChunkReader``, which follows forwards and loose objects and reports the chunk
-corrupt or missing.
+Reading (``read_stream``): format v2 in ``blob_reads`` (windows of chunks read from packs and
+verified by two workers, the whole-content BLAKE3 on a third); v1 a window of loose chunk
+files at a time, the whole-content hash on a worker thread. Either way every chunk verifies
+before its window is handed out and a whole-content mismatch is raised before the stream ends
+normally (spec/format.md 6.1).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO, Any, BinaryIO, cast
 
 import blake3
 
-from ckptfs.errors import CorruptObject, CorruptSnapshot
-from ckptfs.format import containers as ct
+from ckptfs.errors import CorruptSnapshot
 from ckptfs.format import framing
 from ckptfs.format.cdc import ChunkerParams, iter_chunks, native
 from ckptfs.format.containers import Location, PackRef
@@ -52,15 +48,15 @@ from ckptfs.format.names import pack_path
 from ckptfs.format.pack_parts import FramedParts, pack_parts
 from ckptfs.format.values import StoredBlob
 from ckptfs.storage.base import Staged
-from ckptfs.store.containers import MAX_RANGE, PACK_TARGET, container_path, created_now
+from ckptfs.store.blob_reads import read_v2, windows
+from ckptfs.store.containers import PACK_TARGET, created_now
 from ckptfs.store.objects import ObjectStore
 
 #: bytes of source read at a time: a window's new chunks, framed, fill about one pack (the
 #: margin leaves room for one codec byte per chunk)
 WINDOW = PACK_TARGET - 64 * 1024
-#: how many bytes of a stored blob's chunks are fetched together: consecutive bodies of one
-#: container then come in one ranged read (v2) instead of one read per chunk
-READ_WINDOW = 16 * 1024 * 1024
+#: version 1 stores: bytes of chunks read (one loose file each) and handed out as one piece
+V1_READ_WINDOW = 16 * 1024 * 1024
 #: v1 stores (loose chunk files) and the pure-Python chunker: chunks written per this many bytes
 _BATCH_BYTES = 32 * 1024 * 1024
 _RAW = framing.CODEC_RAW
@@ -276,40 +272,21 @@ def stored_blob(objects: ObjectStore, entry: Captured, *, where: str) -> StoredB
                       labels=dict(entry.labels), opener=opener, chunks=entry.chunks)
 
 
-def _windows(chunks: Sequence[ChunkRef]) -> Iterator[list[ChunkRef]]:
-    """Consecutive runs of ``chunks`` of at most ``READ_WINDOW`` bytes (one chunk at least):
-    a blob streams in bounded memory, a window at a time."""
-    out: list[ChunkRef] = []
-    size = 0
-    for c in chunks:
-        if out and size + c.size > READ_WINDOW:
-            yield out
-            out, size = [], 0
-        out.append(c)
-        size += c.size
-    if out:
-        yield out
-
-
 def read_stream(objects: ObjectStore, entry: Captured, *, where: str) -> Iterator[bytes]:
     """The verified content of a chunked entry, in order, one piece per read window (whole
     chunks, each verified before its window is handed out); CorruptSnapshot (before the stream
-    ends normally) when the whole content does not match the entry's digest. A window's
-    chunks are joined into its piece straight from the read buffer (one copy); a worker
-    thread feeds each piece to the whole-content BLAKE3 in one call (one GIL hand-off per
-    window) while the caller's thread reads and verifies the next window."""
+    ends normally) when the whole content does not match the entry's digest. Format v2:
+    ``blob_reads.read_v2`` (packs read and verified by two workers, hashed whole by a third);
+    v1: loose chunk files, a window at a time, the whole-content hash on a worker thread."""
+    if objects.layout >= 2:
+        yield from read_v2(objects, entry, where=where)
+        return
     h = hasher()
-    buf = [bytearray()]
     hashing = ThreadPoolExecutor(1, thread_name_prefix="ckptfs-blob-hash")
     job: list[Future[Any]] = []
     try:
-        for window in _windows(entry.chunks):
-            if objects.layout >= 2:
-                parts = _read_window(objects, window, buf, where=where)
-            else:
-                parts = list(objects.get_chunks(window, where=where))
-            piece = b"".join(parts)
-            del parts
+        for window in windows(entry.chunks, V1_READ_WINDOW):
+            piece = b"".join(objects.get_chunks(window, where=where))
             _wait(job)  # the previous window's hash: at most two pieces held here
             job.append(hashing.submit(h.update, piece))
             yield piece
@@ -318,58 +295,3 @@ def read_stream(objects: ObjectStore, entry: Captured, *, where: str) -> Iterato
         hashing.shutdown(wait=True, cancel_futures=True)
     if Digest(h.digest()) != entry.digest:
         raise CorruptSnapshot(f"{where}: content does not match the entry digest {entry.digest}")
-
-
-def _read_window(objects: ObjectStore, window: Sequence[ChunkRef], holder: list[bytearray],
-                 *, where: str) -> list[bytes | memoryview]:
-    """A window's chunks, verified: bodies read by coalesced ranges into the reused buffer
-    ``holder[0]`` (grown to the window's ranges), verified from views of it; a chunk with no
-    location or that fails here goes to ChunkReader."""
-    locs = [objects.locations.get(r.digest) for r in window]
-    spans: dict[Any, list[tuple[int, int, memoryview]]] = {}
-    ranges = [s for s in ct.body_ranges([loc for loc in locs if loc is not None])
-              if s[2] - s[1] <= MAX_RANGE]
-    need = sum(b - a for _, a, b in ranges)
-    if len(holder[0]) < need:
-        holder[0] = bytearray(need)
-    buf = memoryview(holder[0])
-    pos = 0
-    for c, a, b in ranges:
-        try:
-            n = objects.storage.read_range_into(container_path(c), a, buf[pos:pos + b - a])
-        except FileNotFoundError:
-            continue
-        spans.setdefault(c, []).append((a, a + n, buf[pos:pos + n]))
-        pos += n
-    out: list[bytes | memoryview] = []
-    for r, loc in zip(window, locs):
-        data = None if loc is None else _verified(spans.get(loc.container, ()), loc, r)
-        if data is None:
-            data = objects.reader.read([r], where=where)[0]
-        out.append(data)
-    return out
-
-
-def _verified(spans: Sequence[tuple[int, int, memoryview]], loc: Location, ref: ChunkRef
-              ) -> bytes | memoryview | None:
-    """The chunk ``ref`` (a view into the read buffer when raw) from the body at ``loc``
-    within the ranges read, or None (not read,
-    cut short, damaged or another chunk: the caller reads it the slow way)."""
-    for a, b, view in spans:
-        if a <= loc.start and loc.start + loc.stored <= b:
-            body = view[loc.start - a:loc.start - a + loc.stored]
-            break
-    else:
-        return None
-    if len(body) < 1:
-        return None
-    if body[0] == _RAW:
-        payload = body[1:]
-        if len(payload) != ref.size or blake3.blake3(payload).digest() != ref.digest.raw:
-            return None
-        return payload
-    try:
-        data = framing.unframe(body, ref.size, what="chunk")
-    except CorruptObject:
-        return None
-    return data if blake3.blake3(data).digest() == ref.digest.raw else None
