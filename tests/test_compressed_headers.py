@@ -188,3 +188,19 @@ def test_a_header_bomb_is_refused_without_inflating(tmp_path: Path) -> None:
     finally:
         tracemalloc.stop()
     assert peak < 8 * 1024 * 1024
+
+
+def test_upgrading_a_version_1_store_gives_both_features(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from ckptfs.ops.upgrade import upgrade
+
+    url = str(tmp_path / "s")
+    monkeypatch.setenv("CKPTFS_FORMAT_VERSION", "1")
+    ids = _grow(ckptfs.open_store(url), "r", 2)
+    monkeypatch.setenv("CKPTFS_FORMAT_VERSION", "2")
+    r = upgrade(ckptfs.open_store(url).repo)
+    assert r.changed and r.added == (COMPLETE_LOCATORS, COMPRESSED_HEADERS)
+    store = ckptfs.open_store(url)
+    ids += _grow(store, "r", 1, resume=True)
+    assert _records(tmp_path / "s")[-1].read_bytes()[8] == ct.CONTAINER_COMPRESSED
+    assert [s.id for s in ckptfs.open_store(url).snapshots("r")] == ids

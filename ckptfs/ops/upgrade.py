@@ -13,6 +13,10 @@ checked; the feature is added only when each chunk every visible snapshot needs 
 its record, located by it, or (``v1-objects``) a loose object. Otherwise nothing changes and
 the records with holes are reported (commit them again, or copy the store, to fill them).
 
+Both also get the required feature ``compressed-headers`` (spec/v2.md 2, 3.1.1): new records'
+headers are stored as zstd frames; existing records keep their form. A v2 store that has
+complete locators but not this feature gets it alone (nothing to check).
+
 Done under the maintenance lease, so no gc or erase runs meanwhile. A writer of an earlier
 ckptfs still running is refused at its next config read (it does not know the required
 feature); stop such writers before upgrading, since one that keeps the old config in memory
@@ -51,11 +55,6 @@ def _with(features: tuple[str, ...], *f: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys((*features, *f)))
 
 
-#: what a version 2 store gets from an upgrade: complete locators (checked first on a v2 store)
-#: and compressed record headers (nothing to check: existing records stay form 0x02)
-V2_FEATURES = V2_REQUIRED
-
-
 def upgrade(repo: Repository, *, dry_run: bool = False) -> UpgradeReport:
     """Rewrite a v1 store's config as version 2, or give a v2 store ``complete-locators``
     (after checking its visible records) and ``compressed-headers``; a store that has both is
@@ -65,9 +64,9 @@ def upgrade(repo: Repository, *, dry_run: bool = False) -> UpgradeReport:
         if COMPLETE_LOCATORS in cfg.required:
             return _compressed(repo, cfg, dry_run=dry_run)
         return _locators(repo, cfg, dry_run=dry_run)
-    added = tuple(f for f in V2_FEATURES if f not in cfg.required)
+    added = tuple(f for f in V2_REQUIRED if f not in cfg.required)
     new = attrs.evolve(cfg, version=2, optional=_with(cfg.optional, V1_OBJECTS),
-                       required=_with(cfg.required, *V2_FEATURES))
+                       required=_with(cfg.required, *V2_REQUIRED))
     if dry_run:
         return UpgradeReport(repo.url, cfg.version, 2, True, added=added)
     with MaintenanceLease(repo.storage, deletes=False) as lease:
@@ -104,7 +103,7 @@ def _locators(repo: Repository, cfg: StoreConfig, *, dry_run: bool) -> UpgradeRe
     if dry_run:
         checked, holes = check_locators(repo)
         return UpgradeReport(repo.url, 2, 2, not holes, checked, tuple(holes[:HOLES_SHOWN]),
-                             len(holes), added=() if holes else V2_FEATURES)
+                             len(holes), added=() if holes else V2_REQUIRED)
     with MaintenanceLease(repo.storage, deletes=False, config=cfg) as lease:
         lease.check()
         checked, holes = check_locators(repo, lease.keep)
@@ -113,9 +112,9 @@ def _locators(repo: Repository, cfg: StoreConfig, *, dry_run: bool) -> UpgradeRe
             return UpgradeReport(repo.url, 2, 2, False, checked, tuple(holes[:HOLES_SHOWN]),
                                  len(holes))
         lease.check()
-        added = tuple(f for f in V2_FEATURES if f not in current.required)
+        added = tuple(f for f in V2_REQUIRED if f not in current.required)
         repo.storage.replace(CONFIG_PATH, attrs.evolve(
-            current, required=_with(current.required, *V2_FEATURES)).to_bytes())
+            current, required=_with(current.required, *V2_REQUIRED)).to_bytes())
     repo._config = None
     repo.load_config()
     return UpgradeReport(repo.url, 2, 2, True, checked, added=added)
