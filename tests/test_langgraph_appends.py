@@ -265,3 +265,23 @@ def test_the_quick_prefix_check_agrees_with_the_picture() -> None:
         assert ap._unchanged(items, picture) is want
         changed += not want
     assert changed > 50  # the changes were seen often enough to mean something
+
+
+def test_a_long_run_keeps_a_bounded_number_of_snapshots_read(tmp_path: Path) -> None:
+    """The saver's run index keeps at most LOADED_MAX snapshots (and META_MAX metadata) read:
+    before, every committed and every listed snapshot stayed in memory for the run's life
+    (its manifest grows with the state). History, lookups and deletes still see them all."""
+    from ckptfs.integrations.langgraph.layout import LOADED_MAX, META_MAX
+
+    n = LOADED_MAX + 40
+    mem, ck, saver = run_both(tmp_path, n)
+    conf = {"configurable": {"thread_id": "t"}}
+    idx = next(iter(saver._runs.values()))
+    assert len(idx.seqs) > n and len(idx.loaded) <= LOADED_MAX
+    want = [dump(s.values) for s in mem.get_state_history(conf)]
+    assert [dump(s.values) for s in ck.get_state_history(conf)] == want
+    assert len(idx.loaded) <= LOADED_MAX and len(idx.meta) <= META_MAX
+    first = list(saver.list(conf))[-1]  # the oldest checkpoint, read again after eviction
+    assert saver.get_tuple(first.config) is not None
+    assert dump(ck.get_state(conf).values) == want[0]
+    saver.close()

@@ -178,17 +178,16 @@ class RunLookup:
         """The snapshot at ``seq``, read once."""
         snap = idx.loaded.get(seq)
         if snap is None:
-            snap = idx.check(self.store.repo.snapshot_at(idx.run_id, seq))
-            idx.loaded[seq] = snap
+            snap = idx.remember(idx.check(self.store.repo.snapshot_at(idx.run_id, seq)))
         return snap
 
     def _load_all(self, idx: _RunIndex) -> builtins.list[Snapshot]:
         """Every visible snapshot, ascending (the slow path for runs whose order broke)."""
-        if not idx.complete:
-            for s in idx.seqs:
-                self._at(idx, s)
-            idx.complete = True
-        return [idx.loaded[s] for s in idx.seqs]
+        if idx.complete:
+            return [idx.loaded[s] for s in idx.seqs]
+        snaps = [self._at(idx, s) for s in idx.seqs]  # beyond LOADED_MAX not all stay kept
+        idx.complete = idx.loaded.keys() >= set(idx.seqs)
+        return snaps
 
     def _head_labels(self, idx: _RunIndex) -> Mapping[str, str] | None:
         return self._at(idx, idx.top).manifest.labels if idx.seqs else None

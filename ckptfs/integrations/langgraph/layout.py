@@ -79,6 +79,25 @@ def _config(thread_id: Any, ns: str, checkpoint_id: str) -> RunnableConfig:
                              "checkpoint_id": checkpoint_id}}
 
 
+#: the most snapshots (and decoded metadata) one run's index keeps read: the head and the
+#: latest lookups. Without a bound a saver of a long run held every manifest it committed or
+#: read, and manifests grow with the state (about 5 KB each at 1,000 messages)
+LOADED_MAX = 64
+META_MAX = 1024
+
+
+def _bounded(d: dict[Any, Any], key: Any, value: Any, limit: int) -> bool:
+    """Put ``key`` last in ``d`` and drop the longest-kept entries past ``limit``; True when
+    any was dropped."""
+    d.pop(key, None)
+    d[key] = value
+    dropped = False
+    while len(d) > limit:
+        del d[next(iter(d))]
+        dropped = True
+    return dropped
+
+
 @attrs.define
 class _RunIndex:
     """What a saver knows of one run: its visible sequence numbers (one listing) and the
@@ -88,6 +107,7 @@ class _RunIndex:
     thread_id: str | None
     ns: str | None
     seqs: builtins.list[int] = attrs.field(factory=list)
+    #: snapshots read or committed, at most LOADED_MAX (``remember``)
     loaded: dict[int, Snapshot] = attrs.field(factory=dict)
     complete: bool = False  # every visible snapshot is in ``loaded``
     writers: dict[str, EntryWriter] = attrs.field(factory=dict)
@@ -126,9 +146,20 @@ class _RunIndex:
         self.complete = self.complete and keep <= self.loaded.keys()
         self.seqs = seqs
 
+    def remember(self, snap: Snapshot) -> Snapshot:
+        """Keep ``snap`` read (the longest-kept others beyond LOADED_MAX are dropped)."""
+        if _bounded(self.loaded, snap.seq, snap, LOADED_MAX):
+            self.complete = False
+        return snap
+
+    def remember_meta(self, digest: Digest, meta: Any) -> Any:
+        """Keep a snapshot's decoded metadata (at most META_MAX of them)."""
+        _bounded(self.meta, digest, meta, META_MAX)
+        return meta
+
     def added(self, snap: Snapshot) -> None:
         """Record this saver's own commit (the new head)."""
-        self.loaded[snap.seq] = snap
+        self.remember(snap)
         if not self.seqs or self.seqs[-1] < snap.seq:
             self.seqs.append(snap.seq)
 

@@ -167,9 +167,10 @@ class CkptfsSaver(AsyncTwins, RunLookup, BaseCheckpointSaver[int]):
                             where=where)
 
     def _metadata(self, idx: _RunIndex, snap: Snapshot) -> Any:
-        if snap.digest not in idx.meta:
-            idx.meta[snap.digest] = self._unpack(self._entry_value(snap, "metadata"))
-        return idx.meta[snap.digest]
+        meta = idx.meta.get(snap.digest)
+        if meta is None:
+            meta = idx.remember_meta(snap.digest, self._unpack(self._entry_value(snap, "metadata")))
+        return meta
 
     def _rows(self, idx: _RunIndex, checkpoint_id: str, near: int | None = None
               ) -> builtins.list[Any]:

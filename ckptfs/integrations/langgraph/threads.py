@@ -83,7 +83,7 @@ def delete_for_runs(saver: CkptfsSaver, run_ids: Sequence[str]) -> None:
             _keep_folded_writes(saver, idx, snaps, seqs, doomed)
             if idx.top in seqs:
                 assert idx.thread_id is not None and idx.ns is not None
-                head = idx.loaded[idx.top]
+                head = saver._at(idx, idx.top)
                 saver._commit(idx, "mark", {}, {L_KIND: "mark", L_THREAD: idx.thread_id,
                                                L_NS: idx.ns}, head.digest)
             drop[rid] = seqs
