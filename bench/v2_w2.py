@@ -23,6 +23,29 @@ from bench import common
 MiB = 1 << 20
 
 
+def write_source(path: str, mib: int) -> None:
+    """``mib`` MiB of random bytes at ``path``, fsynced: its writeback must not land in a
+    timed round."""
+    with open(path, "wb") as f:
+        for _ in range(mib):
+            f.write(os.urandom(MiB))
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def time_peers(src: str, dst: str, res: dict[str, list[float]]) -> None:
+    """One round of the peers: ``cp`` + ``sync`` of ``src`` to ``dst``, then ``cat`` of it
+    (seconds appended to ``res["cp"]`` and ``res["cat"]``); ``dst`` is removed after."""
+    t0 = time.perf_counter()
+    subprocess.run(["cp", src, dst], check=True)
+    subprocess.run(["sync", dst], check=True)
+    res.setdefault("cp", []).append(time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    subprocess.run(f"cat {dst} > /dev/null", shell=True, check=True)
+    res.setdefault("cat", []).append(time.perf_counter() - t0)
+    os.unlink(dst)
+
+
 def main(argv: list[str] | None = None) -> None:
     import ckptfs
 
@@ -37,24 +60,12 @@ def main(argv: list[str] | None = None) -> None:
     work = tempfile.mkdtemp(prefix="v2w2-", dir="/tmp")
     load0 = os.getloadavg()
     src = os.path.join(work, "src.bin")
-    with open(src, "wb") as f:
-        for _ in range(a.mib):
-            f.write(os.urandom(MiB))
-        f.flush()
-        os.fsync(f.fileno())  # its writeback must not land in a timed round
+    write_source(src, a.mib)
     res: dict[str, list[float]] = {}
     files: dict[str, int] = {}
     try:
         for rnd in range(a.rounds):
-            dst = os.path.join(work, f"cp-{rnd}")
-            t0 = time.perf_counter()
-            subprocess.run(["cp", src, dst], check=True)
-            subprocess.run(["sync", dst], check=True)
-            res.setdefault("cp", []).append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            subprocess.run(f"cat {dst} > /dev/null", shell=True, check=True)
-            res.setdefault("cat", []).append(time.perf_counter() - t0)
-            os.unlink(dst)
+            time_peers(src, os.path.join(work, f"cp-{rnd}"), res)
             for fmt in (("1", "2") if rnd % 2 == 0 else ("2", "1")):
                 os.environ["CKPTFS_FORMAT_VERSION"] = fmt
                 root = os.path.join(work, f"s{fmt}-{rnd}")

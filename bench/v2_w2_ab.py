@@ -81,6 +81,7 @@ def _case(tree: str, src: str, root: str) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> None:
     from bench import common
+    from bench.v2_w2 import time_peers, write_source
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--base", default="main")
@@ -96,23 +97,11 @@ def main(argv: list[str] | None = None) -> None:
         sha = _export(a.base, base)
         trees = {"before": base, "after": HERE}
         src = os.path.join(work, "src.bin")
-        with open(src, "wb") as f:
-            for _ in range(a.mib):
-                f.write(os.urandom(MiB))
-            f.flush()
-            os.fsync(f.fileno())  # its writeback must not land in a timed round
+        write_source(src, a.mib)
         res: dict[str, list[float]] = {}
         extra: dict[str, dict[str, float]] = {}
         for rnd in range(a.rounds):
-            dst = os.path.join(work, f"cp-{rnd}")
-            t0 = time.perf_counter()
-            subprocess.run(["cp", src, dst], check=True)
-            subprocess.run(["sync", dst], check=True)
-            res.setdefault("cp", []).append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            subprocess.run(f"cat {dst} > /dev/null", shell=True, check=True)
-            res.setdefault("cat", []).append(time.perf_counter() - t0)
-            os.unlink(dst)
+            time_peers(src, os.path.join(work, f"cp-{rnd}"), res)
             for name in (("before", "after") if rnd % 2 == 0 else ("after", "before")):
                 got = _case(trees[name], src, os.path.join(work, f"s-{name}-{rnd}"))
                 res.setdefault(f"w-{name}", []).append(got["w"])
