@@ -251,11 +251,7 @@ def _body(reader: RangeReader, loc: Location, ref: ChunkRef) -> bytes | None:
         return None
     if len(body) != loc.stored:
         return None
-    try:
-        data = framing.unframe(body, ref.size, what="chunk")
-    except CorruptObject:
-        return None
-    return data if blake3.blake3(data).digest() == ref.digest.raw else None
+    return _unframed(body, ref)
 
 
 def verified(spans: Sequence[tuple[int, int, memoryview]], loc: Location, ref: ChunkRef
@@ -277,6 +273,11 @@ def verified(spans: Sequence[tuple[int, int, memoryview]], loc: Location, ref: C
         if len(payload) != ref.size or blake3.blake3(payload).digest() != ref.digest.raw:
             return None
         return payload
+    return _unframed(body, ref)
+
+
+def _unframed(body: bytes | memoryview, ref: ChunkRef) -> bytes | None:
+    """A framed body's chunk when it unframes (size-bounded) to ``ref``'s digest, else None."""
     try:
         data = framing.unframe(body, ref.size, what="chunk")
     except CorruptObject:
