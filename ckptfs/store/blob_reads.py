@@ -37,14 +37,14 @@ from typing import Any
 import attrs
 import blake3
 
-from ckptfs.errors import CorruptObject, CorruptSnapshot
+from ckptfs.errors import CorruptSnapshot
 from ckptfs.format import containers as ct
 from ckptfs.format import framing
 from ckptfs.format.containers import ContainerRef, Location
 from ckptfs.format.digest import Digest, hasher
 from ckptfs.format.models import Captured, ChunkRef
 from ckptfs.storage.base import RangeReader, Storage
-from ckptfs.store.containers import MAX_RANGE, container_path
+from ckptfs.store.containers import MAX_RANGE, container_path, unframe_body
 from ckptfs.store.objects import ObjectStore
 
 #: bytes of chunks per window: one job of the read worker, one of the hash worker. Small, so
@@ -251,7 +251,7 @@ def _body(reader: RangeReader, loc: Location, ref: ChunkRef) -> bytes | None:
         return None
     if len(body) != loc.stored:
         return None
-    return _unframed(body, ref)
+    return unframe_body(body, ref, where="chunk")
 
 
 def verified(spans: Sequence[tuple[int, int, memoryview]], loc: Location, ref: ChunkRef
@@ -273,13 +273,4 @@ def verified(spans: Sequence[tuple[int, int, memoryview]], loc: Location, ref: C
         if len(payload) != ref.size or blake3.blake3(payload).digest() != ref.digest.raw:
             return None
         return payload
-    return _unframed(body, ref)
-
-
-def _unframed(body: bytes | memoryview, ref: ChunkRef) -> bytes | None:
-    """A framed body's chunk when it unframes (size-bounded) to ``ref``'s digest, else None."""
-    try:
-        data = framing.unframe(body, ref.size, what="chunk")
-    except CorruptObject:
-        return None
-    return data if blake3.blake3(data).digest() == ref.digest.raw else None
+    return unframe_body(body, ref, where="chunk")

@@ -194,7 +194,8 @@ def header_from(storage: Storage, path: str, first: bytes, *, what: str) -> Cont
         raise CorruptObject(str(e)) from e
 
 
-def unframe_body(stored: bytes | None, ref: ChunkRef, *, where: str) -> bytes | None:
+def unframe_body(stored: bytes | memoryview | None, ref: ChunkRef, *, where: str
+                 ) -> bytes | None:
     """A body's content if ``stored`` holds ``ref``'s chunk, else None (absent, short, damaged
     or another chunk: the caller falls back to the next place the chunk may be)."""
     if not stored:
