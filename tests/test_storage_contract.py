@@ -382,3 +382,27 @@ def test_local_read_range_past_the_end_allocates_what_the_file_holds(
     finally:
         tracemalloc.stop()
     assert peak < 256 * 1024
+
+
+def test_local_open_ranges_past_the_end_allocate_what_the_file_holds(
+        local: LocalStorage) -> None:
+    """``open_ranges().read`` is asked for a body's claimed length (up to 16 MiB from a pack
+    header that lies): on a small file it returns what is there and allocates no more."""
+    import tracemalloc
+
+    from ckptfs.format.names import pack_path
+    from ckptfs.format.digest import Digest
+
+    path = pack_path(Digest.of(b"p"))
+    local.create(path, b"q" * 3000)
+    reader = local.open_ranges(path)
+    try:
+        tracemalloc.start()
+        try:
+            assert reader.read(100, 16 * 1024 * 1024) == b"q" * 2900
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    finally:
+        reader.close()
+    assert peak < 256 * 1024

@@ -149,7 +149,13 @@ class LocalStorage(LocalTemps, Storage):
         a streamed blob reads a pack's bodies without one open, lstat and fstat per range.
         Where the OS has no ``pread`` (Windows: seek, then read) the reads take turns."""
         fd = self._open_object(path)
-        limit = stored_size_limit(path)
+        # containers are never changed once written: the size at open bounds every range, so
+        # a body length a damaged header claims is never allocated past the file's end
+        try:
+            limit = min(stored_size_limit(path), os.fstat(fd).st_size)
+        except OSError as e:
+            os.close(fd)
+            raise err.wrap(e, path) from e
         turns = contextlib.nullcontext() if hasattr(os, "pread") else threading.Lock()
 
         def read_into(start: int, buf: memoryview) -> int:
