@@ -64,7 +64,7 @@ def split(data: bytes) -> tuple[dict[str, Any], bytes]:
     hlen = int.from_bytes(data[9:13], "big")
     stored = data[13:13 + hlen]
     if data[8] == ct.CONTAINER_COMPRESSED:
-        stored = zstandard.ZstdDecompressor().decompress(stored)
+        stored = framing.inflate_declared(memoryview(stored), ct.MAX_HEADER_SIZE, what="header")
     return cbor2.loads(stored), data[13 + hlen + 32:]
 
 

@@ -84,14 +84,13 @@ def _v2_root(rel: str) -> str | None:
 def container_header(data: bytes) -> bytes:
     """The header bytes of a v2 container (spec/v2.md 3.1), inflated when its form is 0x03;
     unchecked otherwise (the CDDL validates the map)."""
-    import zstandard
-
     from ckptfs.format import containers as ct
+    from ckptfs.format import framing
 
     hlen = int.from_bytes(data[len(ct.MAGIC) + 1:ct.PREFIX_LEN], "big")
     stored = data[ct.PREFIX_LEN:ct.PREFIX_LEN + hlen]
     if data[len(ct.MAGIC)] == ct.CONTAINER_COMPRESSED:
-        return zstandard.ZstdDecompressor().decompress(stored, max_output_size=ct.MAX_HEADER_SIZE)
+        return framing.inflate_declared(memoryview(stored), ct.MAX_HEADER_SIZE, what="header")
     return stored
 
 

@@ -60,7 +60,7 @@ def build_record(rec: RunRecord, manifest: bytes, framed: Sequence[tuple[Digest,
                  ) -> tuple[bytes, dict[Digest, Location]]:
     """A v2 record's bytes for commit ``rec`` carrying ``manifest`` and the ``framed`` bodies,
     with locators for the chunks at ``where``; also where its own bodies will be.
-    ``compress``: the store requires ``compressed-headers`` (``compresses_headers``)."""
+    ``compress``: the store requires ``compressed-headers`` (the header is a zstd frame)."""
     return build_record_raw(rec, manifest, framed, {d.raw: loc for d, loc in where.items()},
                             compress=compress)
 
