@@ -167,10 +167,9 @@ class CkptfsSaver(AsyncTwins, RunLookup, BaseCheckpointSaver[int]):
                             where=where)
 
     def _metadata(self, idx: _RunIndex, snap: Snapshot) -> Any:
-        meta = idx.meta.get(snap.digest)
-        if meta is None:
-            meta = idx.remember_meta(snap.digest, self._unpack(self._entry_value(snap, "metadata")))
-        return meta
+        if snap.digest in idx.meta:
+            return idx.meta[snap.digest]
+        return idx.remember_meta(snap.digest, self._unpack(self._entry_value(snap, "metadata")))
 
     def _rows(self, idx: _RunIndex, checkpoint_id: str, near: int | None = None
               ) -> builtins.list[Any]:
