@@ -183,11 +183,11 @@ class RunLookup:
 
     def _load_all(self, idx: _RunIndex) -> builtins.list[Snapshot]:
         """Every visible snapshot, ascending (the slow path for runs whose order broke)."""
-        if idx.complete:
-            return [idx.loaded[s] for s in idx.seqs]
-        snaps = [self._at(idx, s) for s in idx.seqs]  # beyond LOADED_MAX not all stay kept
-        idx.complete = idx.loaded.keys() >= set(idx.seqs)
-        return snaps
+        if not idx.complete:
+            snaps = [self._at(idx, s) for s in idx.seqs]  # the bound may drop some meanwhile
+            idx.loaded = dict(zip(idx.seqs, snaps))
+            idx.complete = True  # kept whole from now on (layout.LOADED_MAX)
+        return [idx.loaded[s] for s in idx.seqs]
 
     def _head_labels(self, idx: _RunIndex) -> Mapping[str, str] | None:
         return self._at(idx, idx.top).manifest.labels if idx.seqs else None

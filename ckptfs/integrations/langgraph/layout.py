@@ -81,7 +81,9 @@ def _config(thread_id: Any, ns: str, checkpoint_id: str) -> RunnableConfig:
 
 #: the most snapshots (and decoded metadata) one run's index keeps read: the head and the
 #: latest lookups. Without a bound a saver of a long run held every manifest it committed or
-#: read, and manifests grow with the state (about 5 KB each at 1,000 messages)
+#: read, and manifests grow with the state (about 5 KB each at 1,000 messages). A run whose
+#: lookups scan every snapshot (its order broke: ``RunLookup._load_all``) keeps them all once
+#: loaded, as before: bounded, each lookup would read the whole run again
 LOADED_MAX = 64
 META_MAX = 1024
 
@@ -147,8 +149,11 @@ class _RunIndex:
         self.seqs = seqs
 
     def remember(self, snap: Snapshot) -> Snapshot:
-        """Keep ``snap`` read (the longest-kept others beyond LOADED_MAX are dropped)."""
-        if _bounded(self.loaded, snap.seq, snap, LOADED_MAX):
+        """Keep ``snap`` read (the longest-kept others beyond LOADED_MAX are dropped, unless
+        every visible snapshot is kept: ``complete``)."""
+        if self.complete:
+            self.loaded[snap.seq] = snap
+        elif _bounded(self.loaded, snap.seq, snap, LOADED_MAX):
             self.complete = False
         return snap
 
