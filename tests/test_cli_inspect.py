@@ -100,7 +100,7 @@ def test_cat_value_blob_and_reference(demo: tuple[str, dict[str, Any]], tmp_path
     blob = cli("cat", url, "agent@3", "report", text=False).stdout
     assert blob == states["agent@3"]["report"].read()
     out = tmp_path / "report.bin"
-    cli("cat", url, "agent@3", "report", "-o", str(out))
+    cli("cat", url, "agent@3", "report", "--output", str(out))
     assert out.read_bytes() == blob
     as_json = json.loads(cli("cat", url, "agent@3", "report", "--json").stdout)
     assert base64.b64decode(as_json["$bytes"]) == blob
@@ -185,7 +185,7 @@ def test_corrupt_chunk_names_run_and_snapshot(tmp_path: Path) -> None:
         data = bytearray(path.read_bytes())
         data[-1] ^= 0xFF
         path.write_bytes(bytes(data))
-        p = cli("cat", url, "agent@1", name, "-o", str(tmp_path / name), check=3)
+        p = cli("cat", url, "agent@1", name, "--output", str(tmp_path / name), check=3)
         assert "run 'agent' seq 1" in p.stderr and "corrupt" in p.stderr
 
 

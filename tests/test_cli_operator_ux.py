@@ -208,6 +208,27 @@ def test_backend_options_on_the_command_line(s3_options: dict[str, object], tmp_
     assert "r " in cli("ls", local).stdout
 
 
+def test_dash_o_means_a_backend_option_on_cat_too(s3_options: dict[str, object],
+                                                  tmp_path: Path) -> None:
+    """issue 35 item 4: on ``cat``, -o was the output file, so ``cat s3://... -o
+    endpoint_url=...`` wrote a file named after the option and tried real AWS. It is now a
+    backend option there as on every command; the old spelling fails naming --output."""
+    from tests.conftest import S3_BUCKET
+
+    url = f"s3://{S3_BUCKET}/cat-{tmp_path.name}"
+    ckptfs.open_store(url, storage_options=s3_options).start_run("r").checkpoint({"x": 41})
+    env = _s3_env_without_credentials(s3_options, tmp_path)
+    creds = ["-o", "key=testing", "-o", "secret=testing",
+             "-o", "client_kwargs.region_name=us-east-1"]
+    assert json.loads(cli("cat", url, "r@1", "x", *creds, env=env).stdout) == 41
+    out = tmp_path / "x.json"
+    cli("cat", url, "r@1", "x", *creds, "--output", str(out), env=env)
+    assert json.loads(out.read_text()) == 41
+    p = cli("cat", url, "r@1", "x", *creds, "-o", str(out), env=env, check=2)
+    assert "--output FILE" in p.stderr and "KEY=VALUE" in p.stderr
+    assert not list(tmp_path.glob("endpoint_url*"))
+
+
 def test_open_store_storage_options_and_filesystem(s3_options: dict[str, object],
                                                    tmp_path: Path) -> None:
     import fsspec

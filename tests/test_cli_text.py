@@ -89,7 +89,7 @@ def test_json_output_keeps_exact_values(tmp_path: Path) -> None:
 
 def test_local_output_errors_are_clean(tmp_path: Path) -> None:
     url = _store(tmp_path)
-    p = cli("cat", url, "r@1", "x", "-o", str(tmp_path / "no" / "such" / "dir"), check=3)
+    p = cli("cat", url, "r@1", "x", "--output", str(tmp_path / "no" / "such" / "dir"), check=3)
     _assert_clean(p, "error (storage)")
     p = cli("check", url, "--allow-refs", "simplecache::file:///tmp", check=2)
     _assert_clean(p, "error (usage)", "chain")

@@ -64,9 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     for mod in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
         if mod.name.startswith("cmd_"):
             importlib.import_module(f"ckptfs.cli.{mod.name}").register(sub)
-    for cmd in sub.choices.values():  # -o after the command too (cat's own -o is its FILE)
-        flags = ["--option"] if "-o" in cmd._option_string_actions else ["-o", "--option"]
-        cmd.add_argument(*flags, action="append", default=[], dest="options",
+    for cmd in sub.choices.values():  # -o after the command too: one meaning on every command
+        cmd.add_argument("-o", "--option", action="append", default=[], dest="options",
                          metavar="KEY=VALUE", help=OPTION_HELP)
     return parser
 
@@ -145,7 +144,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return EXIT_USAGE if isinstance(e, InvalidURL) else EXIT_STORE
     except BrokenPipeError:
         return EXIT_OK
-    except OSError as e:  # a local file the command itself writes or reads (-o FILE, archives)
+    except OSError as e:  # a local file the command itself writes or reads (cat --output FILE, archives)
         print(f"ckptfs: error (storage): {clean(e)}", file=sys.stderr)
         return EXIT_STORE
 

@@ -20,13 +20,15 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                                    "[name, payload]}, LangGraph's msgpack values decoded as "
                                    "{\"$lg\": \"module.Name\", \"data\": ...} unless --raw); "
                                    "a blob is written raw to "
-                                   "stdout or -o FILE; a reference prints what it points at. "
+                                   "stdout or --output FILE; a reference prints what it points at. "
                                    "An expired "
                                    "snapshot is refused (exit 3) unless --allow-expired.")
     p.add_argument("store", metavar="STORE")
     p.add_argument("snapshot", metavar="SNAPSHOT", help=SNAPSHOT_HELP)
     p.add_argument("entry", metavar="ENTRY", help="entry name, as 'ckptfs show' lists them")
-    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    p.add_argument("--output", metavar="FILE",
+                   help="write to FILE instead of stdout (-o is a backend option KEY=VALUE here, "
+                        "as on every command)")
     p.add_argument("--thread", metavar="ID",
                    help="a LangGraph thread id: SNAPSHOT is then '@SEQ' or 'head' of its run")
     p.add_argument("--ns", metavar="NS", default="", help="the thread's checkpoint namespace")

@@ -30,7 +30,8 @@ def parse_options(items: Iterable[str]) -> dict[str, Any]:
         key, eq, raw = item.partition("=")
         if not eq or not key or any(not part for part in key.split(".")):
             raise ValueError(f"-o takes KEY=VALUE (e.g. -o endpoint_url=http://127.0.0.1:9000),"
-                             f" not {item!r}")
+                             f" not {item!r}: it is a backend option on every command; to "
+                             f"write an entry to a file, 'ckptfs cat' takes --output FILE")
         try:
             value: Any = json.loads(raw)
         except ValueError:
