@@ -73,6 +73,32 @@ def test_log_and_cat_find_a_thread_by_its_langgraph_id(tmp_path: Path) -> None:
     assert missing.returncode != 0 and "nope" in missing.stderr
 
 
+def test_show_and_effects_take_a_thread_too(tmp_path: Path) -> None:
+    """issue 35 item 11: ``log`` and ``cat`` took --thread, ``show`` and ``effects`` did not,
+    and a thread's effect ledger is a run of its own (``lgfx-...``)."""
+    from ckptfs.integrations.langgraph import CkptfsSaver
+    from ckptfs.integrations.lg_names import effects_run_id, run_id_for
+
+    url = str(tmp_path / "s")
+    _lg_store(url)
+    shown = json.loads(cli("show", url, "--thread", "speed", "@1", "--json").stdout)
+    assert shown["run"] == run_id_for("speed", "") and shown["seq"] == 1
+    head = json.loads(cli("show", url, "--thread", "speed", "head", "--json").stdout)
+    assert head["snapshot"] == shown["snapshot"]
+    none = cli("effects", url, "--thread", "speed", check=3)
+    assert "speed" in none.stderr and "saver.effect" in none.stderr
+    saver = CkptfsSaver(url)
+    cfg: Any = {"configurable": {"thread_id": "speed", "checkpoint_ns": ""}}
+    assert saver.effect(cfg, "mail.send", lambda: "sent", key="m-1") == "sent"
+    saver.close()
+    fx = json.loads(cli("effects", url, "--thread", "speed", "--json").stdout)
+    assert fx["run"] == effects_run_id("speed")
+    assert [(e["key"], e["name"], e["status"]) for e in fx["effects"]] == [
+        ("m-1", "mail.send", "completed")]
+    both = cli("effects", url, fx["run"], "--thread", "speed", check=2)
+    assert "one of the two" in both.stderr
+
+
 def test_check_loads_application_types_raw_unless_given_the_codecs(tmp_path: Path) -> None:
     url = str(tmp_path / "s")
     ckptfs.open_store(url).start_run("r").checkpoint(

@@ -29,9 +29,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--output", metavar="FILE",
                    help="write to FILE instead of stdout (-o is a backend option KEY=VALUE here, "
                         "as on every command)")
-    p.add_argument("--thread", metavar="ID",
-                   help="a LangGraph thread id: SNAPSHOT is then '@SEQ' or 'head' of its run")
-    p.add_argument("--ns", metavar="NS", default="", help="the thread's checkpoint namespace")
+    human.add_thread_args(p, "a run: SNAPSHOT is then '@SEQ' or 'head' of its run")
     p.add_argument("--raw", action="store_true",
                    help="show LangGraph values as stored ({\"__lg__\": ..., \"data\": bytes})")
     p.add_argument("--json", action="store_true",
@@ -47,11 +45,7 @@ def run(args: argparse.Namespace) -> int:
     from ckptfs.ops.inspect import entry, entry_json, iter_blob, read_value, to_json_value
 
     store = human.open_existing(args.store)
-    ref = args.snapshot
-    if args.thread is not None:
-        run_id = human.thread_run(store, args.thread, args.ns)
-        ref = run_id if ref in ("head", "@head") else f"{run_id}{ref}"
-    snap = store.repo.resolve(ref)
+    snap = store.repo.resolve(human.thread_snapshot(store, args.thread, args.ns, args.snapshot))
     e = entry(snap, args.entry)
     if isinstance(e, Reference):
         print_json(entry_json(e))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ckptfs.cli import EXIT_OK, human, print_json
+from ckptfs.cli import EXIT_OK, EXIT_USAGE, human, print_json
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -19,7 +19,10 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                                    "out it is shown as RUNNING: the call may still be under way "
                                    "and no other process may reconcile or re-issue it yet.")
     p.add_argument("store", metavar="STORE")
-    p.add_argument("run_id", metavar="RUN")
+    p.add_argument("run_id", metavar="RUN", nargs="?",
+                   help="the run (or give --thread for a LangGraph thread: the ledger of its "
+                        "saver.effect calls)")
+    p.add_argument("--thread", metavar="ID", help="a LangGraph thread id instead of RUN")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--allow-expired", action="store_true",
                    help="show the ledger even if the head has expired (refused by default, "
@@ -30,8 +33,11 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
 def run(args: argparse.Namespace) -> int:
     from ckptfs.ops.inspect import run_effects
 
+    if not human.run_or_thread(args, "effects"):
+        return EXIT_USAGE
     store = human.open_existing(args.store)
-    out = run_effects(store.repo, args.run_id, allow_expired=args.allow_expired)
+    run_id = args.run_id if args.thread is None else human.thread_effects_run(store, args.thread)
+    out = run_effects(store.repo, run_id, allow_expired=args.allow_expired)
     if args.json:
         print_json(out)
         return EXIT_OK

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from ckptfs.cli import EXIT_OK, EXIT_USAGE, human, print_json
@@ -17,8 +16,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("store", metavar="STORE")
     p.add_argument("run_id", metavar="RUN", nargs="?",
                    help="the run (or give --thread for a LangGraph thread)")
-    p.add_argument("--thread", metavar="ID", help="a LangGraph thread id instead of RUN")
-    p.add_argument("--ns", metavar="NS", default="", help="the thread's checkpoint namespace")
+    human.add_thread_args(p, "RUN")
     p.add_argument("-n", "--latest", type=int, metavar="N",
                    help="only the newest N snapshots (the header still counts them all)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -31,16 +29,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
 def run(args: argparse.Namespace) -> int:
     from ckptfs.ops.inspect import run_log
 
-    import os
-
-    from ckptfs.cli.stores import STORE_ENV
-
-    if args.run_id is None and args.thread is None and os.environ.get(STORE_ENV):
-        # 'CKPTFS_STORE=... ckptfs log RUN': RUN is optional (--thread), so it parsed as STORE
-        args.store, args.run_id = os.environ[STORE_ENV], args.store
-    if (args.run_id is None) == (args.thread is None):
-        print("ckptfs log: the following arguments are required: RUN (or --thread ID, a "
-              "LangGraph thread id; one of the two)", file=sys.stderr)
+    if not human.run_or_thread(args, "log"):
         return EXIT_USAGE
     store = human.open_existing(args.store)
     run_id = args.run_id if args.thread is None else human.thread_run(store, args.thread, args.ns)

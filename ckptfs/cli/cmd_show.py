@@ -16,6 +16,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                                    "history and every entry with its kind, type, size and chunks.")
     p.add_argument("store", metavar="STORE")
     p.add_argument("snapshot", metavar="SNAPSHOT", help=SNAPSHOT_HELP)
+    human.add_thread_args(p, "a run: SNAPSHOT is then '@SEQ' or 'head' of its run")
     p.add_argument("--json", action="store_true", help="the whole manifest as JSON")
     p.set_defaults(func=run)
 
@@ -24,7 +25,8 @@ def run(args: argparse.Namespace) -> int:
     from ckptfs.ops.inspect import manifest_json
 
     store = human.open_existing(args.store)
-    m = manifest_json(store.repo.resolve(args.snapshot))
+    m = manifest_json(store.repo.resolve(
+        human.thread_snapshot(store, args.thread, args.ns, args.snapshot)))
     if args.json:
         print_json(m)
         return EXIT_OK

@@ -125,6 +125,52 @@ def thread_run(store: Store, thread_id: str, ns: str = "") -> str:
     return found
 
 
+def thread_effects_run(store: Store, thread_id: str) -> str:
+    """The run holding the effect ledger of LangGraph thread ``thread_id`` (its
+    ``saver.effect`` calls); NotFound when the thread has recorded none."""
+    from ckptfs.errors import NotFound
+    from ckptfs.integrations.lg_names import effects_run_id
+
+    run_id = effects_run_id(thread_id)
+    if run_id not in store.runs():
+        raise NotFound(f"LangGraph thread {thread_id!r} has no effects in {store.url} (its "
+                       f"ledger would be run {run_id}: only saver.effect calls make one)")
+    return run_id
+
+
+def add_thread_args(p: argparse.ArgumentParser, instead: str) -> None:
+    """``--thread ID`` and ``--ns NS``: a LangGraph thread instead of ``instead``."""
+    p.add_argument("--thread", metavar="ID", help=f"a LangGraph thread id instead of {instead}")
+    p.add_argument("--ns", metavar="NS", default="", help="the thread's checkpoint namespace")
+
+
+def thread_snapshot(store: Store, thread_id: str | None, ns: str, ref: str) -> str:
+    """The snapshot reference a command was given: ``ref`` itself, or with ``--thread`` the
+    thread's run with ``ref`` as ``@SEQ`` (or ``head``) of it."""
+    if thread_id is None:
+        return ref
+    run_id = thread_run(store, thread_id, ns)
+    return run_id if ref in ("head", "@head") else f"{run_id}{ref}"
+
+
+def run_or_thread(args: argparse.Namespace, command: str) -> bool:
+    """For a command that takes ``RUN`` or ``--thread ID``, one of the two: False after printing
+    the usage error when it got neither or both. ``CKPTFS_STORE=... ckptfs CMD RUN`` parses RUN
+    as STORE (RUN is optional); it is put back where it belongs."""
+    import os
+    import sys
+
+    from ckptfs.cli.stores import STORE_ENV
+
+    if args.run_id is None and args.thread is None and os.environ.get(STORE_ENV):
+        args.store, args.run_id = os.environ[STORE_ENV], args.store
+    if (args.run_id is None) == (args.thread is None):
+        print(f"ckptfs {command}: the following arguments are required: RUN (or --thread ID, a "
+              "LangGraph thread id; one of the two)", file=sys.stderr)
+        return False
+    return True
+
+
 def open_existing(url: str) -> Store:
     """The store at ``url``; NotAStore (exit 3, with a hint) when there is none."""
     import ckptfs
