@@ -21,7 +21,7 @@ from tests.test_cli_effects import EFFECTS_KEYS
 SNAPSHOT_KEYS = {"snapshot", "run", "seq", "boundary", "created", "attempt", "schema", "parent",
                  "resumed_from", "labels", "expires", "entry_count", "state_bytes"}
 LS_RUN_KEYS = {"run", "snapshots", "head_seq", "head", "boundary", "created", "age_seconds",
-               "attempt", "schema", "state_bytes", "error", "status", "status_detail"}
+               "attempt", "schema", "state_bytes", "labels", "error", "status", "status_detail"}
 LOG_KEYS = {"run", "schema", "forked_from", "attempts", "snapshots", "problems"}
 SHOW_KEYS = SNAPSHOT_KEYS | {"writer", "entries", "ledger", "required", "extra"}
 DIFF_KEYS = {"a", "b", "added", "removed", "changed", "unchanged", "chunks_a", "chunks_b",

@@ -97,6 +97,11 @@ def test_show_and_effects_take_a_thread_too(tmp_path: Path) -> None:
         ("m-1", "mail.send", "completed")]
     both = cli("effects", url, fx["run"], "--thread", "speed", check=2)
     assert "one of the two" in both.stderr
+    # ls names the thread a run holds (its run id is a hash of it), from the head's labels
+    lines = cli("ls", url).stdout.splitlines()
+    assert lines[0].split()[:2] == ["RUN", "THREAD"]
+    row = next(x for x in lines if x.startswith(run_id_for("speed", "")))
+    assert row.split()[1] == "speed"
 
 
 def test_check_loads_application_types_raw_unless_given_the_codecs(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from ckptfs.cli import EXIT_OK, human, print_json
 
@@ -28,13 +29,29 @@ def run(args: argparse.Namespace) -> int:
     if not rows:
         print(f"no runs in {store.url}")
         return EXIT_OK
+    threads = [_thread(r) for r in rows]
     print(human.table(
-        [[r["run"], str(r["head_seq"] or "-"), str(r["snapshots"]), human.short(r["head"]),
+        [[r["run"], *([t] if any(threads) else []), str(r["head_seq"] or "-"),
+          str(r["snapshots"]), human.short(r["head"]),
           r["boundary"] or "-", str(r["attempt"] or "-"), human.age(r["age_seconds"]),
           human.size(r["state_bytes"]),
-          r["error"] or ("" if r["status"] == "live" else _status(r))] for r in rows],
-        ["RUN", "HEAD", "SNAPS", "SNAPSHOT", "BOUNDARY", "ATTEMPT", "AGE", "STATE", ""]))
+          r["error"] or ("" if r["status"] == "live" else _status(r))]
+         for r, t in zip(rows, threads)],
+        ["RUN", *(["THREAD"] if any(threads) else []), "HEAD", "SNAPS", "SNAPSHOT", "BOUNDARY",
+         "ATTEMPT", "AGE", "STATE", ""]))
     return EXIT_OK
+
+
+def _thread(row: dict[str, Any]) -> str:
+    """The LangGraph thread id a run holds (``id`` or ``id ns=NS``), from its head's labels: a
+    thread's run id is a hash of it. Empty for other runs."""
+    from ckptfs.integrations.lg_names import NS_LABEL, THREAD_LABEL
+
+    labels = row.get("labels") or {}
+    if THREAD_LABEL not in labels:
+        return ""
+    ns = labels.get(NS_LABEL) or ""
+    return str(labels[THREAD_LABEL]) + (f" ns={ns}" if ns else "")
 
 
 def _status(row: dict[str, object]) -> str:

@@ -7,6 +7,9 @@ from ckptfs.format.digest import hasher
 
 RUN_PREFIX = "lg-"
 EFFECTS_PREFIX = "lgfx-"
+#: the labels on every snapshot of a thread's run that keep the real ids (run ids are hashes)
+THREAD_LABEL = "lg.thread_id"
+NS_LABEL = "lg.checkpoint_ns"
 
 
 def _h(domain: str, text: str) -> str:

@@ -51,7 +51,8 @@ def snapshot_json(s: Snapshot) -> dict[str, Any]:
 
 # -- ls ---------------------------------------------------------------------------------------
 def list_runs(repo: Repository, *, now_ms: int | None = None) -> list[dict[str, Any]]:
-    """One summary per run: head, length, last boundary, age and state size at the head."""
+    """One summary per run: head, length, last boundary, age, state size and labels at the
+    head."""
     repo.config  # NotAStore when the URL holds no store
     now = int(time.time() * 1000) if now_ms is None else now_ms
     out = []
@@ -61,7 +62,7 @@ def list_runs(repo: Repository, *, now_ms: int | None = None) -> list[dict[str, 
                                "head_seq": seqs[-1] if seqs else None, "head": None,
                                "boundary": None, "created": None, "age_seconds": None,
                                "attempt": None, "schema": None, "state_bytes": None,
-                               "error": None}
+                               "labels": {}, "error": None}
         if seqs:
             try:
                 s = repo.snapshot_at(run_id, seqs[-1])
@@ -71,7 +72,8 @@ def list_runs(repo: Repository, *, now_ms: int | None = None) -> list[dict[str, 
                 m = s.manifest
                 row.update(head=s.id, boundary=m.boundary, created=m.created,
                            age_seconds=max(0, (now - m.created) // 1000), attempt=m.attempt,
-                           schema=str(m.schema), state_bytes=state_bytes(m))
+                           schema=str(m.schema), state_bytes=state_bytes(m),
+                           labels=dict(m.labels))
         row["status"], row["status_detail"] = _run_status(repo, run_id, bool(seqs))
         out.append(row)
     return out

@@ -22,6 +22,7 @@ from ckptfs.integrations.lg_names import RUN_PREFIX as RUN_PREFIX
 from ckptfs.integrations.lg_names import _h as _h
 from ckptfs.integrations.lg_names import effects_run_id as effects_run_id
 from ckptfs.integrations.lg_names import run_id_for as run_id_for
+from ckptfs.integrations.lg_names import NS_LABEL, THREAD_LABEL
 from ckptfs.integrations.lg_names import thread_prefix as thread_prefix
 from ckptfs.store.entries import EntryWriter
 from ckptfs.store.repository import Snapshot
@@ -29,8 +30,8 @@ from ckptfs.store.repository import Snapshot
 SCHEMA = Schema("langgraph", 1)
 TAG = "__lg__"
 L_KIND = "lg.kind"
-L_THREAD = "lg.thread_id"
-L_NS = "lg.checkpoint_ns"
+L_THREAD = THREAD_LABEL
+L_NS = NS_LABEL
 L_CID = "lg.checkpoint_id"
 L_PARENT = "lg.parent_checkpoint_id"
 L_CHANNEL = "lg.channel"
