@@ -6,7 +6,7 @@ import datetime
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ckptfs.errors import AppendError, BoundaryError, ConflictError
+from ckptfs.errors import AppendError, BoundaryError, ConflictError, InvalidArgument
 from ckptfs.format.digest import Digest
 from ckptfs.format.ledger import Effect, Ledger, LedgerRef
 from ckptfs.format.models import Entry, Manifest, Reference, Schema
@@ -124,6 +124,11 @@ class Run:
             raise BoundaryError(
                 f"run {self.id!r}: cannot checkpoint at {boundary!r} while effect "
                 f"{self._open_effect!r} is in progress; snapshots are only taken at boundaries")
+        if not isinstance(state, Mapping):
+            raise InvalidArgument(
+                f"run {self.id!r}: checkpoint takes the state as a mapping of entry names to "
+                f"values (a dict), not a {type(state).__name__}: e.g. run.checkpoint("
+                "{'messages': [...]}); each name is an entry, read back by name")
         return self._commit(state, boundary, labels=labels, expires_at=expires_at,
                             entry_labels=entry_labels,
                             changed=None if changed is None else _names(changed))

@@ -85,7 +85,7 @@ class Store:
         self.repo.init(self._chunker, settings=settings, created=self.now(), version=version)
 
     def _writer(self) -> EntryWriter:
-        cfg = self.repo.init(self._chunker, created=self.now())
+        cfg = self.repo.init(self._chunker, created=self.now(), implicit=True)
         return EntryWriter(self.repo.objects, cfg.chunker)
 
     # -- runs --------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import os
 import re
 from typing import Any
 
-from ckptfs.errors import InvalidURL
+from ckptfs.errors import InvalidURL, NotAStore
 from ckptfs.format.names import CONFIG_PATH
 from ckptfs.storage.base import Storage
 from ckptfs.storage.local import LocalStorage
@@ -39,6 +39,10 @@ def open_storage(url: str, *, filesystem: Any = None, **storage_options: Any) ->
     if "://" not in url or url.startswith("file://"):
         path = url[len("file://"):] if url.startswith("file://") else url
         archive = _archive_url(path)
+        if archive is None and os.path.isfile(path):
+            raise NotAStore(f"{path} is a file, not a folder: a ckptfs store is a folder (or a "
+                            "bucket prefix). Give the store's folder; an archive that "
+                            "'ckptfs export' made opens as it is when it ends in .zip or .tar")
         if archive is None:
             storage_options.pop("single_writer", None)  # local disk is always create-only
             durable = storage_options.pop("durable", True)

@@ -25,7 +25,7 @@ from typing import IO, Any
 import attrs
 import cbor2
 
-from ckptfs.errors import FormatError, StateMismatch
+from ckptfs.errors import FormatError, InvalidArgument, StateMismatch
 from ckptfs.format import cbor
 from ckptfs.format.cdc import ChunkerParams, cut_lengths
 from ckptfs.format.digest import Digest, hasher
@@ -445,7 +445,14 @@ class EntryWriter:
             return entry
         self.prev.pop(name, None)
         if isinstance(src, (str, os.PathLike)):
-            with open(src, "rb") as f:
+            try:
+                f = open(src, "rb")
+            except OSError as e:
+                raise InvalidArgument(
+                    f"state[{name!r}]: Blob({os.fspath(src)!r}) cannot be read: "
+                    f"{e.strerror or e}. A Blob's file is read at the checkpoint: give the path "
+                    "of a readable file (or bytes, or an open binary file)") from e
+            with f:
                 return self._stream(f, blob.type, labels)
         return self._stream(src, blob.type, labels)
 

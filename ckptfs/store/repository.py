@@ -38,9 +38,16 @@ from ckptfs.format.models import (
 )
 from ckptfs.format.names import (
     parse_uint,
+    CHUNKS,
     CONFIG_PATH,
+    LEASES,
+    MOVED,
+    PACKS,
     RUN_ID,
     RUNS,
+    SNAPSHOTS,
+    TMP,
+    TOMBSTONES,
     check_run_id,
     head_hint_path,
     parse_seq_name,
@@ -134,12 +141,16 @@ class Repository:
 
     def init(self, chunker: ChunkerParams | None = None,
              settings: dict[str, Any] | None = None, created: int | None = None,
-             version: int | None = None) -> StoreConfig:
+             version: int | None = None, *, implicit: bool = False) -> StoreConfig:
         """Create the store config if absent (create-only); return the config in force.
-        ``version``: the store layout (default: 2, or ``CKPTFS_FORMAT_VERSION``)."""
+        ``version``: the store layout (default: 2, or ``CKPTFS_FORMAT_VERSION``).
+        ``implicit``: a first checkpoint creates the store, not the caller on purpose; then a
+        location that holds anything else is refused (NotAStore), not turned into a store."""
         existing = self.load_config()
         if existing is not None:
             return existing
+        if implicit:
+            self._refuse_foreign()
         version = default_version(version)
         cfg = StoreConfig(chunker=chunker or ChunkerParams(),
                           created=now_ms() if created is None else created,
@@ -152,6 +163,21 @@ class Repository:
             self._config = None
             return self.config
         return cfg
+
+    def _refuse_foreign(self) -> None:
+        """NotAStore when the store's location holds entries ckptfs does not make (a user's
+        files: a wrong path): a first checkpoint must not silently make a store among them.
+        Hidden names (``.DS_Store``) and ``lost+found`` (a mounted disk's root) do not count."""
+        ours = {CONFIG_PATH, CHUNKS, SNAPSHOTS, RUNS, TMP, TOMBSTONES, LEASES, PACKS, MOVED}
+        foreign = sorted(n for n in self.storage.list("")
+                         if n not in ours and not n.startswith(".") and n != "lost+found")
+        if foreign:
+            shown = ", ".join(repr(n) for n in foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+            raise NotAStore(
+                f"{self.url}: holds {len(foreign)} entr{'y' if len(foreign) == 1 else 'ies'} "
+                f"that are not a ckptfs store's ({shown}) and no store, so a first checkpoint "
+                "does not make one here. Give the store a folder of its own (a new or empty "
+                "one), or create it here on purpose with 'ckptfs init URL' (Store.init())")
 
     # -- runs and records ----------------------------------------------------------------------
     def run_ids(self) -> list[str]:
