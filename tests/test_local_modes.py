@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from typing import Any
 import pytest
 
 import ckptfs
-from ckptfs.errors import ConflictError
+from ckptfs.errors import ConflictError, StorageError
 from ckptfs.ops.verify import verify
 from ckptfs.storage.local import LocalStorage
 from ckptfs.storage.local_caps import PORTABLE
@@ -134,3 +135,111 @@ def test_a_filelock_commit_descheduled_before_its_create_loses_no_commit(
     assert [s.seq for s in fresh.snapshots("r")] == [1, 2]
     assert fresh.read("r@2") == {"n": "link"}
     assert verify(fresh.repo, read_data=True).ok
+
+
+# -- objects hard-linked from outside the store (issue 30, defect 10) ---------------------------
+BIG = random.Random(30).randbytes(3 << 20)
+
+
+def _store_with_a_pack(root: Path) -> tuple[ckptfs.Store, str]:
+    """A store whose run "r" reads a pack; the pack's store path."""
+    big = root.parent / "big"
+    big.write_bytes(BIG)
+    store = ckptfs.open_store(str(root))
+    run = store.start_run("r")
+    run.checkpoint({"blob": ckptfs.Blob(big), "n": 1})  # a streamed blob: its bodies in a pack
+    run.checkpoint({"blob": ckptfs.Blob(big), "n": 2})
+    packs = sorted(p for p in store.storage.scan("packs"))
+    assert packs, "the blob's bodies went to a pack"
+    return store, packs[0]
+
+
+def _link_from_outside(root: Path, rel: str, outside: Path) -> None:
+    """Give the store's file ``rel`` a second name outside the store (``ln``)."""
+    os.link(root / rel, outside)
+
+
+@pytest.mark.parametrize("kind", ["pack", "record", "config"])
+def test_an_object_hard_linked_from_outside_is_read_and_reported(tmp_path: Path,
+                                                                 kind: str) -> None:
+    """A hard link is no redirection: the bytes read are the file at the store's name, checked
+    by their digest as any, so readers accept it (as they must a writer's own transient second
+    name). But deleting the store's name (gc, erase) leaves the bytes under the other name:
+    verify reports it. Before: verify said nothing (0 problems)."""
+    root = tmp_path / "s"
+    store, pack = _store_with_a_pack(root)
+    rel = {"pack": pack, "record": "runs/r/00000000000000000002", "config": "ckptfs.cbor"}[kind]
+    _link_from_outside(root, rel, tmp_path / "outside")
+    again = ckptfs.open_store(str(root))
+    assert again.read("r")["n"] == 2
+    assert again.read("r")["blob"].read() == BIG
+    report = verify(again.repo, read_data=True)
+    linked = [p for p in report.problems if rel in p.message]
+    assert len(linked) == 1 and linked[0].category == "storage", report.problems
+    assert "hard link" in linked[0].message and "erase" in linked[0].message
+    assert len(report.problems) == 1, report.problems
+    # replaced by a copy of its own (the message's advice): nothing to report
+    data = (root / rel).read_bytes()
+    (root / rel).unlink()
+    (root / rel).write_bytes(data)
+    assert verify(ckptfs.open_store(str(root)).repo, read_data=True).ok
+    TALLY["hard-linked objects reported by verify"] += 1
+
+
+def test_a_temp_file_left_linked_by_a_crashed_writer_is_no_problem(tmp_path: Path) -> None:
+    """A writer killed between its link and the removal of its named temp file leaves the
+    record with a second name in tmp/: the store's own, removed by gc's temp sweep; neither
+    readers nor verify object to it."""
+    root = tmp_path / "s"
+    store, _ = _store_with_a_pack(root)
+    os.link(root / "runs/r/00000000000000000002", root / "tmp" / "123-abcdef")
+    assert ckptfs.open_store(str(root)).read("r")["n"] == 2
+    report = verify(ckptfs.open_store(str(root)).repo, read_data=True)
+    assert report.ok, report.problems
+
+
+@pytest.mark.parametrize("setting", ["auto", "portable"])
+def test_a_hint_never_writes_through_a_hard_link(tmp_path: Path, setting: str) -> None:
+    """``hint`` overwrites in place (no fsync, no rename): a hint file that has another name
+    outside the store must be replaced, not written through. Before: the outside file was
+    truncated and overwritten."""
+    s = LocalStorage(str(tmp_path / "s"), disable=PORTABLE if setting == "portable" else ())
+    s.create("runs/r/00000000000000000001", b"record")
+    s.hint("runs/r/head", b"old hint")
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"precious, not the store's")
+    os.unlink(tmp_path / "s" / "runs" / "r" / "head")
+    os.link(outside, tmp_path / "s" / "runs" / "r" / "head")
+    s.hint("runs/r/head", b"new hint")
+    assert outside.read_bytes() == b"precious, not the store's"
+    assert s.read("runs/r/head") == b"new hint"
+    assert os.lstat(tmp_path / "s" / "runs" / "r" / "head").st_nlink == 1
+    s.hint("runs/r/head", b"newer")  # an ordinary hint is still written in place
+    assert s.read("runs/r/head") == b"newer"
+
+
+def test_a_link_swapped_in_before_a_hints_open_is_not_written_through(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without O_NOFOLLOW (portable mode) a hint's lstat check and its open are two steps: a
+    symbolic link swapped in between made the open follow it, and the hint truncated and wrote
+    the link's target outside the store. Now the open does not truncate, and the name must
+    still lead to the file opened before a byte is written."""
+    s = LocalStorage(str(tmp_path / "s"), disable=PORTABLE)
+    s.create("runs/r/00000000000000000001", b"record")
+    s.hint("runs/r/head", b"old hint")
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"outside the store")
+    target = os.path.join(s.root, "runs", "r", "head")
+    real_open = os.open
+
+    def swapping_open(path: Any, flags: int, *a: Any, **k: Any) -> int:
+        if path == target:
+            os.unlink(target)
+            os.symlink(secret, target)
+        return real_open(path, flags, *a, **k)
+
+    monkeypatch.setattr(os, "open", swapping_open)
+    with pytest.raises(StorageError, match="symbolic link"):
+        s.hint("runs/r/head", b"new hint")
+    monkeypatch.undo()
+    assert secret.read_bytes() == b"outside the store"
