@@ -27,6 +27,7 @@ from ckptfs.ops.verify import verify
 from ckptfs.storage.local import LocalStorage
 from ckptfs.storage.local_caps import PORTABLE
 from tests.conftest import TALLY
+from tests.test_local_portable import swap_link_in_at_open
 
 RECORD = "runs/r/00000000000000000001"
 #: the ways a process turns link mode off: each must still never replace a link writer's create
@@ -229,16 +230,7 @@ def test_a_link_swapped_in_before_a_hints_open_is_not_written_through(
     s.hint("runs/r/head", b"old hint")
     secret = tmp_path / "secret"
     secret.write_bytes(b"outside the store")
-    target = os.path.join(s.root, "runs", "r", "head")
-    real_open = os.open
-
-    def swapping_open(path: Any, flags: int, *a: Any, **k: Any) -> int:
-        if path == target:
-            os.unlink(target)
-            os.symlink(secret, target)
-        return real_open(path, flags, *a, **k)
-
-    monkeypatch.setattr(os, "open", swapping_open)
+    swap_link_in_at_open(monkeypatch, os.path.join(s.root, "runs", "r", "head"), secret)
     with pytest.raises(StorageError, match="symbolic link"):
         s.hint("runs/r/head", b"new hint")
     monkeypatch.undo()

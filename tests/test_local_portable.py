@@ -223,7 +223,13 @@ def test_a_link_swapped_in_after_the_lstat_is_refused(local: LocalStorage, tmp_p
     secret = tmp_path / "secret"
     secret.write_bytes(b"outside the store")
     local.write("chunks/aa/obj", b"inside")
-    target = os.path.join(local.root, "chunks", "aa", "obj")
+    swap_link_in_at_open(monkeypatch, os.path.join(local.root, "chunks", "aa", "obj"), secret)
+    with pytest.raises(StorageError, match="symbolic link"):
+        local.read("chunks/aa/obj")
+
+
+def swap_link_in_at_open(monkeypatch: pytest.MonkeyPatch, target: str, secret: Path) -> None:
+    """Just before ``os.open`` of ``target``: replace it by a symbolic link to ``secret``."""
     real_open = os.open
 
     def swapping_open(path: str, flags: int, *a: object, **k: object) -> int:
@@ -233,8 +239,6 @@ def test_a_link_swapped_in_after_the_lstat_is_refused(local: LocalStorage, tmp_p
         return real_open(path, flags, *a, **k)  # type: ignore[arg-type]
 
     monkeypatch.setattr(os, "open", swapping_open)
-    with pytest.raises(StorageError, match="symbolic link"):
-        local.read("chunks/aa/obj")
 
 
 # -- processes killed while holding the lock ----------------------------------------------------

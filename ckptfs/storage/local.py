@@ -25,7 +25,7 @@ import os
 import secrets
 import stat
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from ckptfs.errors import CorruptObject, StorageError
 from ckptfs.format.limits import kind_of, stored_size_limit
@@ -220,31 +220,17 @@ class LocalStorage(LocalTemps, Storage):
         as on Windows). Links, FIFOs and devices are skipped: reads refuse those by name."""
         temps: collections.Counter[tuple[int, int]] = collections.Counter()
         shared: dict[str, tuple[tuple[int, int], int]] = {}
-        todo = [(self.root, "")]
-        while todo:
-            folder, rel = todo.pop()
-            try:
-                with os.scandir(folder) as it:
-                    for e in it:
-                        path = f"{rel}/{e.name}" if rel else e.name
-                        st = e.stat(follow_symlinks=False)
-                        if stat.S_ISDIR(st.st_mode):
-                            todo.append((e.path, path))
-                            continue
-                        if not stat.S_ISREG(st.st_mode):
-                            continue
-                        if st.st_nlink == 0:  # Windows: not in the directory entry
-                            st = os.lstat(e.path)
-                        if st.st_nlink > 1:
-                            key = (st.st_dev, st.st_ino)
-                            if path.startswith(TMP + "/"):
-                                temps[key] += 1
-                            else:
-                                shared[path] = (key, st.st_nlink)
-            except (FileNotFoundError, NotADirectoryError):
-                continue  # removed since its folder was listed
-            except OSError as e:
-                raise err.wrap(e, rel or ".") from e
+        for full, path, st in self._files_below(self.root, ""):
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            if st.st_nlink == 0:  # Windows: not in the directory entry
+                st = os.lstat(full)
+            if st.st_nlink > 1:
+                key = (st.st_dev, st.st_ino)
+                if path.startswith(TMP + "/"):
+                    temps[key] += 1
+                else:
+                    shared[path] = (key, st.st_nlink)
         return {p: n - 1 - temps[key] for p, (key, n) in sorted(shared.items())}
 
     def _existing(self, path: str) -> bool | None:
@@ -385,27 +371,33 @@ class LocalStorage(LocalTemps, Storage):
         d = self._abs(prefix) if prefix else self.root
         self._check_no_links(d)
         out: dict[str, ObjectStat] = {}
-        todo = [(d, prefix)]
+        for _, path, st in self._files_below(d, prefix):
+            if stat.S_ISLNK(st.st_mode):
+                raise err.symlink(path, "file or folder")
+            out[path] = ObjectStat(st.st_size, st.st_mtime)
+        return out
+
+    @staticmethod
+    def _files_below(folder: str, prefix: str) -> Iterator[tuple[str, str, os.stat_result]]:
+        """Everything but folders below ``folder`` (store path ``prefix``), at any depth: its
+        full path, its store path and its lstat from the directory entry (one scandir per
+        folder). Nothing below a file, or below a folder removed since it was listed."""
+        todo = [(folder, prefix)]
         while todo:
-            folder, rel = todo.pop()
+            d, rel = todo.pop()
             try:
-                with os.scandir(folder) as it:
+                with os.scandir(d) as it:
                     for e in it:
                         path = f"{rel}/{e.name}" if rel else e.name
                         st = e.stat(follow_symlinks=False)
-                        if stat.S_ISLNK(st.st_mode):
-                            raise err.symlink(path, "file or folder")
                         if stat.S_ISDIR(st.st_mode):
                             todo.append((e.path, path))
                         else:
-                            out[path] = ObjectStat(st.st_size, st.st_mtime)
+                            yield e.path, path, st
             except (FileNotFoundError, NotADirectoryError):
-                continue  # scan of a file: nothing below it, as on object stores
-            except StorageError:
-                raise
+                continue  # scan of a file, or removed since: nothing below it
             except OSError as e:
-                raise err.wrap(e, rel) from e
-        return out
+                raise err.wrap(e, rel or ".") from e
 
     def delete(self, path: str) -> None:
         try:
