@@ -6,6 +6,7 @@ language-neutral name the spec (section "Error categories") and the conformance 
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 
@@ -170,23 +171,34 @@ class EffectFailed(EffectError):
 
 class EffectInProgress(EffectError):
     """Another process issued this effect under a lease that has not run out: its call may be
-    under way, so this process neither reconciles nor re-issues it (spec/ledger.md "Leases")."""
+    under way, so this process neither reconciles nor re-issues it (spec/ledger.md "Leases").
+    An owner that provably no longer runs (killed on this host) holds no lease: it is taken
+    over at once, so this is raised only for one that runs or cannot be proven gone."""
 
     category = "in-progress"
 
-    def __init__(self, record: Any, now: int) -> None:
+    #: what a program can do (``advice=``: the command line says what an operator can)
+    API_ADVICE = ("Do not repeat it: stop this process (the owner records the outcome), call "
+                  "again with wait=True to wait for the outcome or the deadline, or resume "
+                  "after the deadline, when reconcile= or run.settle_effect() decide.")
+
+    def __init__(self, record: Any, now: int, *, advice: str | None = None) -> None:
         self.record = record
         self.owner = getattr(record, "owner", None)
         self.deadline = getattr(record, "deadline", None)
         left = max(0, (self.deadline or now) - now) / 1000
+        until = utc_time(self.deadline) if self.deadline is not None else "its deadline"
         super().__init__(
             f"effect {getattr(record, 'key', '?')!r} ({getattr(record, 'name', '?')}) is in "
             f"progress: owner {self.owner!r} issued it at attempt "
-            f"{getattr(record, 'issued_by', '?')} and may be running it until its deadline "
-            f"{self.deadline} ms ({left:.1f} s from now). Do not repeat it: stop this process "
-            "(the owner records the outcome), call again with wait=True to wait for the outcome "
-            "or the deadline, or resume after the deadline, when reconcile= or "
-            "run.settle_effect() decide.")
+            f"{getattr(record, 'issued_by', '?')} and may be running it until {until} "
+            f"({left:.1f} s from now); a process killed on this host would not hold it, so "
+            f"that one runs, or runs elsewhere. {advice or self.API_ADVICE}")
+
+
+def utc_time(ms: int) -> str:
+    """A time in ms since the epoch, for messages: ``2026-12-04 18:05:03 UTC``."""
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ms / 1000))
 
 
 class EffectSuperseded(EffectError):

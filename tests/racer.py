@@ -1,11 +1,13 @@
 """A writer process for the racing-writer tests: commits to a run and reports every outcome.
 
-Usage: python racer.py URL WRITER ATTEMPTS GO_FILE. Each attempt commits once to the run
-"shared" (which every writer races for) and once to the writer's own run "own-WRITER" (whose
-chunks every writer shares). Prints one JSON line per commit attempt: {"run", "i", "ok": true,
-"seq", "id"} or {"run", "i", "ok": false, "why": "conflict" | "resume-conflict" | "unknown" |
-"storage"}: "unknown" when the commit's outcome could not be established (OutcomeUnknown),
-"storage" for any other backend failure (the commit did not happen).
+Usage: python racer.py URL WRITER ATTEMPTS GO_FILE [shared]. Each attempt commits once to the
+run "shared" (which every writer races for) and, unless ``shared`` is given, once to the
+writer's own run "own-WRITER" (whose chunks every writer shares). Prints one JSON line per
+commit attempt: {"run", "i", "tried", "ok": true, "seq", "id"} or {"run", "i", "tried", "ok":
+false, "why": "conflict" | "resume-conflict" | "unknown" | "storage"}: "tried" is the seq the
+attempt went for (absent when the resume failed), "unknown" when the commit's outcome could not
+be established (OutcomeUnknown), "storage" for any other backend failure (the commit did not
+happen).
 """
 
 from __future__ import annotations
@@ -33,8 +35,9 @@ def main() -> None:
     deadline = time.time() + 60
     while not os.path.exists(go) and time.time() < deadline:
         time.sleep(0.005)
+    runs = ("shared",) if sys.argv[5:] == ["shared"] else ("shared", f"own-{writer}")
     for i in range(attempts):
-        for run_id in ("shared", f"own-{writer}"):
+        for run_id in runs:
             print(json.dumps({"run": run_id, "i": i, **attempt(store, run_id, writer, i)}),
                   flush=True)
     # the last line on stderr: how many creates a read-back proved landed (object stores)
@@ -53,15 +56,16 @@ def attempt(store: ckptfs.Store, run_id: str, writer: int, i: int) -> dict[str, 
         return {"ok": False, "why": "resume-conflict"}
     except StorageError as e:
         return {"ok": False, "why": "storage", "error": str(e)[:500]}
+    tried = run.seq + 1
     try:
         snap = run.checkpoint(state_for(writer, i))
     except ConflictError:
-        return {"ok": False, "why": "conflict"}
+        return {"tried": tried, "ok": False, "why": "conflict"}
     except OutcomeUnknown as e:
-        return {"ok": False, "why": "unknown", "error": str(e)[:500]}
+        return {"tried": tried, "ok": False, "why": "unknown", "error": str(e)[:500]}
     except StorageError as e:
-        return {"ok": False, "why": "storage", "error": str(e)[:500]}
-    return {"ok": True, "seq": snap.seq, "id": snap.id}
+        return {"tried": tried, "ok": False, "why": "storage", "error": str(e)[:500]}
+    return {"tried": tried, "ok": True, "seq": snap.seq, "id": snap.id}
 
 
 if __name__ == "__main__":

@@ -1,12 +1,16 @@
 """The portable local backend (issue 19): the fallbacks for macOS, Windows and filesystems
 without hard links, proven on this machine.
 
-``CKPTFS_LOCAL_MODE=portable`` turns off link(2), O_TMPFILE, syncfs(2) and O_NOFOLLOW: create-
-only then takes a filelock per run folder and renames the temp file into place. Through that
-mode run: the storage contract, the crash-point enumeration (a sample by default, all of it with
-``--long``), processes killed while holding the lock, 8 racing writer processes, gc of named
-temp files, and an import with the POSIX-only calls removed (as on Windows). On a real exFAT
-filesystem (FUSE, when this machine lets us mount one) the probe must pick filelock by itself.
+``CKPTFS_LOCAL_MODE=portable`` turns off link mode, O_TMPFILE, syncfs(2) and O_NOFOLLOW:
+create-only then takes a filelock per run folder. Under the lock a create is link(2) where the
+store's filesystem has hard links (a link-mode writer of another process may create there:
+tests/test_local_modes.py) and a check and a rename only where it has none. The rename path is
+run here on a filesystem without hard links as every writer of the store sees it: ``os.link``
+removed in the test process (fixture ``no_links``) and in its writer processes
+(tests/nolinks.py), and on real exFAT through FUSE where this machine can mount it. Through
+both create paths run: the storage contract, the crash-point enumeration (a sample by default,
+all of it with ``--long``), processes killed while holding the lock, 8 racing writer processes,
+gc of named temp files, and an import with the POSIX-only calls removed (as on Windows).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -27,7 +31,7 @@ import ckptfs
 from ckptfs.errors import InvalidArgument, StorageError
 from ckptfs.ops.gc import gc
 from ckptfs.ops.verify import verify
-from ckptfs.storage import Storage, open_storage
+from ckptfs.storage import Storage, local_temps, open_storage
 from ckptfs.storage.local import LocalStorage
 from ckptfs.storage.local_caps import PORTABLE
 from ckptfs.storage.local_lock import LOCKS, lock_name
@@ -36,15 +40,26 @@ from tests import test_racing_writers as racing
 from tests import test_storage_contract as contract
 from tests.conftest import TALLY
 from tests.faults import Crash, FaultyStorage
+from tests.lock_killee import dying_creates
 
 HERE = Path(__file__).parent
 LOCK_KILLEE = str(HERE / "lock_killee.py")
+NOLINKS = str(HERE / "nolinks.py")
+#: the two ways a filelock-mode create puts its file: link(2) (the filesystem has hard links)
+#: or check and rename (it has none, as every writer sees it: ``os.link`` removed)
+CREATE_PATHS = ("link", "rename")
 
 
 @pytest.fixture
 def portable(monkeypatch: pytest.MonkeyPatch) -> None:
     """The fallback mode for this process and every subprocess it starts."""
     monkeypatch.setenv("CKPTFS_LOCAL_MODE", "portable")
+
+
+@pytest.fixture
+def no_links(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A filesystem without hard links, as this process sees it: the probe finds none."""
+    monkeypatch.delattr(os, "link")
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -69,7 +84,9 @@ def test_portable_mode_is_chosen_by_the_environment(tmp_path: Path, portable: No
     s.create("runs/r/1", b"x")
     f = s.features
     assert not (f.link or f.o_tmpfile or f.syncfs or f.o_nofollow) and f.dir_fsync
-    assert s.capabilities.create_only and s.capabilities.create_only_how == "filelock"
+    # the filesystem has hard links: the create under the lock is link(2), never a rename
+    assert f.hard_links and s.capabilities.create_only_how == "filelock + link(2)"
+    assert s.capabilities.create_only
     assert "processes on this host" in s.capabilities.create_only_scope
     assert os.listdir(tmp_path / "s" / "tmp" / LOCKS) == [lock_name("runs/r")]
 
@@ -104,7 +121,7 @@ def test_init_says_which_create_only_mode_the_store_got(tmp_path: Path) -> None:
     assert "create-only: filelock" in out and "processes on this host" in out
     again = json.loads(cli("init", str(tmp_path / "b"), "--json",
                            env=_env(CKPTFS_LOCAL_MODE="portable")).stdout)
-    assert again["created"] is False and again["create_only"] == "filelock"
+    assert again["created"] is False and again["create_only"] == "filelock + link(2)"
 
 
 # -- the storage contract through the fallbacks -------------------------------------------------
@@ -116,8 +133,20 @@ class TestPortableContract(contract.TestStorageContract):
         return LocalStorage(str(tmp_path / "store"), disable=PORTABLE)
 
 
-@pytest.fixture
-def local(tmp_path: Path) -> LocalStorage:
+class TestNoLinksContract(contract.TestStorageContract):
+    """Every test of the storage contract, in filelock mode on a filesystem without hard
+    links (check and rename under the lock)."""
+
+    @pytest.fixture
+    def storage(self, tmp_path: Path, no_links: None) -> Storage:
+        return LocalStorage(str(tmp_path / "store"), disable=PORTABLE)
+
+
+@pytest.fixture(params=CREATE_PATHS)
+def local(request: pytest.FixtureRequest, tmp_path: Path) -> LocalStorage:
+    """A filelock-mode store, on a filesystem with hard links and on one without."""
+    if request.param == "rename":
+        request.getfixturevalue("no_links")
     return LocalStorage(str(tmp_path / "store"), disable=PORTABLE)
 
 
@@ -134,7 +163,7 @@ def test_portable_leaves_only_lock_files(local: LocalStorage) -> None:
     assert local.read("runs/r/00000000000000000001") == b"rec"
 
 
-@pytest.mark.parametrize("fail", ["write", "rename", "replace"])
+@pytest.mark.parametrize("fail", ["write", "create", "replace"])
 def test_portable_failed_writes_leave_nothing(local: LocalStorage,
                                              monkeypatch: pytest.MonkeyPatch, fail: str) -> None:
     local.write("warm/up", b"creates tmp/")
@@ -142,6 +171,8 @@ def test_portable_failed_writes_leave_nothing(local: LocalStorage,
     def boom(*a: object, **k: object) -> None:
         raise OSError(28, "No space left on device")
 
+    if fail == "create":  # the call that puts the record under the lock
+        fail = "link" if local.features.hard_links else "rename"
     monkeypatch.setattr(os, fail, boom)
     with pytest.raises(StorageError, match="No space"):
         if fail == "replace":
@@ -192,7 +223,13 @@ def test_a_link_swapped_in_after_the_lstat_is_refused(local: LocalStorage, tmp_p
     secret = tmp_path / "secret"
     secret.write_bytes(b"outside the store")
     local.write("chunks/aa/obj", b"inside")
-    target = os.path.join(local.root, "chunks", "aa", "obj")
+    swap_link_in_at_open(monkeypatch, os.path.join(local.root, "chunks", "aa", "obj"), secret)
+    with pytest.raises(StorageError, match="symbolic link"):
+        local.read("chunks/aa/obj")
+
+
+def swap_link_in_at_open(monkeypatch: pytest.MonkeyPatch, target: str, secret: Path) -> None:
+    """Just before ``os.open`` of ``target``: replace it by a symbolic link to ``secret``."""
     real_open = os.open
 
     def swapping_open(path: str, flags: int, *a: object, **k: object) -> int:
@@ -202,18 +239,20 @@ def test_a_link_swapped_in_after_the_lstat_is_refused(local: LocalStorage, tmp_p
         return real_open(path, flags, *a, **k)  # type: ignore[arg-type]
 
     monkeypatch.setattr(os, "open", swapping_open)
-    with pytest.raises(StorageError, match="symbolic link"):
-        local.read("chunks/aa/obj")
 
 
 # -- processes killed while holding the lock ----------------------------------------------------
+@pytest.mark.parametrize("how", CREATE_PATHS)
 @pytest.mark.parametrize("when", ["before-rename", "after-rename"])
-def test_a_writer_killed_holding_the_lock_blocks_nobody(tmp_path: Path, when: str) -> None:
-    """SIGKILL inside the create, lock held: the OS releases it, the lock file stays and
-    blocks nobody; the run is at the last commit or the one in flight, and goes on."""
+def test_a_writer_killed_holding_the_lock_blocks_nobody(tmp_path: Path, when: str,
+                                                        how: str) -> None:
+    """SIGKILL inside the create (just before or after its rename, or its link), lock held:
+    the OS releases it, the lock file stays and blocks nobody; the run is at the last commit
+    or the one in flight, and goes on."""
     url = str(tmp_path / "store")
     env = _env(CKPTFS_LOCAL_MODE="portable")
-    p = subprocess.run([sys.executable, LOCK_KILLEE, url, "r", when], env=env,
+    pre = [NOLINKS] if how == "rename" else []
+    p = subprocess.run([sys.executable, *pre, LOCK_KILLEE, url, "r", when], env=env,
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == -9 and p.stdout == "committed 1\n", (p.returncode, p.stdout, p.stderr)
     lock = Path(url) / "tmp" / LOCKS / lock_name("runs/r")
@@ -234,7 +273,7 @@ def test_a_writer_killed_holding_the_lock_blocks_nobody(tmp_path: Path, when: st
         assert report.tmp_deleted == 1
         assert os.listdir(Path(url) / "tmp") == [LOCKS] and lock.exists()
         assert verify(store.repo, read_data=True).ok and store.read("r") == {"n": "after"}
-    TALLY["crash:portable:killed-holding-lock"] += 1
+    TALLY[f"crash:portable:killed-holding-lock:{how}"] += 1
 
 
 def test_a_live_holder_excludes_other_processes(tmp_path: Path) -> None:
@@ -276,8 +315,21 @@ def _crash_plan(log: list[tuple[str, bool]], sample: bool, creates: float = 1.0,
             if rng.random() < (creates if log[k][0] == "create" else others)]
 
 
+def _crash(mode: str) -> Callable[[], None]:
+    def crash_now() -> None:
+        raise Crash(f"inside create ({mode})")
+
+    return crash_now
+
+
 def _crash_points(root: Path, monkeypatch: pytest.MonkeyPatch, *, sample: bool,
-                  disable: frozenset[str] | None = PORTABLE, **fractions: float) -> int:
+                  disable: frozenset[str] | None = PORTABLE, links: bool = True,
+                  **fractions: float) -> int:
+    """The crash-point plan through filelock mode; ``links=False``: on a filesystem without
+    hard links (as this process sees it), so that creates check and rename."""
+    if not links:
+        monkeypatch.delattr(os, "link")
+
     def fresh() -> LocalStorage:
         return LocalStorage(str(root / os.urandom(8).hex()), durable=False, disable=disable)
 
@@ -287,25 +339,24 @@ def _crash_points(root: Path, monkeypatch: pytest.MonkeyPatch, *, sample: bool,
     counting = FaultyStorage(fresh())
     crash.script(ckptfs.Store(counting, chunker=crash.SMALL), crash.Journal())
     plan = _crash_plan(counting.log, sample, **fractions)
-    real_rename = os.rename
+    reals = {name: getattr(os, name) for name in ("rename", "link") if hasattr(os, name)}
+    real_lock = local_temps.folder_lock
     for k, mode in plan:
         inner = fresh()
         inside = mode.startswith("in-lock")
-        if inside:  # die inside the create, lock held: before or after the rename
-            def dying(src: str, dst: str, after: bool = mode.endswith("rename")) -> None:
-                if after:
-                    real_rename(src, dst)
-                raise Crash(f"inside create ({mode})")
-
-            hook = (lambda i, name, path, k=k: monkeypatch.setattr(os, "rename", dying)
-                    if i == k else None)
+        if inside:  # die inside the create, lock held: before or after its rename or link
+            dying = dying_creates(mode.endswith("rename"), _crash(mode))
+            hook = (lambda i, name, path, k=k, dying=dying: monkeypatch.setattr(
+                local_temps, "folder_lock", dying) if i == k else None)
             faulty = FaultyStorage(inner, before=hook)
         else:
             faulty = FaultyStorage(inner, fail_at=k, mode=mode)
         j = crash.Journal()
         with pytest.raises(Crash):
             crash.script(ckptfs.Store(faulty, chunker=crash.SMALL), j)
-        monkeypatch.setattr(os, "rename", real_rename)
+        for name, real in reals.items():
+            monkeypatch.setattr(os, name, real)
+        monkeypatch.setattr(local_temps, "folder_lock", real_lock)
         if inside:
             _drop_empty_run_folders(Path(inner.root))
         after = LocalStorage(inner.root, durable=False, disable=disable)
@@ -334,19 +385,21 @@ def scratch() -> Iterator[Path]:
     shutil.rmtree(d, ignore_errors=True)
 
 
-def test_crash_points_in_filelock_mode_sample(scratch: Path, monkeypatch: pytest.MonkeyPatch
-                                             ) -> None:
-    n = _crash_points(scratch, monkeypatch, sample=True)
-    TALLY["crash:portable:sample"] += n
-    print(f"\ncrash points in filelock mode (sample): {n}")
+@pytest.mark.parametrize("how", CREATE_PATHS)
+def test_crash_points_in_filelock_mode_sample(scratch: Path, monkeypatch: pytest.MonkeyPatch,
+                                             how: str) -> None:
+    n = _crash_points(scratch, monkeypatch, sample=True, links=how == "link")
+    TALLY[f"crash:portable:sample:{how}"] += n
+    print(f"\ncrash points in filelock mode, creates by {how} (sample): {n}")
 
 
 @pytest.mark.long
+@pytest.mark.parametrize("how", CREATE_PATHS)
 def test_crash_points_in_filelock_mode_all(any_layout: int, scratch: Path,
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    n = _crash_points(scratch, monkeypatch, sample=False)
-    TALLY[f"crash:portable:v{any_layout}"] += n
-    print(f"\ncrash points in filelock mode, format v{any_layout}: {n}")
+                                          monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    n = _crash_points(scratch, monkeypatch, sample=False, links=how == "link")
+    TALLY[f"crash:portable:v{any_layout}:{how}"] += n
+    print(f"\ncrash points in filelock mode, creates by {how}, format v{any_layout}: {n}")
 
 
 def test_sigkill_at_random_moments_in_filelock_mode(tmp_path: Path, portable: None) -> None:
@@ -354,15 +407,20 @@ def test_sigkill_at_random_moments_in_filelock_mode(tmp_path: Path, portable: No
     assert os.listdir(tmp_path / "store" / "tmp" / LOCKS)  # the killees took the lock
 
 
+@pytest.mark.parametrize("how", CREATE_PATHS)
 def test_eight_writers_race_in_filelock_mode(tmp_path: Path, portable: None,
-                                             capsys: pytest.CaptureFixture[str]) -> None:
-    """8 processes (inheriting CKPTFS_LOCAL_MODE) race for one run: 0 lost, 0 duplicated."""
+                                             capsys: pytest.CaptureFixture[str],
+                                             monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    """8 processes (inheriting CKPTFS_LOCAL_MODE) race for one run: 0 lost, 0 duplicated;
+    on a filesystem with hard links and (tests/nolinks.py) without."""
+    if how == "rename":
+        monkeypatch.setattr(racing, "RACER_PREFIX", [NOLINKS])
     url = str(tmp_path / "store")
     racing.test_eight_writers_race(2, (url, racing.ATTEMPTS["local"]), tmp_path)
     locks = os.listdir(Path(url) / "tmp" / LOCKS)
     assert lock_name("runs/shared") in locks  # the writers created under the lock
     with capsys.disabled():
-        print(capsys.readouterr().out.strip().replace("local", "local, filelock mode"))
+        print(capsys.readouterr().out.strip().replace("local", f"local, filelock mode, {how}"))
 
 
 # -- no POSIX-only call at all (as on Windows) --------------------------------------------------
@@ -459,7 +517,8 @@ def test_exfat_gets_filelock_by_the_probe(exfat: Path) -> None:
         run.checkpoint({"i": i, "blob": ckptfs.Blob(bytes([i]) * 200000)})
     st = store.storage
     assert isinstance(st, LocalStorage)
-    assert not st.features.link and st.capabilities.create_only_how == "filelock"
+    assert not st.features.link and not st.features.hard_links
+    assert st.capabilities.create_only_how == "filelock"  # check and rename under the lock
     assert store.read("r")["i"] == 2 and verify(store.repo, read_data=True).ok
 
 

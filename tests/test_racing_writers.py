@@ -22,6 +22,8 @@ from tests.racer import state_for
 WRITERS = 8
 ATTEMPTS = {"local": 3, "s3": 2}  # per writer and run; moto on loopback is the slow part
 RACER = str(Path(__file__).with_name("racer.py"))
+#: what runs before the racer script (tests/nolinks.py: as on a filesystem without hard links)
+RACER_PREFIX: list[str] = []
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -41,7 +43,8 @@ def test_eight_writers_race(any_layout: int, race_url: tuple[str, int], tmp_path
         long_only("format v1 races on local disk by default; the S3 race runs on format v2")
     ckptfs.open_store(url).init()
     go = tmp_path / "go"
-    procs = [subprocess.Popen([sys.executable, RACER, url, str(w), str(attempts), str(go)],
+    procs = [subprocess.Popen([sys.executable, *RACER_PREFIX, RACER, url, str(w), str(attempts),
+                               str(go)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for w in range(WRITERS)]
     go.touch()
@@ -126,3 +129,92 @@ def test_eight_writers_race_through_faults(any_layout: int, fault_proxy: Any, tm
           f"{total['own']} own commits landed, {total['refused']} refused, {total['unknown']} "
           f"unknown, {sum(READ_BACKS)} landed creates proved by a read-back; faults injected "
           f"{faults} of {fault_proxy.requests} requests")
+
+
+# -- writers of both local modes on one store (issue 30, defect 2) ------------------------------
+#: the writers of a mixed race: link mode (the probe's choice here) and filelock mode, chosen
+#: per process by its environment as a user would
+MIXED_MODES = ("link", "link", "filelock", "filelock")
+
+
+def mixed_race(url: str, attempts: int, tmp_path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """One race of 2 link-mode and 2 filelock-mode writer processes on the run "shared";
+    their outcomes, each with the writer's mode as "mode"."""
+    go = tmp_path / f"go-{os.urandom(4).hex()}"
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("CKPTFS_LOCAL_MODE", "CKPTFS_LOCAL_DISABLE")}
+    envs = {"link": base, "filelock": {**base, "CKPTFS_LOCAL_MODE": "portable"}}
+    procs = [subprocess.Popen([sys.executable, RACER, url, str(w), str(attempts), str(go),
+                               "shared"], env=envs[m], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+             for w, m in enumerate(MIXED_MODES)]
+    go.touch()
+    out = []
+    for w, p in enumerate(procs):
+        stdout, stderr = p.communicate(timeout=300)
+        assert p.returncode == 0, stderr[-3000:]
+        out += [(w, {**json.loads(line), "mode": MIXED_MODES[w]}) for line in stdout.splitlines()]
+    assert len(out) == len(MIXED_MODES) * attempts
+    return out
+
+
+def tally_mixed(store: ckptfs.Store, outcomes: list[tuple[int, dict[str, Any]]]
+                ) -> dict[str, int]:
+    """Counts of one mixed race: races (seqs that two or more writers went for), mixed races
+    (at least one writer of each mode), commits reported OK, reported commits lost (their seq
+    holds another commit or nothing), seqs reported to two writers, and commits that landed
+    unreported."""
+    tried: dict[int, set[str]] = {}
+    for w, r in outcomes:
+        if "tried" in r:
+            tried.setdefault(r["tried"], set()).add(f"{r['mode']}:{w}")
+    wins = [(w, r) for w, r in outcomes if r["ok"]]
+    landed = {s.seq: s for s in store.snapshots("shared")}
+    seqs = [r["seq"] for _, r in wins]
+    lost = 0
+    for w, r in wins:
+        snap = landed.get(r["seq"])
+        if snap is None or snap.id != r["id"] or store.read(snap) != state_for(w, r["i"]):
+            lost += 1
+    return {"races": sum(1 for ws in tried.values() if len(ws) > 1),
+            "mixed races": sum(1 for ws in tried.values()
+                               if {x.split(":")[0] for x in ws} == {"link", "filelock"}),
+            "reported OK": len(wins), "lost": lost,
+            "seqs reported twice": len(seqs) - len(set(seqs)),
+            "landed unreported": len(set(landed) - set(seqs))}
+
+
+def _mixed(trials: int, attempts: int, tmp_path: Path) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for t in range(trials):
+        url = str(tmp_path / f"store-{t}")
+        ckptfs.open_store(url).init()
+        outcomes = mixed_race(url, attempts, tmp_path)
+        assert all(r["why"] in ("conflict", "resume-conflict") for _, r in outcomes
+                   if not r["ok"]), [r for _, r in outcomes if not r["ok"]]
+        store = ckptfs.open_store(url)
+        for k, v in tally_mixed(store, outcomes).items():
+            total[k] = total.get(k, 0) + v
+        report = verify(store.repo, read_data=True)
+        assert report.ok, report.problems
+    print(f"\nmixed-mode writers (2 link + 2 filelock processes), {trials} trial(s) of "
+          f"{attempts} attempts each: {total}")
+    TALLY["mixed-mode races"] += total["races"]
+    TALLY["mixed-mode commits reported OK"] += total["reported OK"]
+    assert total["lost"] == 0 and total["seqs reported twice"] == 0, total
+    assert total["landed unreported"] == 0, total
+    assert total["mixed races"] >= 1, total  # the modes did race each other
+    return total
+
+
+def test_writers_of_both_local_modes_race(tmp_path: Path) -> None:
+    """2 link-mode and 2 filelock-mode processes (CKPTFS_LOCAL_MODE=portable in their
+    environment) race for one run: every reported commit is there with its state, no seq is
+    reported to two writers, nothing landed unreported. The deterministic schedule of the lost
+    commit is tests/test_local_modes.py; this counts unscheduled races."""
+    _mixed(2, 12, tmp_path)
+
+
+@pytest.mark.long
+def test_writers_of_both_local_modes_race_long(tmp_path: Path) -> None:
+    _mixed(40, 20, tmp_path)

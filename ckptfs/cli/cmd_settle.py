@@ -17,6 +17,13 @@ from typing import Any
 
 from ckptfs.cli import EXIT_OK, human, print_json
 from ckptfs.cli._usage import usage_error
+from ckptfs.errors import EffectInProgress
+
+
+#: what ``settle`` says when the effect's owner may still be running its call
+SETTLE_ADVICE = ("Settle it only once that call has ended: let the owner record the outcome, "
+                 "or stop its process (on this host, settle works at once once it is gone), "
+                 "or run 'ckptfs settle' again after that time.")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -83,10 +90,13 @@ def run_settle(args: argparse.Namespace) -> int:
             return usage_error("settle", f"--result is not JSON ({e}); quote it, e.g. "
                                          "--result '{\"id\": \"r-1\"}'")
     run = _open_run(args)
-    if args.failed is not None:
-        run.settle_effect(args.key, failed=args.failed)
-        return _done(args, run, "settled (failed)")
-    run.settle_effect(args.key, result=result)
+    try:
+        if args.failed is not None:
+            run.settle_effect(args.key, failed=args.failed)
+            return _done(args, run, "settled (failed)")
+        run.settle_effect(args.key, result=result)
+    except EffectInProgress as e:  # the API's advice (wait=True) is no command-line advice
+        raise EffectInProgress(e.record, run.store.now(), advice=SETTLE_ADVICE) from None
     return _done(args, run, "settled (completed)")
 
 

@@ -20,7 +20,7 @@ import socket
 import time
 from types import TracebackType
 
-from ckptfs.errors import Busy, CkptfsError
+from ckptfs.errors import Busy, CkptfsError, utc_time
 from ckptfs.format.lifecycle import MAX_LEASE_TTL_MS, Lease
 from ckptfs.format.names import seq_name
 from ckptfs.storage.base import Storage
@@ -45,9 +45,9 @@ def _now() -> int:
 
 
 def describe(lease: Lease) -> str:
-    """``owner (host ..., pid N), until <ms>`` for messages."""
+    """``owner pid N until <time>`` for messages."""
     where = f" pid {lease.pid}" if lease.pid is not None else ""
-    return f"{lease.owner}{where} until {lease.expires} ms"
+    return f"{lease.owner}{where} until {utc_time(lease.expires)}"
 
 
 class MaintenanceLease:

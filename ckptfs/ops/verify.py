@@ -21,6 +21,7 @@ from ckptfs.format.containers import ContainerRef
 from ckptfs.ops import gc_locators
 from ckptfs.ops.chunks import snapshot_chunks
 from ckptfs.ops.locator_holes import locator_holes
+from ckptfs.ops.verify_links import check_hard_links
 from ckptfs.store.containers import locatable
 from ckptfs.store.ledgers import LedgerScanner
 from ckptfs.store.repository import Repository, Snapshot
@@ -104,6 +105,8 @@ def verify(repo: Repository, *, runs: Iterable[str] | None = None,
         _check_holes(repo, runs, report)
     if read_data is True and repo.objects.layout >= 2 and runs is None:
         _check_pack_names(repo, report)
+    if runs is None:
+        check_hard_links(repo, report)
     return report
 
 

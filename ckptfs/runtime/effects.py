@@ -18,6 +18,7 @@ deadline; then it raises ``EffectSuperseded`` and records nothing that contradic
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import re
@@ -59,6 +60,7 @@ from ckptfs.format.models import Captured
 from ckptfs.store.entries import EntryWriter
 from ckptfs.store.entry_reads import decode_value, read_content
 from ckptfs.store.repository import Snapshot
+from ckptfs.store.sweeps import host_id, pid_gone
 
 if TYPE_CHECKING:
     from ckptfs.runtime.run import Run
@@ -83,8 +85,25 @@ MAX_REBASES = 100
 
 # -- owners: who issued a call, and which of this process's calls are still running -----------
 def _new_owner() -> str:
+    """``host/pid/nonce/tag``: readable host and pid, a nonce so that no two processes share
+    a name, and the tag of this host's id (hostname, boot id, pid namespace), so that a later
+    process can prove the owner gone (``owner_gone``)."""
     host = re.sub(r"[^A-Za-z0-9._-]", "_", socket.gethostname())[:64] or "host"
-    return f"{host}/{os.getpid()}/{secrets.token_hex(8)}"
+    return f"{host}/{os.getpid()}/{secrets.token_hex(8)}/{_HOST_TAG}"
+
+
+#: this host's id (store.sweeps.host_id) as 12 hex digits, the last part of owner names
+_HOST_TAG = hashlib.sha256(host_id().encode()).hexdigest()[:12]
+_OWNER = re.compile(r"[A-Za-z0-9._-]{1,64}/([1-9][0-9]{0,9})/[0-9a-f]{16}/([0-9a-f]{12})")
+
+
+def owner_gone(owner: str | None) -> bool:
+    """Whether the process that owns an intent provably no longer runs: its name is of this
+    runtime's making, its host tag is this host's, and no process has its pid here
+    (``store.sweeps.pid_gone``, as for the maintenance lease). A pid that exists is no proof
+    (it may have been reused): the lease then holds until its deadline, as before."""
+    m = _OWNER.fullmatch(owner or "")
+    return m is not None and m.group(2) == _HOST_TAG and pid_gone(int(m.group(1)))
 
 
 _owner = _new_owner()
@@ -124,11 +143,14 @@ def _running_here(owner: str | None, key: str, at: int) -> bool:
 
 def held_elsewhere(run: Run, eff: Effect) -> bool:
     """Whether ``eff`` is issued under a lease that has not run out and whose call may be
-    running: another owner's, or one of this process's calls still in flight. An intent this
-    process issued whose call has ended (it died with a BaseException) holds nothing."""
+    running: another owner's that is not provably gone (``owner_gone``: killed on this host),
+    or one of this process's calls still in flight. An intent this process issued whose call
+    has ended (it died with a BaseException) holds nothing."""
     if not eff.running(run.store.now()):
         return False
-    return eff.owner != run.owner or _running_here(eff.owner, eff.key, eff.intended_at)
+    if eff.owner != run.owner:
+        return not owner_gone(eff.owner)
+    return _running_here(eff.owner, eff.key, eff.intended_at)
 
 
 def lease_ms(timeout: Any) -> int:

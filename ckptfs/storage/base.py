@@ -195,6 +195,12 @@ class Storage(abc.ABC):
         key; callers then probe names instead (format v2 finds a run's head this way)."""
         return None
 
+    def hard_linked(self) -> dict[str, int]:
+        """The objects whose file has other names than the store's (hard links: local disk),
+        by path: how many of those names are not the store's own temp files. Deleting such an
+        object's name leaves its bytes under the others. Object stores have none."""
+        return {}
+
     def hint(self, path: str, data: bytes) -> None:
         """Overwrite a small advisory object (a head hint) as cheaply as possible: no durability
         and no atomicity promised. Readers check the bytes (a torn hint is ignored)."""

@@ -18,16 +18,18 @@ has the Storage primitives.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import errno
 import os
 import secrets
 import stat
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from ckptfs.errors import CorruptObject, StorageError
 from ckptfs.format.limits import kind_of, stored_size_limit
+from ckptfs.format.names import TMP
 from ckptfs.storage import local_errors as err
 from ckptfs.storage import local_os as los
 from ckptfs.storage.base import ObjectStat, RangeReader, Staged, Storage
@@ -176,25 +178,60 @@ class LocalStorage(LocalTemps, Storage):
                            per_call=True)
 
     def hint(self, path: str, data: bytes) -> None:
-        """Overwritten in place, never fsynced: a torn hint is detected by its reader. Without
-        O_NOFOLLOW a link there is refused by lstat first (racy: RELIABILITY.md)."""
+        """Overwritten in place, never fsynced: a torn hint is detected by its reader. A file
+        that has other names (a hard link: its inode may be a file outside the store) is not
+        written through but replaced (``replace``: a new file renamed over the name), as
+        spec/format.md 9.2 requires of every write. Without O_NOFOLLOW a link there is refused
+        by lstat first, and one swapped in before the open is refused after it, before a byte
+        is written: the name must still lead to the file opened (same device and inode)."""
         full = self._abs(path)
         nofollow = los.flag("NOFOLLOW") if self.features.o_nofollow else 0
         try:
             if not nofollow and os.path.islink(full):
                 raise err.symlink(path)
-            fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | nofollow
-                         | los.flag("NONBLOCK") | los.flag("CLOEXEC") | los.flag("BINARY"), 0o644)
+            # no O_TRUNC: what is there is looked at (fstat) before a byte of it changes
+            fd = os.open(full, os.O_WRONLY | os.O_CREAT | nofollow | los.flag("NONBLOCK")
+                         | los.flag("CLOEXEC") | los.flag("BINARY"), 0o644)
         except StorageError:
             raise
         except OSError as e:
             raise err.wrap(e, path) from e
         try:
-            os.write(fd, data)
+            st = os.fstat(fd)
+            if stat.S_ISREG(st.st_mode) and st.st_nlink <= 1:
+                named = os.lstat(full)
+                if (named.st_dev, named.st_ino) != (st.st_dev, st.st_ino):
+                    raise err.symlink(path)  # replaced (by a link?) around the open
+                os.ftruncate(fd, 0)
+                os.write(fd, data)
+                return
+        except StorageError:
+            raise
         except OSError as e:
             raise err.wrap(e, path) from e
         finally:
             os.close(fd)
+        self.replace(path, data)
+
+    def hard_linked(self) -> dict[str, int]:
+        """Every file of the store (``tmp/`` aside) that has other names, by store path: how
+        many of those names are not the store's own temp files in ``tmp/``. One scandir per
+        folder (plus an lstat per file where the OS's directory entries carry no link count,
+        as on Windows). Links, FIFOs and devices are skipped: reads refuse those by name."""
+        temps: collections.Counter[tuple[int, int]] = collections.Counter()
+        shared: dict[str, tuple[tuple[int, int], int]] = {}
+        for full, path, st in self._files_below(self.root, ""):
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            if st.st_nlink == 0:  # Windows: not in the directory entry
+                st = os.lstat(full)
+            if st.st_nlink > 1:
+                key = (st.st_dev, st.st_ino)
+                if path.startswith(TMP + "/"):
+                    temps[key] += 1
+                else:
+                    shared[path] = (key, st.st_nlink)
+        return {p: n - 1 - temps[key] for p, (key, n) in sorted(shared.items())}
 
     def _existing(self, path: str) -> bool | None:
         """Whether a sound object is already at ``path``: True (it was touched so that garbage
@@ -334,27 +371,33 @@ class LocalStorage(LocalTemps, Storage):
         d = self._abs(prefix) if prefix else self.root
         self._check_no_links(d)
         out: dict[str, ObjectStat] = {}
-        todo = [(d, prefix)]
+        for _, path, st in self._files_below(d, prefix):
+            if stat.S_ISLNK(st.st_mode):
+                raise err.symlink(path, "file or folder")
+            out[path] = ObjectStat(st.st_size, st.st_mtime)
+        return out
+
+    @staticmethod
+    def _files_below(folder: str, prefix: str) -> Iterator[tuple[str, str, os.stat_result]]:
+        """Everything but folders below ``folder`` (store path ``prefix``), at any depth: its
+        full path, its store path and its lstat from the directory entry (one scandir per
+        folder). Nothing below a file, or below a folder removed since it was listed."""
+        todo = [(folder, prefix)]
         while todo:
-            folder, rel = todo.pop()
+            d, rel = todo.pop()
             try:
-                with os.scandir(folder) as it:
+                with os.scandir(d) as it:
                     for e in it:
                         path = f"{rel}/{e.name}" if rel else e.name
                         st = e.stat(follow_symlinks=False)
-                        if stat.S_ISLNK(st.st_mode):
-                            raise err.symlink(path, "file or folder")
                         if stat.S_ISDIR(st.st_mode):
                             todo.append((e.path, path))
                         else:
-                            out[path] = ObjectStat(st.st_size, st.st_mtime)
+                            yield e.path, path, st
             except (FileNotFoundError, NotADirectoryError):
-                continue  # scan of a file: nothing below it, as on object stores
-            except StorageError:
-                raise
+                continue  # scan of a file, or removed since: nothing below it
             except OSError as e:
-                raise err.wrap(e, rel) from e
-        return out
+                raise err.wrap(e, rel or ".") from e
 
     def delete(self, path: str) -> None:
         try:

@@ -2,9 +2,12 @@
 
 Six features, each with a fallback (RELIABILITY.md "Local disk modes"):
 
-- ``link``: hard links work on the store's filesystem. Create-only is then ``link(2)``, which
-  fails with EEXIST when the name exists. Without it (exFAT/FAT, many SMB and FUSE mounts),
-  create-only takes a ``filelock`` lock per folder (``local_lock``).
+- ``link``: link mode. Create-only is ``link(2)``, which fails with EEXIST when the name
+  exists, with no lock. Off where the store's filesystem has no hard links (exFAT/FAT, many
+  SMB and FUSE mounts) or where the settings below turn it off: create-only then takes a
+  ``filelock`` lock per folder (``local_lock``) and creates as ``local_temps`` says, by
+  ``link(2)`` still wherever the filesystem has hard links (``hard_links``, probed whatever
+  the settings), so that it never replaces what a link-mode writer created.
 - ``o_tmpfile``: unnamed temp files (Linux O_TMPFILE, linked through /proc/self/fd); else named
   temp files in the store's ``tmp/`` folder, removed after use and by ``ckptfs gc`` when a
   crash leaves them.
@@ -17,6 +20,9 @@ Six features, each with a fallback (RELIABILITY.md "Local disk modes"):
 ``probe`` tries each on the store's own ``tmp/`` folder at the first write (as object stores
 are probed). ``CKPTFS_LOCAL_DISABLE=link,o_tmpfile,...`` (or ``CKPTFS_LOCAL_MODE=portable``,
 the four Linux-only ones) turns features off, to run the fallbacks where the fast paths work.
+No setting makes a writer that renames over a name: whether the filesystem has hard links
+(``LocalFeatures.hard_links``) is a fact of the store's filesystem, probed whatever the
+settings say, because a writer in another process may be in link mode there.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ ENV_DISABLE = "CKPTFS_LOCAL_DISABLE"
 
 LINK_HOW = "link(2)"
 LOCK_HOW = "filelock"
+LOCK_LINK_HOW = "filelock + link(2)"
 LINK_SCOPE = "atomic in the filesystem: processes and hosts sharing it, NFS included"
 LOCK_SCOPE = ("a lock per run folder: processes on this host; hosts sharing the filesystem "
               "only where its locks work across hosts, as NFS with a working lock manager, "
@@ -80,10 +87,14 @@ class LocalFeatures:
     #: False until ``probe`` ran (the write-only features are then not known yet)
     probed: bool = False
     disabled: frozenset[str] = frozenset()
+    #: hard links work on the store's filesystem (probed whatever ``disabled`` says): then a
+    #: writer of another process may be in link mode, and a filelock-mode create must be a
+    #: ``link(2)`` too, never a rename over the name (issue 30)
+    hard_links: bool = True
 
     @property
     def create_only_how(self) -> str:
-        return LINK_HOW if self.link else LOCK_HOW
+        return LINK_HOW if self.link else LOCK_LINK_HOW if self.hard_links else LOCK_HOW
 
     @property
     def create_only_scope(self) -> str:
@@ -101,6 +112,7 @@ def static_features(disabled: frozenset[str]) -> LocalFeatures:
     that depend on the filesystem are assumed present until ``probe`` runs."""
     return LocalFeatures(
         link="link" not in disabled and hasattr(os, "link"),
+        hard_links=hasattr(os, "link"),
         o_tmpfile="o_tmpfile" not in disabled and los.flag("TMPFILE") != 0,
         syncfs="syncfs" not in disabled and los.have_syncfs(),
         o_nofollow="o_nofollow" not in disabled and los.flag("NOFOLLOW") != 0,
@@ -120,15 +132,16 @@ def probe(tmp_dir: str, disabled: frozenset[str]) -> LocalFeatures:
         fullfsync = f.fullfsync and _works(lambda: los.fsync_file(fd, True))
     finally:
         os.close(fd)
-    try:
-        link = f.link and _works(lambda: os.link(name, name + "-l"))
+    try:  # tried even when link mode is off: see ``LocalFeatures.hard_links``
+        hard_links = f.hard_links and _works(lambda: os.link(name, name + "-l"))
     finally:
         los.drop_temp(name + "-l")
         los.drop_temp(name)
+    link = f.link and hard_links
     o_tmpfile = link and f.o_tmpfile and _tmpfile_works(tmp_dir)
     dir_fsync = f.dir_fsync and _works(lambda: los.fsync_dir(tmp_dir, False))
-    return attrs.evolve(f, link=link, o_tmpfile=o_tmpfile, fullfsync=fullfsync,
-                        dir_fsync=dir_fsync, probed=True)
+    return attrs.evolve(f, link=link, hard_links=hard_links, o_tmpfile=o_tmpfile,
+                        fullfsync=fullfsync, dir_fsync=dir_fsync, probed=True)
 
 
 def _works(fn: object) -> bool:

@@ -2,7 +2,28 @@
 
 A temp file is written in the store's ``tmp/`` folder (unnamed with O_TMPFILE where it works,
 named otherwise), fsynced (F_FULLFSYNC on macOS), then put at its final name: by ``link(2)``
-in link mode; in filelock mode by rename, a create under its folder's lock (``local_lock``).
+in link mode; in filelock mode a create takes its folder's lock (``local_lock``) first.
+
+How a filelock-mode create puts its file (issue 30). The mode is each process's own choice
+(``CKPTFS_LOCAL_MODE``, ``local_mode=``, ``CKPTFS_LOCAL_DISABLE=link``) and the store records
+none, so a link-mode writer, which takes no lock, may create in the same folder. A create that
+checks the name is absent under the lock and then renames its temp file there would replace
+what such a writer linked in between (POSIX ``rename`` replaces its target): both writers told
+OK for one seq, one commit lost. So, under the lock:
+
+- where the store's filesystem has hard links (``features.hard_links``, probed whatever the
+  settings say), the create is ``link(2)`` as in link mode: EEXIST is the conflict, atomic in
+  the kernel, whoever created the name and whether or not they took the lock;
+- only where it has none (exFAT/FAT, some SMB and FUSE mounts) does it check and rename. There
+  no link-mode writer can exist, since link mode needs hard links on the same filesystem: every
+  writer takes the lock, and the lock makes check-then-rename exclusive. (On Windows
+  ``os.rename`` refuses an existing target anyway, which the caller sees as the conflict.)
+
+Linux ``renameat2(RENAME_NOREPLACE)`` and macOS ``renamex_np(RENAME_EXCL)`` would make the
+rename itself refuse an existing target, but they are not used: where a writer renames, no
+writer can bypass the lock on that filesystem, and where the lock does not reach (hosts
+sharing a network filesystem) those calls are refused or checked by each client alone (NFS has
+no RENAME_NOREPLACE), so they would add an OS-specific path without closing a case.
 """
 
 from __future__ import annotations
@@ -61,16 +82,22 @@ class LocalTemps(LocalFolders):
         temp. With ``replace`` the new file takes the place of whatever is at ``path`` (a link,
         a hard-linked or damaged file: see ``_existing``) by rename, so the old inode and
         anything it leads to are never modified. Returns the directory whose entries changed
-        (None when filelock mode already fsynced it under the lock)."""
+        (None when filelock mode already fsynced it under the lock). In filelock mode a create
+        takes the lock (``_create_locked``); where the filesystem has no hard links every put
+        is a rename (``_rename_into``); anything else is linked, as in link mode."""
         tmp, fd = temp
         final = self._abs(path)
         folder = os.path.dirname(final)
         try:
             self._ensure_dir(folder)
-            if not self.features.link:
+            if not self.features.hard_links:
                 os.close(fd)  # Windows renames no open file
                 fd = -1
-                return self._rename_into(tmp, final, path, exclusive=exclusive, replace=replace)
+            if exclusive and not self.features.link:
+                self._create_locked(tmp, final, path)
+                return None
+            if not self.features.hard_links:
+                return self._rename_into(tmp, final, replace=replace)
             if replace:
                 side = f"{final}.{secrets.token_hex(6)}.tmp"
                 los.link(tmp, side)
@@ -94,23 +121,28 @@ class LocalTemps(LocalFolders):
             los.drop_temp(tmp)
         return folder
 
-    def _rename_into(self, tmp: str, final: str, path: str, *, exclusive: bool,
-                     replace: bool) -> str | None:
-        """Filelock mode: rename the named temp file to ``final``. A create does it under the
-        folder's lock, after checking the name is absent, and fsyncs the folder before letting
-        go; an immutable object (same name, same bytes) needs no lock."""
+    def _create_locked(self, tmp: str, final: str, path: str) -> None:
+        """Filelock mode's create (the module docstring says why): under the folder's lock,
+        ``link(2)`` where the filesystem has hard links, else check the name is absent and
+        rename the named temp file there; the folder is fsynced before the lock is let go."""
         folder = os.path.dirname(final)
-        if exclusive:
-            self._check_no_links(self._locks)  # a link there would put the locks outside
-            self._ensure_dir(self._locks)
-            rel = os.path.relpath(folder, self.root)
-            with folder_lock(self._locks, "" if rel == "." else rel.replace(os.sep, "/"),
-                             self.lock_timeout):
+        self._check_no_links(self._locks)  # a link there would put the locks outside
+        self._ensure_dir(self._locks)
+        rel = os.path.relpath(folder, self.root)
+        with folder_lock(self._locks, "" if rel == "." else rel.replace(os.sep, "/"),
+                         self.lock_timeout):
+            if self.features.hard_links:
+                los.link(tmp, final)  # EEXIST: taken, by a writer of either mode
+            else:
                 if os.path.lexists(final):
                     raise FileExistsError(path)
                 os.rename(tmp, final)
-                self._sync_dirs([folder])
-            return None
+            self._sync_dirs([folder])
+
+    def _rename_into(self, tmp: str, final: str, *, replace: bool) -> str:
+        """No hard links on the filesystem: rename the named temp file of an immutable object
+        (same name, same bytes: no lock needed) or of a replacement to ``final``."""
+        folder = os.path.dirname(final)
         if replace or not os.path.lexists(final):
             try:
                 os.replace(tmp, final)

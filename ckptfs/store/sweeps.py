@@ -104,13 +104,22 @@ def holder_gone(lease: Lease) -> bool:
     pid exists. Anything else (another host, no pid recorded, a pid that exists) is not proof."""
     if lease.host is None or lease.pid is None or lease.host != host_id():
         return False
-    if lease.pid == os.getpid():
-        return False  # this process: held by another object here, not gone
+    return pid_gone(lease.pid)
+
+
+def pid_gone(pid: int) -> bool:
+    """True only when no process of this host (pid namespace) has ``pid``: the one proof that
+    a process named by a lease of this host ended. A pid that exists is no proof either way
+    (the holder, or another process that got its pid): the lease then runs its course. This
+    process is never gone; nor is anything where signal 0 cannot ask (Windows: ``os.kill``
+    would end the process)."""
+    if pid <= 0 or pid == os.getpid() or os.name != "posix":
+        return False
     try:
-        os.kill(lease.pid, 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
         return True
-    except (PermissionError, OSError):
+    except OSError:  # PermissionError: it exists, another user's
         return False
     return False
 
