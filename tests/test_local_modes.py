@@ -62,8 +62,8 @@ def just_before_create_of(monkeypatch: pytest.MonkeyPatch, final: str,
 def _writers(root: Path, filelock: frozenset[str]) -> tuple[LocalStorage, LocalStorage]:
     """A link-mode and a filelock-mode writer of one store, both probed already."""
     link, lock = LocalStorage(str(root), disable=()), LocalStorage(str(root), disable=filelock)
-    link.write("warm/link", b"probe")
-    lock.write("warm/lock", b"probe")
+    link.write("tmp/warm-link", b"probe")  # a folder of the store's
+    lock.write("tmp/warm-lock", b"probe")
     assert link.features.link and not lock.features.link
     return link, lock
 
