@@ -265,6 +265,26 @@ def test_erase_leaves_no_byte_unique_to_the_run(tmp_path: Path, forgotten: bool,
     check(set())
 
 
+def test_a_writer_does_not_rely_on_what_it_wrote_before_an_erase(tmp_path: Path) -> None:
+    """spec/v2.md 5.2: a writer relies on a body it wrote less than REUSE_WINDOW ago. Erase
+    (unlike gc) drops bodies of containers of any age, so a writer that saw an erase's sweep
+    trusts nothing it wrote before it. Before the fix, a process that wrote M for run victim,
+    then (after another process erased victim) committed M in run other, located M in
+    victim's deleted pack: a record with a hole, reported committed, unreadable."""
+    root = tmp_path / "s"
+    store = _open(root)
+    m = _blob("M-", 100_000)
+    store.start_run("victim").checkpoint({"m": m})
+    o = store.start_run("other")
+    o.checkpoint({"x": 1})
+    erase(ckptfs.open_store(str(root)).repo, "victim", reason="request")  # another process
+    o.checkpoint({"x": 2})  # overlapped nothing it needs: in doubt, checked, committed
+    o.checkpoint({"x": 3, "m": m})
+    fresh = ckptfs.open_store(str(root))
+    assert fresh.read("other") == {"x": 3, "m": m}
+    assert verify(fresh.repo, read_data=True).ok
+
+
 def test_erase_rewrites_in_batches_with_the_same_result(tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """One container per repack (``BATCH_BYTES`` = 1): the same store as in one repack."""
