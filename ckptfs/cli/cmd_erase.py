@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import time
 
 from ckptfs.cli import EXIT_OK, human, print_json
 from ckptfs.cli._usage import usage_error
@@ -30,7 +31,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
 
 def run(args: argparse.Namespace) -> int:
     import ckptfs
-    from ckptfs.ops.erase import erase
+    from ckptfs.ops.erase import erase_run
 
     repo = _stores.open_store(args.store).repo
     seq = None
@@ -53,12 +54,23 @@ def run(args: argparse.Namespace) -> int:
         warning = break_warning(storage, break_held_lease(storage))
         if warning:
             print(warning, file=sys.stderr)
-    stone = erase(repo, args.run_id, seq=seq, reason=args.reason)
+    report = erase_run(repo, args.run_id, seq=seq, reason=args.reason)
+    stone = report.tombstone
     if args.json:
-        print_json(stone.to_json())
+        print_json(report.to_json())
     else:
         what = args.run_id if seq is None else f"{args.run_id}@{seq}"
         print(f"erased {what}: {len(stone.snapshots)} snapshot(s), {stone.manifests_deleted} "
               f"manifest(s), {stone.chunks_deleted} chunk(s) ({human.size(stone.bytes_deleted)}); "
               f"{stone.chunks_kept_shared} chunk(s) kept because other snapshots use them")
+        if report.unresolved and report.removable_at is not None:
+            at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(report.removable_at / 1000))
+            print(f"kept {len(report.unresolved)} pack(s) that no snapshot uses and that are "
+                  "younger than the grace period: each belongs to a commit in flight or one "
+                  "that crashed before its record (of this run or another; nothing in a pack "
+                  "says which):")
+            for u in report.unresolved:
+                print(f"  {u.path} ({human.size(u.stored)})")
+            print(f"run this erase again after {at} to remove them (or 'ckptfs gc' then); "
+                  "if no writer is running now, they are leftovers of crashed commits")
     return EXIT_OK

@@ -3,7 +3,9 @@
 Order (spec/retention.md "Erase"): 1. a retired marker that fences the whole run, so no writer
 can commit to it again; 2. the tombstone, state ``erasing`` (readers now get ErasedError);
 3. run records (now nothing of the run is visible); 4. every chunk the erased manifests use
-that no other retained (or in-flight) snapshot uses, without waiting for the grace period;
+that no other retained (or in-flight) snapshot uses, without waiting for the grace period (v2:
+every body no retained snapshot uses, in every container erase rewrites, and the packs of
+commits that did not land: ``erase_containers``);
 5. every manifest of the erased snapshots, committed or not (last, so that a rerun after a
 crash still finds the chunks through them); 6. the tombstone again, state ``erased``, with
 counts. A crash at any step leaves a store that verifies; running erase again finishes.
@@ -33,7 +35,7 @@ from ckptfs.format.names import (
 )
 from ckptfs.format.models import Manifest, RunRecord
 from ckptfs.format.names import head_hint_path
-from ckptfs.ops.erase_containers import erase_containers
+from ckptfs.ops.erase_containers import Unresolved, erase_containers
 from ckptfs.ops.gc import _chunks, _old, grace_of
 from ckptfs.ops.lease import DEFAULT_TTL_MS, MaintenanceLease
 from ckptfs.store.ledgers import LedgerScanner
@@ -44,9 +46,34 @@ from ckptfs.store.repository import Repository, Snapshot
 MAX_REASON = 4096
 
 
+@attrs.frozen
+class EraseReport:
+    """What an erase did: its final tombstone, and the packs it kept although no retained
+    snapshot uses them (younger than the grace period, no record names them: a commit in
+    flight or one that crashed, of any run; ``erase_containers.Unresolved``). An erase or gc
+    run once they are older than the grace period removes them."""
+
+    tombstone: Tombstone
+    unresolved: tuple[Unresolved, ...] = ()
+    #: when the unresolved packs become removable (ms since the epoch; None: there are none)
+    removable_at: int | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {**self.tombstone.to_json(),
+                "unresolved": [u.to_json() for u in self.unresolved],
+                "unresolved_removable_at": self.removable_at}
+
+
 def erase(repo: Repository, run_id: str, *, reason: str, seq: int | None = None,
           now: int | None = None, lease_ttl_ms: int = DEFAULT_TTL_MS) -> Tombstone:
     """Erase run ``run_id`` (or only its snapshot ``seq``) and return the final tombstone."""
+    return erase_run(repo, run_id, reason=reason, seq=seq, now=now,
+                     lease_ttl_ms=lease_ttl_ms).tombstone
+
+
+def erase_run(repo: Repository, run_id: str, *, reason: str, seq: int | None = None,
+              now: int | None = None, lease_ttl_ms: int = DEFAULT_TTL_MS) -> EraseReport:
+    """``erase``, reporting also the packs it could not attribute (``EraseReport``)."""
     if not reason.strip() or len(reason) > MAX_REASON:
         raise ValueError(f"erase needs a reason of 1-{MAX_REASON} characters (who asked, why)")
     st = repo.storage
@@ -85,11 +112,13 @@ def erase(repo: Repository, run_id: str, *, reason: str, seq: int | None = None,
         # 4. chunks, while the (now invisible) manifests still name them for a rerun
         lease.check()
         deleted = nbytes = 0
+        unresolved: tuple[Unresolved, ...] = ()
         if repo.config.version >= 2:  # records and packs holding the erased bodies, at once
             victim_chunks |= target_chunks
             gone = victim_chunks - protected
-            n = erase_containers(repo, run_id, targets, gone, lease.check)
-            deleted, nbytes = n.bodies, n.bytes
+            n = erase_containers(repo, run_id, targets, gone, protected,
+                                 (t0 - grace) / 1000, lease.check)
+            deleted, nbytes, unresolved = n.bodies, n.bytes, n.unresolved
         for d in (victim_chunks - protected) if loose_objects(repo) else ():
             size = st.size(chunk_path(d))
             if size is not None:
@@ -118,7 +147,9 @@ def erase(repo: Repository, run_id: str, *, reason: str, seq: int | None = None,
                           bytes_deleted=stone.bytes_deleted + nbytes,
                           chunks_kept_shared=len(victim_chunks & protected))
         st.replace(tombstone_path(run_id, seq), stone.to_bytes())
-        return stone
+        at = [int(u.written * 1000) + grace for u in unresolved if u.written is not None]
+        return EraseReport(stone, unresolved,
+                           (max(at) if at else t0 + grace) if unresolved else None)
 
 
 def loose_objects(repo: Repository) -> bool:

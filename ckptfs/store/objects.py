@@ -102,6 +102,7 @@ class ObjectStore:
         self.locations = Locations()
         self.reader = ChunkReader(storage, self.locations)
         self.sweeps.missing = self._unlocatable
+        self.sweeps.on_swept = self.known.clear  # what it wrote before a sweep: written again
         #: the name packs carry as their writer
         self.writer = "ckptfs"
         #: canonical manifest bytes from the previous commit's cached entry encodings

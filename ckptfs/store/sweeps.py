@@ -250,6 +250,10 @@ class SweepGuard:
         self.poll_s, self.max_poll_s = poll_s, max_poll_s
         #: called once each time a writer starts waiting for a sweep to end (tests use it)
         self.on_wait = on_wait
+        #: called once a sweep that may have overlapped a commit is over: the writer stops
+        #: trusting what it wrote before (erase drops bodies of containers of any age, so a
+        #: body written within ``REUSE_WINDOW`` may be gone; spec/v2.md 5.2)
+        self.on_swept: Callable[[], None] | None = None
         self.in_doubt = 0
         #: the store's check window in ms (set from the config; 0: look after every commit)
         self.window_ms = 0
@@ -310,6 +314,8 @@ class SweepGuard:
             return
         self.in_doubt += 1
         after = self._wait(after)
+        if self.on_swept is not None:
+            self.on_swept()
         try:
             if not self.storage.exists(record_path(manifest.run, manifest.seq)):
                 # the sweep was an erase (or a forget's gc) that removed this very record: what
