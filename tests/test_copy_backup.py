@@ -16,7 +16,7 @@ import pytest
 import ckptfs
 from tests.clihelp import cli, cli_json
 from ckptfs.errors import ErasedError, NotFound
-from ckptfs.format.names import record_path
+from ckptfs.format.names import CONFIG_PATH, record_path
 from ckptfs.ops.copy import copy_runs
 from ckptfs.ops.erase import erase
 from ckptfs.ops.gc import gc
@@ -66,6 +66,12 @@ ALL = [f"{r}@{i}" for r in RUNS for i in range(1, N + 1)]
 LAST2 = [f"{r}@{i}" for r in RUNS for i in (N - 1, N)]
 
 
+def _contents(storage: Any) -> dict[str, bytes]:
+    """Every object of a store (any backend) and its bytes."""
+    return {p: storage.read(p) for top in storage.list("")
+            for p in (storage.scan(top) or ([top] if top == CONFIG_PATH else []))}
+
+
 def _destination(kind: str, tmp_path: Path, request: pytest.FixtureRequest
                  ) -> tuple[str, dict[str, Any]]:
     if kind == "local":
@@ -108,8 +114,13 @@ def test_mirror_copy_after_forget_retires_and_deletes_no_record(
     forget(_repo(src), Policy(keep_last=2))
     dstore = _repo(dst, **opts)
     records = {r: dstore.record_seqs(r) for r in RUNS}
+    before = _contents(dstore.storage)
+    assert len(before) > 20
+    plan = copy_runs(_repo(src), _repo(dst, **opts), mirror=True, dry_run=True)
+    assert _contents(_repo(dst, **opts).storage) == before  # a dry run changes nothing
     rep = copy_runs(_repo(src), _repo(dst, **opts), mirror=True)
     assert rep.ok and rep.snapshots_present == 4
+    assert (plan.life.forgotten, plan.snapshots_present) == (rep.life.forgotten, 4)
     assert sorted(rep.life.forgotten) == sorted(f"{r}@{i}" for r in RUNS for i in range(1, N - 1))
     dstore = _repo(dst, **opts)
     assert {r: dstore.record_seqs(r) for r in RUNS} == records  # strays, not deleted
