@@ -84,7 +84,7 @@ def _print_plan(report: CopyReport, dst: str) -> None:
     print(f"{report.runs} run(s): would copy {human.count(report.snapshots_copied, 'snapshot')}"
           + (f" ({_refs(report.would_copy)})" if report.would_copy else "")
           + f"; {report.snapshots_present} already there; {report.snapshots_skipped} not "
-          "copied (expired, or forgotten or erased in either store)")
+          "copied (expired, forgotten here, or erased)")
     if life.erased:
         print(f"would erase here too: {', '.join(life.erased)}")
     if report.mirror:
