@@ -46,22 +46,18 @@ from ckptfs.errors import (
 from ckptfs.format import framing
 from ckptfs.format.digest import Digest
 from ckptfs.format.models import (
-    V2_REQUIRED,
-    WRITER_FEATURES,
     ChunkRef,
     Manifest,
     RunRecord,
-    StoreConfig,
 )
-from ckptfs.format.names import CHUNKS, CONFIG_PATH, chunk_path, record_path, snapshot_path
+from ckptfs.format.names import CHUNKS, chunk_path, record_path, snapshot_path
 from ckptfs.ops.chunks import snapshot_chunks
 from ckptfs.ops.copy_history import diverged
-from ckptfs.ops.copy_plan import plan_copy, refuse_missing_features, select_runs
+from ckptfs.ops.copy_plan import ensure_config, plan_copy, select_runs
 from ckptfs.ops.copy_v2 import RunCopyV2, SharedLooks, source_manifest
 from ckptfs.ops.copy_retention import LifeReport, RunLife, tombstoned_runs
 from ckptfs.store.ledgers import LedgerScanner
 from ckptfs.store.objects import REUSE_WINDOW_S, KnownChunks, ledger_results
-from ckptfs.store.new_store import default_version
 from ckptfs.store.repository import Repository, Snapshot
 
 
@@ -168,7 +164,7 @@ def copy_runs(src: Repository, dst: Repository, *, runs: Iterable[str] | None = 
         return plan_copy(src, dst, run_ids, mirror=mirror, now=now, report=CopyReport())
     report = CopyReport(mirror=mirror)
     now = int(time.time() * 1000) if now is None else now
-    report.config_created = _ensure_config(src, dst)
+    report.config_created = ensure_config(src, dst)
     total = sum(len(src.seqs(r)) for r in run_ids)
     done = [0]
 
@@ -277,35 +273,6 @@ def _merge(into: CopyReport, sub: CopyReport) -> None:
     into.life.controls_written += sub.life.controls_written
     into.life.erased += sub.life.erased
     into.life.forgotten += sub.life.forgotten
-
-
-def _writer_features(cfg: StoreConfig) -> tuple[str, ...]:
-    """``cfg``'s required features with the writer features a new store of its layout gets
-    (a v2 destination: complete locators, which this copy's writes follow, and compressed
-    record headers, which it writes, spec/v2.md 2), and
-    without those of another layout (a v1 destination has no locators)."""
-    data = tuple(f for f in cfg.required if f not in WRITER_FEATURES)
-    return (*data, *V2_REQUIRED) if cfg.version >= 2 else data
-
-
-def _ensure_config(src: Repository, dst: Repository) -> bool:
-    """Give ``dst`` the source's config (same chunker) if it has none; refuse a destination
-    that lacks a feature the source requires. True when the config was created."""
-    src_cfg = src.config
-    dst_cfg = dst.load_config()
-    if dst_cfg is None:
-        # the source's config (chunker, settings, features), in the layout new stores get
-        cfg = attrs.evolve(src_cfg, version=default_version())
-        cfg = attrs.evolve(cfg, required=_writer_features(cfg))
-        try:
-            data = cfg.to_bytes() if cfg != src_cfg else src.storage.read(CONFIG_PATH)
-            dst.storage.create(CONFIG_PATH, data)
-            dst._configured(StoreConfig.from_bytes(data))  # what was created: not read back
-            return True
-        except FileExistsError:
-            dst_cfg = dst.config
-    refuse_missing_features(src, dst, dst_cfg)
-    return False
 
 
 @attrs.frozen

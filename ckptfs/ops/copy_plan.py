@@ -1,5 +1,6 @@
 """What a copy would do, without doing it (``ckptfs copy --dry-run``), and the checks a copy
-makes before it writes anything: which runs, and whether the destination can take them.
+makes before it writes anything: which runs, and the destination's config (created from the
+source's when absent; a destination lacking a feature the source requires is refused).
 
 The plan takes the same decisions as the copy, through the same code (``RunLife`` with
 ``dry=True``, which writes nothing): for each run, the erasures it would repeat, the seqs it
@@ -16,11 +17,15 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+import attrs
+
 from ckptfs.errors import ConflictError, NotFound, UnsupportedFeature
-from ckptfs.format.models import WRITER_FEATURES, Manifest, StoreConfig
+from ckptfs.format.models import V2_REQUIRED, WRITER_FEATURES, Manifest, StoreConfig
+from ckptfs.format.names import CONFIG_PATH
 from ckptfs.ops.copy_history import diverged
 from ckptfs.ops.copy_retention import RunLife, tombstoned_runs
 from ckptfs.ops.copy_v2 import source_manifest
+from ckptfs.store.new_store import default_version
 from ckptfs.store.repository import Repository
 
 if TYPE_CHECKING:
@@ -45,6 +50,35 @@ def refuse_missing_features(src: Repository, dst: Repository, dst_cfg: StoreConf
         raise UnsupportedFeature(
             f"{src.url} requires feature(s) {', '.join(missing)} that {dst.url} does not declare; "
             "copy into a new, empty destination instead")
+
+
+def writer_features(cfg: StoreConfig) -> tuple[str, ...]:
+    """``cfg``'s required features with the writer features a new store of its layout gets
+    (a v2 destination: complete locators, which this copy's writes follow, and compressed
+    record headers, which it writes, spec/v2.md 2), and
+    without those of another layout (a v1 destination has no locators)."""
+    data = tuple(f for f in cfg.required if f not in WRITER_FEATURES)
+    return (*data, *V2_REQUIRED) if cfg.version >= 2 else data
+
+
+def ensure_config(src: Repository, dst: Repository) -> bool:
+    """Give ``dst`` the source's config (same chunker) if it has none; refuse a destination
+    that lacks a feature the source requires. True when the config was created."""
+    src_cfg = src.config
+    dst_cfg = dst.load_config()
+    if dst_cfg is None:
+        # the source's config (chunker, settings, features), in the layout new stores get
+        cfg = attrs.evolve(src_cfg, version=default_version())
+        cfg = attrs.evolve(cfg, required=writer_features(cfg))
+        try:
+            data = cfg.to_bytes() if cfg != src_cfg else src.storage.read(CONFIG_PATH)
+            dst.storage.create(CONFIG_PATH, data)
+            dst._configured(StoreConfig.from_bytes(data))  # what was created: not read back
+            return True
+        except FileExistsError:
+            dst_cfg = dst.config
+    refuse_missing_features(src, dst, dst_cfg)
+    return False
 
 
 def plan_copy(src: Repository, dst: Repository, run_ids: list[str], *, mirror: bool,
