@@ -28,7 +28,7 @@ DIFF_KEYS = {"a", "b", "added", "removed", "changed", "unchanged", "chunks_a", "
              "chunks_shared", "bytes_new"}
 COPY_KEYS = {"ok", "runs", "snapshots_copied", "snapshots_present", "snapshots_skipped",
              "chunks_copied", "chunks_present", "bytes_copied", "config_created", "conflicts",
-             "controls_written", "erased"}
+             "controls_written", "erased", "forgotten", "mirror", "dry_run", "would_copy"}
 EXPORT_KEYS = {"path", "kind", "files", "archive_bytes", "runs", "snapshots", "chunks"}
 INIT_KEYS = {"store", "created", "format", "chunker", "bucket_created", "create_only",
              "create_only_scope"}

@@ -288,7 +288,8 @@ def test_copy_still_carries_a_forget_and_an_erase_it_can_prove(tmp_path: Path) -
     copy_runs(ckptfs.open_store(src).repo, ckptfs.open_store(dst).repo)
     forget(ckptfs.open_store(src).repo, Policy(keep_last=1), runs=["r"])
     erase(ckptfs.open_store(src).repo, "e", reason="y")
-    rep = copy_runs(ckptfs.open_store(src).repo, ckptfs.open_store(dst).repo)
+    # the forget travels only with mirror (a copy is a backup, issue 35); the erase always
+    rep = copy_runs(ckptfs.open_store(src).repo, ckptfs.open_store(dst).repo, mirror=True)
     assert rep.ok and rep.life.erased == ["e"]
     d = ckptfs.open_store(dst)
     assert d.repo.record_seqs("r") == [5]
@@ -370,8 +371,9 @@ def test_erase_of_one_snapshot_with_a_writer_racing_it(
 
 
 def test_copy_of_a_run_forgotten_whole_in_the_source(tmp_path: Path) -> None:
-    """No snapshot id is left in the source: the destination's records are forgotten there
-    too only if they have expired there as well; otherwise the run is a conflict, untouched."""
+    """No snapshot id is left in the source: a backup copy leaves the destination's run as it
+    is (nothing to send, nothing to prove); a mirror copy forgets the destination's records
+    too only if they have expired there as well, otherwise the run is a conflict, untouched."""
     import datetime
     import time
 
@@ -384,11 +386,16 @@ def test_copy_of_a_run_forgotten_whole_in_the_source(tmp_path: Path) -> None:
     later = int(time.time() * 1000) + 2 * 3_600_000
     gc(ckptfs.open_store(src).repo, grace_ms=0, now=later)
     assert ckptfs.open_store(src).repo.seqs("r") == []
-    rep = copy_runs(ckptfs.open_store(src).repo, ckptfs.open_store(dst).repo, now=later)
+    before = _snapshot_files(other, "r")
+    for d in (dst, other):  # a backup: nothing of r goes, nothing of it is touched
+        rep = copy_runs(ckptfs.open_store(src).repo, ckptfs.open_store(d).repo, now=later)
+        assert rep.ok and ckptfs.open_store(d).repo.seqs("r") == [1, 2]
+    rep = copy_runs(ckptfs.open_store(src).repo, ckptfs.open_store(dst).repo, now=later,
+                    mirror=True)
     assert rep.ok  # the copies there expire as the originals did: forgotten there too
     assert ckptfs.open_store(dst).repo.seqs("r") == []
-    before = _snapshot_files(other, "r")
-    rep = copy_runs(ckptfs.open_store(src).repo, ckptfs.open_store(other).repo, now=later)
+    rep = copy_runs(ckptfs.open_store(src).repo, ckptfs.open_store(other).repo, now=later,
+                    mirror=True)
     assert not rep.ok and "seq 1:" in rep.conflicts[0]
     assert _snapshot_files(other, "r") == before
     assert ckptfs.open_store(other).repo.seqs("r") == [1, 2]

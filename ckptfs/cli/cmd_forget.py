@@ -120,7 +120,7 @@ def _print_summary(args: argparse.Namespace, report: Any) -> None:
     if not args.verbose:
         for run_id, seqs in sorted(per_run.items()):
             print(f"{verb} {human.count(len(seqs), 'snapshot')} of {human.clean(run_id)} "
-                  f"({_spans(seqs)})")
+                  f"({human.spans(seqs)})")
     for p in report.problems:
         print(f"problem  {human.clean(p)}")
     kept = len(report.decisions) - len(report.forgotten)
@@ -135,16 +135,3 @@ def _print_summary(args: argparse.Namespace, report: Any) -> None:
     print(head + f"{then} {human.size(report.bytes_freed)} in "
           f"{human.count(report.chunks_freed, 'chunk')} plus manifests" + later)
 
-
-def _spans(seqs: list[int]) -> str:
-    """``@1..@5, @7``: sequence numbers as ranges."""
-    out: list[str] = []
-    start = prev = seqs[0]
-    for s in [*seqs[1:], None]:
-        if s is not None and s == prev + 1:
-            prev = s
-            continue
-        out.append(f"@{start}" if start == prev else f"@{start}..@{prev}")
-        if s is not None:
-            start = prev = s
-    return ", ".join(out)

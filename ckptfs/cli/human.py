@@ -206,3 +206,17 @@ def iso(ms: int | None) -> str:
     if ms is None:
         return "never"
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))
+
+
+def spans(seqs: list[int]) -> str:
+    """``@1..@5, @7``: sequence numbers as ranges."""
+    out: list[str] = []
+    start = prev = seqs[0]
+    for s in [*seqs[1:], None]:
+        if s is not None and s == prev + 1:
+            prev = s
+            continue
+        out.append(f"@{start}" if start == prev else f"@{start}..@{prev}")
+        if s is not None:
+            start = prev = s
+    return ", ".join(out)

@@ -11,7 +11,10 @@ written; stored bytes are copied as they are (no recompression).
 
 Before a run's records, its retention objects (expiry overrides, retired markers, tombstones)
 are carried by ``copy_retention``: expired snapshots are not sent, forgotten and erased ones
-never come back, and an erasure in the source is repeated in the destination.
+never come back, and an erasure in the source is repeated in the destination. A copy is a
+backup: the source's forgets are repeated only with ``mirror=True`` (and then never by deleting
+a record of a format v2 destination). ``dry_run=True`` reports what a copy would do and
+writes nothing (``copy_plan``).
 
 A copy is a writer in the destination and keeps its grace rule (spec/retention.md "Grace
 rule"): a chunk the destination already holds is relied on only if it was modified less than
@@ -39,27 +42,22 @@ from ckptfs.errors import (
     CkptfsError,
     ConflictError,
     CorruptSnapshot,
-    NotFound,
-    UnsupportedFeature,
 )
 from ckptfs.format import framing
 from ckptfs.format.digest import Digest
 from ckptfs.format.models import (
-    V2_REQUIRED,
-    WRITER_FEATURES,
     ChunkRef,
     Manifest,
     RunRecord,
-    StoreConfig,
 )
-from ckptfs.format.names import CHUNKS, CONFIG_PATH, chunk_path, record_path, snapshot_path
+from ckptfs.format.names import CHUNKS, chunk_path, record_path, snapshot_path
 from ckptfs.ops.chunks import snapshot_chunks
 from ckptfs.ops.copy_history import diverged
+from ckptfs.ops.copy_plan import ensure_config, plan_copy, select_runs
 from ckptfs.ops.copy_v2 import RunCopyV2, SharedLooks, source_manifest
 from ckptfs.ops.copy_retention import LifeReport, RunLife, tombstoned_runs
 from ckptfs.store.ledgers import LedgerScanner
 from ckptfs.store.objects import REUSE_WINDOW_S, KnownChunks, ledger_results
-from ckptfs.store.new_store import default_version
 from ckptfs.store.repository import Repository, Snapshot
 
 
@@ -89,6 +87,13 @@ class CopyReport:
     config_created: bool = False
     conflicts: list[str] = attrs.field(factory=list)
     life: LifeReport = attrs.field(factory=LifeReport)
+    #: the source's forgets were repeated in the destination (``mirror=True``)
+    mirror: bool = False
+    #: nothing was written: the counts and lists say what a copy would do
+    dry_run: bool = False
+    #: ``RUN@SEQ`` of the snapshots a copy would send (dry run only; counted in
+    #: ``snapshots_copied``)
+    would_copy: list[str] = attrs.field(factory=list)
 
     @property
     def ok(self) -> bool:
@@ -113,6 +118,8 @@ class _ChunkIndex:
         self.ledgers = LedgerScanner(src.objects)
         #: the runs the destination holds tombstones of (one listing), set by ``copy_runs``
         self.dst_stones: set[str] | None = None
+        #: repeat the source's forgets (``copy_runs(mirror=True)``)
+        self.mirror = False
 
     def _load(self) -> dict[str, float | None]:
         if self._mtimes is None:
@@ -143,19 +150,21 @@ class _ChunkIndex:
 
 def copy_runs(src: Repository, dst: Repository, *, runs: Iterable[str] | None = None,
               progress: Progress | None = None, now: int | None = None,
-              workers: int | None = None) -> CopyReport:
+              workers: int | None = None, mirror: bool = False,
+              dry_run: bool = False) -> CopyReport:
     """Copy ``runs`` (default: every run) of ``src`` into ``dst``; see the module docstring.
     ``now`` (ms) decides which snapshots have expired (default: the clock). ``workers``: runs
     copied at once into a v2 destination (default: ``COPY_WORKERS`` on an object store, whose
-    requests are round trips; 1 elsewhere, where one run at a time keeps writes in order)."""
-    report = CopyReport()
+    requests are round trips; 1 elsewhere, where one run at a time keeps writes in order).
+    ``mirror``: repeat the source's forgets in the destination (by default a copy is a backup
+    that keeps its own history; erasures always propagate). ``dry_run``: change nothing and
+    report what the copy would do (``copy_plan.plan_copy``)."""
+    run_ids = select_runs(src, runs)
+    if dry_run:
+        return plan_copy(src, dst, run_ids, mirror=mirror, now=now, report=CopyReport())
+    report = CopyReport(mirror=mirror)
     now = int(time.time() * 1000) if now is None else now
-    report.config_created = _ensure_config(src, dst)
-    known = set(src.run_ids()) | tombstoned_runs(src.storage)
-    run_ids = list(runs) if runs is not None else sorted(known)
-    for run_id in run_ids:
-        if run_id not in known:
-            raise NotFound(f"no run {run_id!r} in {src.url}; 'ckptfs ls {src.url}' lists the runs")
+    report.config_created = ensure_config(src, dst)
     total = sum(len(src.seqs(r)) for r in run_ids)
     done = [0]
 
@@ -165,6 +174,7 @@ def copy_runs(src: Repository, dst: Repository, *, runs: Iterable[str] | None = 
             progress(done[0], total, f"{run_id}  {report.bytes_copied} B copied")
 
     index = _ChunkIndex(src, dst)
+    index.mirror = mirror
     # one listing of the destination's tombstones, not a read per run (an erase there after
     # it is the erase's to reconcile with writers: spec/retention.md 4.2, 5)
     index.dst_stones = tombstoned_runs(dst.storage)
@@ -184,7 +194,7 @@ def _copy_run(src: Repository, dst: Repository, run_id: str, now: int, report: C
               looks: SharedLooks | None = None) -> None:
     """One run: its retention objects, then its snapshots in seq order (module docstring)."""
     report.runs += 1
-    life = RunLife(src, dst, run_id, now, report.life, index.dst_stones)
+    life = RunLife(src, dst, run_id, now, report.life, index.dst_stones, mirror=index.mirror)
     erasures = len(report.life.erased)
     try:
         seqs = life.carry()
@@ -232,7 +242,7 @@ def _copy_parallel(src: Repository, dst: Repository, run_ids: list[str], now: in
 
     def job(run_id: str, sub: CopyReport) -> None:
         own = _ChunkIndex(src, dst)  # its own LedgerScanner (one run's); v2 lists no chunks
-        own.dst_stones = index.dst_stones
+        own.dst_stones, own.mirror = index.dst_stones, index.mirror
         _copy_run(src, dst, run_id, now, sub, own, reader, locked_tick, looks)
 
     subs = [CopyReport() for _ in run_ids]
@@ -262,39 +272,7 @@ def _merge(into: CopyReport, sub: CopyReport) -> None:
     into.conflicts += sub.conflicts
     into.life.controls_written += sub.life.controls_written
     into.life.erased += sub.life.erased
-
-
-def _writer_features(cfg: StoreConfig) -> tuple[str, ...]:
-    """``cfg``'s required features with the writer features a new store of its layout gets
-    (a v2 destination: complete locators, which this copy's writes follow, and compressed
-    record headers, which it writes, spec/v2.md 2), and
-    without those of another layout (a v1 destination has no locators)."""
-    data = tuple(f for f in cfg.required if f not in WRITER_FEATURES)
-    return (*data, *V2_REQUIRED) if cfg.version >= 2 else data
-
-
-def _ensure_config(src: Repository, dst: Repository) -> bool:
-    """Give ``dst`` the source's config (same chunker) if it has none; refuse a destination
-    that lacks a feature the source requires. True when the config was created."""
-    src_cfg = src.config
-    dst_cfg = dst.load_config()
-    if dst_cfg is None:
-        # the source's config (chunker, settings, features), in the layout new stores get
-        cfg = attrs.evolve(src_cfg, version=default_version())
-        cfg = attrs.evolve(cfg, required=_writer_features(cfg))
-        try:
-            data = cfg.to_bytes() if cfg != src_cfg else src.storage.read(CONFIG_PATH)
-            dst.storage.create(CONFIG_PATH, data)
-            dst._configured(StoreConfig.from_bytes(data))  # what was created: not read back
-            return True
-        except FileExistsError:
-            dst_cfg = dst.config
-    missing = sorted(set(src_cfg.required) - set(dst_cfg.required) - WRITER_FEATURES)
-    if missing:
-        raise UnsupportedFeature(
-            f"{src.url} requires feature(s) {', '.join(missing)} that {dst.url} does not declare; "
-            "copy into a new, empty destination instead")
-    return False
+    into.life.forgotten += sub.life.forgotten
 
 
 @attrs.frozen

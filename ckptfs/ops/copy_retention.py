@@ -1,19 +1,28 @@
 """What ``copy`` carries besides snapshots: the retention layer's control objects of a run
 (spec/retention.md section 9, "Copies").
 
-Every rule fails closed, so a copy never makes data live longer or come back:
+A copy is a **backup** by default: the destination keeps its own history and its own
+retention (``forget`` there), so the source's forgets are not repeated. ``mirror=True`` repeats
+them. Either way every rule fails closed, so a copy never makes data live longer or come back:
 - a tombstone in the source erases the run (or snapshot) in the destination too, or, when the
   destination holds nothing of it, arrives there (with a fence) before anything else;
-- retired markers are merged (a seq retired in either store stays retired) and reach the
-  destination before any record they cover; records the merge hides there are deleted, as a
-  forget would;
+- retired markers: a seq retired in the destination stays retired (it is never sent again);
+  a seq the source retired that the destination holds no record of, below a record it holds
+  or gets, is retired there too (a gap needs a marker, spec/retention.md 3). With ``mirror``,
+  the marker is the merge of both stores' (a seq retired in either stays retired), and the
+  destination's records it hides become invisible as a forget there would leave them: in a
+  format v2 destination the records stay as strays, since later records may locate their
+  bodies in them (spec/v2.md 9.1), and its gc repacks them; in a v1 one they are deleted;
 - expiry overrides arrive before the records they govern; where both stores hold one, the
   earlier expiry wins, and no snapshot's effective expiry in the destination ends up later
-  than in the source;
+  than in the source (a lifetime belongs to the data, like the manifest's ``expires``, and a
+  backup does not lengthen it);
 - a snapshot already expired (in either store) is not copied: its seq is retired instead;
-- nothing of a run the destination holds is changed before ``History.check`` has shown that it
-  is the source's run, and every record the copy removes there the source's snapshot
+- nothing of a run the destination holds is changed, and nothing added to it, before
+  ``History.check`` has shown that it is the source's run wherever that matters
   (ops/copy_history.py); otherwise the run is a conflict, left as it is.
+
+``dry=True`` decides the same and writes nothing: the report says what a copy would do.
 """
 
 from __future__ import annotations
@@ -56,6 +65,9 @@ class LifeReport:
 
     controls_written: int = 0
     erased: list[str] = attrs.field(factory=list)
+    #: ``RUN@SEQ`` the copy retired in the destination because the source forgot them
+    #: (``mirror`` only)
+    forgotten: list[str] = attrs.field(factory=list)
 
 
 def tombstoned_runs(storage: Storage) -> set[str]:
@@ -96,8 +108,13 @@ class RunLife:
     ``finish`` at the end."""
 
     def __init__(self, src: Repository, dst: Repository, run_id: str, now: int,
-                 report: LifeReport, dst_stones: set[str] | None = None) -> None:
+                 report: LifeReport, dst_stones: set[str] | None = None, *,
+                 mirror: bool = False, dry: bool = False) -> None:
         self.src, self.dst, self.run, self.now, self.report = src, dst, run_id, now, report
+        #: repeat the source's forgets (else only its erasures, module docstring)
+        self.mirror = mirror
+        #: decide only: nothing is written to the destination (``copy --dry-run``)
+        self.dry = dry
         #: the runs the destination has tombstones of, when the copy listed them once
         self.dst_stones = dst_stones
         self.src_over = _overrides(src.storage, run_id)
@@ -134,25 +151,56 @@ class RunLife:
                                    if n.endswith(".cbor")) if s]
         erased_ids = [pair for s in erased_seqs
                       for pair in _stone_ids(read_tombstone(st, self.run, s))]
+        erased = set(erased_seqs)
         records = set(self.dst_records)
         before = self._visible_set(records)
-        merged = self._merged(read_retired(st, self.run), set(erased_seqs))
-        after = {s for s in before if merged is None or merged.visible(s)}
-        same = self.history.check(self.src_seqs, before, before - after, erased_ids,
+        theirs = read_retired(st, self.run)
+        hidden = {s for s in before if theirs is not None and not theirs.visible(s)} - erased
+        # what the destination will hold visibly, and whether the copy adds to its run
+        new = [s for s in self.src_seqs if s not in records and self._visible(s)]
+        if self.mirror:
+            merged = self._merged(theirs, erased)
+            forgets = hidden
+        else:  # a backup: only the seqs it never had (gaps) are retired, nothing it holds
+            top = max([*before, *new], default=0)
+            merged = self._merged(self._gaps(theirs, records, top),
+                                  {s for s in erased if s < top})
+            forgets = set()
+        # to hide or erase a record, or to add records above one the source forgot, the copy
+        # must show that the destination's run is the source's (spec/retention.md 9 step 0)
+        proof = (before & erased) | (hidden if self.mirror or new else set())
+        same = self.history.check(self.src_seqs, before, proof, erased_ids,
                                   expired=self._expired_here)
-        for seq in [None, *self.src_seqs] if same else []:  # not proven one run: no lifetimes
+        # not proven one run: no lifetimes; no run here before or after: none to govern
+        for seq in [None, *self.src_seqs] if same and (before or new) else []:
             self._merge_expiry(seq)
         self._write_marker(merged)
-        for s in sorted(records & set(erased_seqs)) if same else []:
+        for s in sorted(records & erased) if same else []:
             self._erase(s)
-        for s in sorted(before - after - set(erased_seqs)):
-            self.dst.storage.delete(record_path(self.run, s))  # forgotten in the source
+        for s in sorted(forgets):
+            self.report.forgotten.append(f"{self.run}@{s}")
+        if forgets and not self.dry and self.dst.config.version < 2:
+            # a version 1 forget deletes the records (they carry no bodies); a version 2 one
+            # leaves them as strays that later records may locate bodies in (spec/v2.md 9.1)
+            self.dst.storage.delete_many(record_path(self.run, s) for s in sorted(forgets))
         for s in erased_seqs if same else []:
             if read_tombstone(self.dst.storage, self.run, s) is None:
                 self._put(tombstone_path(self.run, s), st.read(tombstone_path(self.run, s)))
-        self.dst_seqs = sorted(s for s in records - (before - after) - set(erased_seqs)
-                               if self._visible(s))
+        self.dst_seqs = sorted(s for s in before - forgets - erased if self._visible(s))
         return [s for s in self.src_seqs if self._visible(s)]
+
+    def _gaps(self, theirs: Retired | None, records: set[int], top: int) -> Retired | None:
+        """The part of the source's marker that a backup takes: the seqs below ``top`` (the
+        highest seq the destination will hold) that the source retired and the destination
+        holds no record of; None when there is none. Such a seq would otherwise be a gap
+        without a marker, which a stale writer could fill (spec/retention.md 3)."""
+        if theirs is None or top <= 1:
+            return None
+        through = min(theirs.through, top - 1)
+        kept = sorted(s for s in set(theirs.kept) | records if s <= through)
+        if len(kept) >= through:  # every seq up to ``through`` is kept: it retires nothing
+            return None
+        return Retired(run=self.run, through=through, kept=tuple(kept), created=self.now)
 
     def _erased_run(self, stone: Tombstone) -> None:
         """The run was erased in the source: erase it here too (when this store's run is
@@ -168,7 +216,7 @@ class RunLife:
             return
         old = self.marker
         self._publish(Retired(run=self.run, through=FENCE_ALL, kept=(), created=self.now))
-        if (old is None or not old.fenced) and self.dst.record_seqs(self.run):
+        if not self.dry and (old is None or not old.fenced) and self.dst.record_seqs(self.run):
             self._withdraw_fence(old)
         if theirs is None:
             self._put(tombstone_path(self.run), st.read(tombstone_path(self.run)))
@@ -198,8 +246,10 @@ class RunLife:
     def _erase(self, seq: int | None) -> None:
         stone = read_tombstone(self.src.storage, self.run, seq)
         assert stone is not None
-        erase(self.dst, self.run, seq=seq, reason=stone.reason)
         self.report.erased.append(self.run if seq is None else f"{self.run}@{seq}")
+        if self.dry:
+            return
+        erase(self.dst, self.run, seq=seq, reason=stone.reason)
         self.marker = read_retired(self.dst.storage, self.run)
 
     # -- expiry --------------------------------------------------------------------------------
@@ -269,12 +319,14 @@ class RunLife:
                 self.marker.through, set(self.marker.kept)) == (marker.through, set(marker.kept)):
             return
         self.marker = marker
-        write_retired(self.dst.storage, marker)
+        if not self.dry:
+            write_retired(self.dst.storage, marker)
         self.report.controls_written += 1
 
     def _publish(self, other: Retired | None, hidden: set[int] | None = None) -> None:
         self._write_marker(self._merged(other, hidden))
 
     def _put(self, path: str, data: bytes) -> None:
-        self.dst.storage.replace(path, data)
+        if not self.dry:
+            self.dst.storage.replace(path, data)
         self.report.controls_written += 1

@@ -1,0 +1,131 @@
+"""What a copy would do, without doing it (``ckptfs copy --dry-run``), and the checks a copy
+makes before it writes anything: which runs, and the destination's config (created from the
+source's when absent; a destination lacking a feature the source requires is refused).
+
+The plan takes the same decisions as the copy, through the same code (``RunLife`` with
+``dry=True``, which writes nothing): for each run, the erasures it would repeat, the seqs it
+would retire or (with ``mirror``) forget, then for each source snapshot whether it is already
+in the destination, would be skipped (expired, or forgotten or erased in the destination) or
+would be sent. It reads the source's records and manifests and the destination's listings and
+records; it sends no chunk, and does not count the bytes a copy would send (that needs every
+snapshot's chunk list against what the destination holds).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+import attrs
+
+from ckptfs.errors import ConflictError, NotFound, UnsupportedFeature
+from ckptfs.format.models import V2_REQUIRED, WRITER_FEATURES, Manifest, StoreConfig
+from ckptfs.format.names import CONFIG_PATH
+from ckptfs.ops.copy_history import diverged
+from ckptfs.ops.copy_retention import RunLife, tombstoned_runs
+from ckptfs.ops.copy_v2 import source_manifest
+from ckptfs.store.new_store import default_version
+from ckptfs.store.repository import Repository
+
+if TYPE_CHECKING:
+    from ckptfs.ops.copy import CopyReport
+
+
+def select_runs(src: Repository, runs: Iterable[str] | None) -> list[str]:
+    """``runs`` (default: every run of ``src``, erased ones included, whose tombstones travel);
+    NotFound for a run ``src`` does not know."""
+    known = set(src.run_ids()) | tombstoned_runs(src.storage)
+    run_ids = list(runs) if runs is not None else sorted(known)
+    for run_id in run_ids:
+        if run_id not in known:
+            raise NotFound(f"no run {run_id!r} in {src.url}; 'ckptfs ls {src.url}' lists the runs")
+    return run_ids
+
+
+def refuse_missing_features(src: Repository, dst: Repository, dst_cfg: StoreConfig) -> None:
+    """UnsupportedFeature when ``dst`` lacks a data feature ``src`` requires."""
+    missing = sorted(set(src.config.required) - set(dst_cfg.required) - WRITER_FEATURES)
+    if missing:
+        raise UnsupportedFeature(
+            f"{src.url} requires feature(s) {', '.join(missing)} that {dst.url} does not declare; "
+            "copy into a new, empty destination instead")
+
+
+def writer_features(cfg: StoreConfig) -> tuple[str, ...]:
+    """``cfg``'s required features with the writer features a new store of its layout gets
+    (a v2 destination: complete locators, which this copy's writes follow, and compressed
+    record headers, which it writes, spec/v2.md 2), and
+    without those of another layout (a v1 destination has no locators)."""
+    data = tuple(f for f in cfg.required if f not in WRITER_FEATURES)
+    return (*data, *V2_REQUIRED) if cfg.version >= 2 else data
+
+
+def ensure_config(src: Repository, dst: Repository) -> bool:
+    """Give ``dst`` the source's config (same chunker) if it has none; refuse a destination
+    that lacks a feature the source requires. True when the config was created."""
+    src_cfg = src.config
+    dst_cfg = dst.load_config()
+    if dst_cfg is None:
+        # the source's config (chunker, settings, features), in the layout new stores get
+        cfg = attrs.evolve(src_cfg, version=default_version())
+        cfg = attrs.evolve(cfg, required=writer_features(cfg))
+        try:
+            data = cfg.to_bytes() if cfg != src_cfg else src.storage.read(CONFIG_PATH)
+            dst.storage.create(CONFIG_PATH, data)
+            dst._configured(StoreConfig.from_bytes(data))  # what was created: not read back
+            return True
+        except FileExistsError:
+            dst_cfg = dst.config
+    refuse_missing_features(src, dst, dst_cfg)
+    return False
+
+
+def plan_copy(src: Repository, dst: Repository, run_ids: list[str], *, mirror: bool,
+              now: int | None, report: CopyReport) -> CopyReport:
+    """Fill ``report`` with what copying ``run_ids`` would do; nothing is written to ``dst``
+    (a destination without a config is planned as empty: ``config_created`` says it would
+    get one)."""
+    report.mirror, report.dry_run = mirror, True
+    now = int(time.time() * 1000) if now is None else now
+    dst_cfg = dst.load_config()
+    if dst_cfg is None:
+        report.config_created = True
+    else:
+        refuse_missing_features(src, dst, dst_cfg)
+    stones = tombstoned_runs(dst.storage)
+    for run_id in run_ids:
+        report.runs += 1
+        life = RunLife(src, dst, run_id, now, report.life, stones, mirror=mirror, dry=True)
+        try:
+            seqs = life.carry()
+            report.snapshots_skipped += len(life.src_seqs) - len(seqs)
+            have = set(life.dst_seqs)
+            for seq in seqs:
+                _plan_snapshot(src, dst, life, seq, seq in have, report)
+        except ConflictError as e:
+            report.conflicts.append(str(e))
+            continue
+        life.finish()
+    return report
+
+
+def _plan_snapshot(src: Repository, dst: Repository, life: RunLife, seq: int, present: bool,
+                   report: CopyReport) -> None:
+    """Count one source snapshot as present, skipped or to send, as the copy decides it
+    (``copy._RunCopy._prepare``, ``copy_v2.RunCopyV2._prepare``)."""
+    run_id = life.run
+    _, rec = life.history.record(seq)
+    if present:
+        if life.history.dst_id(seq) != rec.snapshot:
+            raise diverged(src, dst, run_id, seq)
+        life.admit(seq, lambda: src.snapshot_at(run_id, seq).manifest.expires, present=True)
+        report.snapshots_present += 1
+        return
+    where = f"run {run_id!r} seq {seq} (snapshot {rec.snapshot.short})"
+    manifest = Manifest.from_bytes(source_manifest(src, rec, where), what=where)
+    if not life.admit(seq, lambda: manifest.expires, present=False):
+        report.snapshots_skipped += 1
+        return
+    report.snapshots_copied += 1
+    report.would_copy.append(f"{run_id}@{seq}")
