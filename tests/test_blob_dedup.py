@@ -1,0 +1,261 @@
+"""Issue 30 defect 7: a streamed blob whose chunks the commit may rely on is located, not
+written again (spec/v2.md 5.2: chunks its parent, the run's previous snapshot, names; chunks
+this writer wrote less than REUSE_WINDOW ago). Measured in what lands in the store: bytes
+(sum of file sizes: the store is create-only, so its growth is the bytes written) and files.
+
+What may legitimately be written again (spec/retention.md 4.1, spec/v2.md 5.2, unchanged):
+a chunk that neither the run's previous snapshot names nor this writer wrote recently, which
+covers a fork's first commit and another run in another process. Those cases are asserted
+here too, so that a change of the rule is a deliberate one."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import ckptfs
+from ckptfs.errors import ConflictError
+from ckptfs.ops.lease import MaintenanceLease
+from ckptfs.ops.verify import verify
+
+MiB = 1 << 20
+#: the blob: big enough that writing it again is unmistakable next to a record's header
+SIZE = 32 * MiB
+#: a commit that writes none of the blob's bytes adds one record: its manifest and locators
+#: (about 20 bytes per chunk: 512 chunks of 64 KiB on average here)
+HEADER_MAX = 64 * 1024
+#: a 1-byte edit in the middle changes the chunk(s) around it (max chunk 256 KiB; FastCDC
+#: realigns within a chunk or two)
+EDIT_MAX = HEADER_MAX + 4 * 256 * 1024
+
+
+def _usage(root: Path) -> tuple[int, int]:
+    """(bytes, files) of everything under ``root``."""
+    n = size = 0
+    for d, _, files in os.walk(root):
+        for f in files:
+            size += os.path.getsize(os.path.join(d, f))
+            n += 1
+    return size, n
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("src") / "blob.bin"
+    path.write_bytes(os.urandom(SIZE))
+    return path
+
+
+def _edited(source: Path, tmp_path: Path) -> Path:
+    """``source`` with one byte changed in the middle."""
+    data = bytearray(source.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    out = tmp_path / "edited.bin"
+    out.write_bytes(bytes(data))
+    return out
+
+
+def _first(root: Path, source: Path, run_id: str = "r") -> ckptfs.Store:
+    store = ckptfs.open_store(str(root))
+    store.start_run(run_id).checkpoint({"b": ckptfs.Blob(source), "n": 1})
+    return store
+
+
+def _grew(root: Path, before: tuple[int, int]) -> tuple[int, int]:
+    after = _usage(root)
+    return after[0] - before[0], after[1] - before[1]
+
+
+@pytest.mark.parametrize("form", ["path", "file object"])
+def test_the_same_blob_again_in_the_same_run_writes_only_a_record(
+        tmp_path: Path, source: Path, form: str) -> None:
+    root = tmp_path / "s"
+    store = ckptfs.open_store(str(root))
+    run = store.start_run("r")
+    run.checkpoint({"b": ckptfs.Blob(source)})
+    before = _usage(root)
+    with open(source, "rb") as f:
+        run.checkpoint({"b": ckptfs.Blob(source if form == "path" else f), "n": 2})
+    grew, files = _grew(root, before)
+    assert files == 1 and grew < HEADER_MAX, (grew, files)
+    assert store.read("r")["b"].read() == source.read_bytes()
+
+
+@pytest.mark.parametrize("form", ["path", "file object"])
+def test_the_same_blob_after_a_restart_writes_only_a_record(
+        tmp_path: Path, source: Path, form: str) -> None:
+    """A resumed run's parent (the head it resumed) names the blob's chunks: its record
+    locates them, so the commit locates them too (failed before: every byte written again,
+    the store doubled)."""
+    root = tmp_path / "s"
+    _first(root, source)
+    before = _usage(root)
+    run = ckptfs.open_store(str(root)).resume("r")  # a fresh store object: nothing remembered
+    with open(source, "rb") as f:
+        snap = run.checkpoint({"b": ckptfs.Blob(source if form == "path" else f), "n": 2})
+    grew, files = _grew(root, before)
+    assert files == 1 and grew < HEADER_MAX, (grew, files)
+    fresh = ckptfs.open_store(str(root))
+    assert fresh.read(snap.id)["b"].read() == source.read_bytes()
+    assert verify(fresh.repo, read_data=True).ok
+
+
+def test_the_same_small_blob_of_bytes_after_a_restart_writes_only_a_record(
+        tmp_path: Path) -> None:
+    """``Blob(bytes)`` (cut in memory, over the inline limit) follows the same rule."""
+    root = tmp_path / "s"
+    data = os.urandom(3 * MiB)
+    ckptfs.open_store(str(root)).start_run("r").checkpoint({"b": ckptfs.Blob(data)})
+    before = _usage(root)
+    ckptfs.open_store(str(root)).resume("r").checkpoint({"b": ckptfs.Blob(data), "n": 2})
+    grew, files = _grew(root, before)
+    assert files == 1 and grew < HEADER_MAX, (grew, files)
+    assert ckptfs.open_store(str(root)).read("r")["b"].read() == data
+
+
+def test_the_same_blob_after_the_reuse_window_writes_only_a_record(
+        tmp_path: Path, source: Path) -> None:
+    """Past REUSE_WINDOW this writer no longer relies on what it wrote, but the parent still
+    names the chunks (failed before: written again after 10 minutes in one process)."""
+    root = tmp_path / "s"
+    store = ckptfs.open_store(str(root))
+    run = store.start_run("r")
+    run.checkpoint({"b": ckptfs.Blob(source)})
+    store.repo.objects.known.window = 0.0  # every chunk it wrote is now older than the window
+    before = _usage(root)
+    run.checkpoint({"b": ckptfs.Blob(source), "n": 2})
+    grew, files = _grew(root, before)
+    assert files == 1 and grew < HEADER_MAX, (grew, files)
+    assert store.read("r")["b"].read() == source.read_bytes()
+
+
+def test_a_small_edit_after_a_restart_writes_only_the_changed_chunks(
+        tmp_path: Path, source: Path) -> None:
+    root = tmp_path / "s"
+    _first(root, source)
+    edited = _edited(source, tmp_path)
+    before = _usage(root)
+    snap = ckptfs.open_store(str(root)).resume("r").checkpoint({"b": ckptfs.Blob(edited)})
+    grew, files = _grew(root, before)
+    assert 0 < grew < EDIT_MAX and files <= 2, (grew, files)
+    assert ckptfs.open_store(str(root)).read(snap.id)["b"].read() == edited.read_bytes()
+
+
+def test_a_small_edit_in_the_same_process_writes_only_the_changed_chunks(
+        tmp_path: Path, source: Path) -> None:
+    root = tmp_path / "s"
+    store = ckptfs.open_store(str(root))
+    run = store.start_run("r")
+    run.checkpoint({"b": ckptfs.Blob(source)})
+    store.repo.objects.known.window = 0.0
+    edited = _edited(source, tmp_path)
+    before = _usage(root)
+    with open(edited, "rb") as f:
+        run.checkpoint({"b": ckptfs.Blob(f)})
+    grew, files = _grew(root, before)
+    assert 0 < grew < EDIT_MAX and files <= 2, (grew, files)
+    assert store.read("r")["b"].read() == edited.read_bytes()
+
+
+def test_after_a_real_process_restart(tmp_path: Path, source: Path) -> None:
+    """The resume and the commit in another Python process (no cache of this one)."""
+    root = tmp_path / "s"
+    _first(root, source)
+    before = _usage(root)
+    code = ("import sys, ckptfs; s = ckptfs.open_store(sys.argv[1]); "
+            "s.resume('r').checkpoint({'b': ckptfs.Blob(sys.argv[2]), 'n': 2})")
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    subprocess.run([sys.executable, "-c", code, str(root), str(source)], check=True, env=env,
+                   timeout=120)
+    grew, files = _grew(root, before)
+    assert files == 1 and grew < HEADER_MAX, (grew, files)
+
+
+def test_another_run_of_the_same_writer_within_the_window_relies_on_its_packs(
+        tmp_path: Path, source: Path) -> None:
+    """Chunks this writer wrote less than REUSE_WINDOW ago (spec/v2.md 5.2): a second run, or
+    a fork, in the same process locates them in the packs it wrote."""
+    root = tmp_path / "s"
+    store = _first(root, source)
+    before = _usage(root)
+    store.start_run("other").checkpoint({"b": ckptfs.Blob(source)})
+    store.fork("r", "f").checkpoint({"b": ckptfs.Blob(source), "n": 3})
+    grew, files = _grew(root, before)
+    assert files == 2 and grew < 2 * HEADER_MAX, (grew, files)
+
+
+@pytest.mark.parametrize("how", ["another run", "a fork"])
+def test_another_process_writes_the_blob_again_as_the_grace_rule_requires(
+        tmp_path: Path, source: Path, how: str) -> None:
+    """Not a snapshot of the same run's previous seq, not written by this writer: spec/v2.md
+    5.2 and retention.md 4.1 make the commit write the chunks again (which refreshes them:
+    a gc that judged them garbage under another run's forget must not take them). Decided to
+    keep that rule: relying on another run's record would need the handshake to cover a
+    parent that is not the run's head, which it does not."""
+    root = tmp_path / "s"
+    _first(root, source)
+    before = _usage(root)
+    store = ckptfs.open_store(str(root))
+    run = store.start_run("other") if how == "another run" else store.fork("r", "f")
+    snap = run.checkpoint({"b": ckptfs.Blob(source), "n": 3})
+    grew, _ = _grew(root, before)
+    assert SIZE <= grew < SIZE + HEADER_MAX + MiB, grew
+    # and from then on that run relies on its own parent
+    before = _usage(root)
+    ckptfs.open_store(str(root)).resume(snap.run).checkpoint({"b": ckptfs.Blob(source)})
+    grew, files = _grew(root, before)
+    assert files == 1 and grew < HEADER_MAX, (grew, files)
+
+
+@pytest.mark.layout(1)
+def test_a_version_1_store_relies_on_the_parent_too(tmp_path: Path) -> None:
+    """v1: the parent names the blob's loose chunk files; none is written again (failed
+    before: every chunk file written again, which a byte count does not show since it
+    replaces a file with the same bytes: counted by the modification times it refreshes)."""
+    root = tmp_path / "s"
+    data = io.BytesIO(os.urandom(4 * MiB))
+    ckptfs.open_store(str(root)).start_run("r").checkpoint({"b": ckptfs.Blob(data)})
+    chunk_files = [p for p in (root / "chunks").rglob("*") if p.is_file()]
+    for p in chunk_files:
+        os.utime(p, (1, 1))
+    before = _usage(root)
+    data.seek(0)
+    ckptfs.open_store(str(root)).resume("r").checkpoint({"b": ckptfs.Blob(data), "n": 2})
+    grew, files = _grew(root, before)
+    assert files <= 3 and grew < HEADER_MAX, (grew, files)
+    rewritten = [p for p in chunk_files if p.stat().st_mtime != 1]
+    assert len(chunk_files) > 40 and rewritten == [], len(rewritten)
+
+
+def test_a_relied_on_body_a_sweep_took_withdraws_the_commit(tmp_path: Path,
+                                                            source: Path) -> None:
+    """The blob's chunks the commit relies on go through the post-commit check of every
+    relied-on chunk (spec/v2.md 5.1 step 3): a sweep that deleted the parent's pack while the
+    commit was being prepared withdraws the commit (ConflictError, no record), never a
+    record with a hole."""
+    root = tmp_path / "s"
+    _first(root, source)
+    packs = sorted(p for p in (root / "packs").rglob("*") if p.is_file())
+    store = ckptfs.open_store(str(root))
+    run = store.resume("r")
+    objects = store.repo.objects
+    prepare = objects.prepare_v2
+
+    def sweep_first(*a: Any, **k: Any) -> Any:
+        lease = MaintenanceLease(ckptfs.open_store(str(root)).storage).acquire()
+        lease.set_deletes(True)
+        for p in packs:
+            p.unlink()  # what a hostile (or broken) collector deletes while it sweeps
+        lease.release()
+        return prepare(*a, **k)
+
+    objects.prepare_v2 = sweep_first  # type: ignore[method-assign]
+    with pytest.raises(ConflictError, match="withdrawn"):
+        run.checkpoint({"b": ckptfs.Blob(source), "n": 2})
+    assert ckptfs.open_store(str(root)).repo.record_seqs("r") == [1]
