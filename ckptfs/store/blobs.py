@@ -34,7 +34,7 @@ normally (spec/format.md 6.1).
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterator
+from collections.abc import Container, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO, Any, BinaryIO, cast
 
@@ -82,6 +82,7 @@ def write_stream(objects: ObjectStore, f: IO[bytes], params: ChunkerParams, typ:
     are skipped, as are those this writer wrote within the reuse window (``objects.known``).
     Memory stays bounded by the windows whatever the stream's length: the skip consults sets
     the commit holds anyway."""
+    objects.sweeps.before_write(())  # the writer's first write looks at the lease first
     cdc = native(params)
     out = _Written()
     if cdc is None:
@@ -90,6 +91,26 @@ def write_stream(objects: ObjectStore, f: IO[bytes], params: ChunkerParams, typ:
         digest = _write_windows(objects, f, params, cdc, out, reuse)
     return (Captured(kind="blob", type=typ, size=out.size, digest=digest,
                      chunks=tuple(out.chunks), labels=labels), out.new_bytes)
+
+
+def write_again(objects: ObjectStore, refs: Sequence[ChunkRef], *, where: str) -> None:
+    """Write chunks the store holds again, into new packs of this writer, read (verified) a
+    window at a time through the blob writer's store job: what the grace rule makes a commit
+    write again (spec/retention.md 4.1: a fork's first commit, a blob stored by another run),
+    in the memory of about two windows whatever their total. Version 2 stores only. They are
+    then this writer's own (``known``, ``locations.own``): the commit locates them there."""
+    syncing = ThreadPoolExecutor(objects.storage.staged_workers,
+                                 thread_name_prefix="ckptfs-blob-sync")
+    job = _StoreJob(objects, _Written(), syncing, frozenset())
+    try:
+        for window in windows(refs, WINDOW):
+            job.window([memoryview(b) for b in objects.get_chunks(window, where=where)])
+        job.finish_all()
+        objects.locations.add(job.placed)
+        objects.known.update(job.seen)
+    finally:
+        syncing.shutdown(wait=True, cancel_futures=True)
+        job.drop_unfinished()
 
 
 def _write_slow(objects: ObjectStore, f: IO[bytes], params: ChunkerParams,
