@@ -368,3 +368,21 @@ def test_a_resumed_blob_committed_while_gc_repacks_its_parents_pack(
     else:
         assert fresh.read(snap.id)["b"].read() == a
     assert verify(fresh.repo, read_data=True).ok
+
+
+def test_a_chunk_is_relied_on_by_its_full_digest_never_by_a_locator_prefix() -> None:
+    """A record's locators are keyed by 8-byte prefixes, which content can be made to collide
+    (2^32 work): a chunk is skipped only when the parent's manifest names its full digest,
+    so a colliding chunk is written, never located at another chunk's body (a hole)."""
+    from ckptfs.format.containers import Location, PackRef
+    from ckptfs.format.digest import Digest
+    from ckptfs.store.chunk_sets import NO_PARENT, ParentChunks
+
+    named, collider, unlocated = b"\x01" * 32, b"\x01" * 8 + b"\x02" * 24, b"\x03" * 32
+    loc = Location(PackRef(Digest(b"\x09" * 32)), 45, 10)
+    parent = ParentChunks(frozenset({named, unlocated}), ({}, {named[:8]: loc}))
+    assert named in parent
+    assert collider not in parent  # its prefix is located, its digest is not named
+    assert unlocated not in parent  # named, but the parent's record does not locate it
+    assert named in ParentChunks(frozenset({named}))  # v1: no locator needed
+    assert named not in NO_PARENT

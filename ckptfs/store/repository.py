@@ -314,8 +314,9 @@ class Repository:
         """The chunks the next commit of ``parent``'s run (at ``parent.seq + 1``) may locate
         instead of writing because ``parent`` names them (spec/v2.md 5.2): writers skip them
         while they cut (a streamed blob, a value) and ``prepare_v2`` takes their locators from
-        the parent's record, as it does for every chunk the parent names. None (nothing) when
-        the parent's record cannot be read: then the commit writes what it cuts."""
+        the parent's record, as it does for every chunk the parent names. ``NO_PARENT``
+        (nothing) when the parent's record cannot be read: then the commit writes what it
+        cuts, which is never wrong, only larger."""
         if parent is None:
             return NO_PARENT
         named = named_raws(parent.manifest, self.objects.manifest_bytes.chunk_lists)
