@@ -268,6 +268,9 @@ class Run:
                 raise KeyError(f"entry_labels names {name!r}, which is not an entry of this state")
             check_labels(entry_label)
         chunks = list(chunks or [])
+        # what the parent (this run's head) names and locates is located, not written again,
+        # however it comes back (a streamed blob, a value or ledger cut afresh): spec/v2.md 5.2
+        self._writer.reuse = self._ledger_writer.reuse = self.store.repo.reusable(self.snapshot)
         prepared: dict[str, Any] | None = None
         entries: Mapping[str, Entry]
         required: tuple[str, ...] = ()

@@ -6,7 +6,9 @@ Writing (``write_stream``) is a pipeline over two reused window buffers (about o
   (C, without the GIL; views, no copies; a chunk that could still grow past the window's end
   is carried to the start of the next window and cut again with what follows it);
 - a *hash* worker feeds the window to the whole-blob BLAKE3 (one call per window, in order);
-- a *store* worker takes each chunk's BLAKE3 from its view, frames new chunks as (codec byte,
+- a *store* worker takes each chunk's BLAKE3 from its view, skips a chunk the commit may rely
+  on (one this writer wrote within the reuse window, or one its parent names and locates:
+  ``reuse``, spec/v2.md 5.2; the commit locates it from there), frames new chunks as (codec byte,
   payload) without copying a raw payload (``framing.frame_parts``: the choice ``frame`` makes),
   lays them out as a pack named by the BLAKE3 of its parts (``pack_parts``) and hands the
   parts to the OS (``Storage.stage_parts``: a temp file written with ``writev``);
@@ -32,7 +34,7 @@ normally (spec/format.md 6.1).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Container, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO, Any, BinaryIO, cast
 
@@ -72,21 +74,47 @@ class _Written:
 
 
 def write_stream(objects: ObjectStore, f: IO[bytes], params: ChunkerParams, typ: str,
-                 labels: dict[str, str]) -> tuple[Captured, int]:
+                 labels: dict[str, str], reuse: Container[bytes] = frozenset()
+                 ) -> tuple[Captured, int]:
     """Store the stream ``f`` as a blob entry's chunks, durably; the entry and how many bytes
-    of new chunks were written."""
+    of new chunks were written. ``reuse``: raw digests of chunks the commit that will name
+    the entry may locate without writing them (its parent's: ``Repository.reusable``); they
+    are skipped, as are those this writer wrote within the reuse window (``objects.known``).
+    Memory stays bounded by the windows whatever the stream's length: the skip consults sets
+    the commit holds anyway."""
+    objects.sweeps.before_write(())  # the writer's first write looks at the lease first
     cdc = native(params)
     out = _Written()
     if cdc is None:
-        digest = _write_slow(objects, f, params, out)
+        digest = _write_slow(objects, f, params, out, reuse)
     else:
-        digest = _write_windows(objects, f, params, cdc, out)
+        digest = _write_windows(objects, f, params, cdc, out, reuse)
     return (Captured(kind="blob", type=typ, size=out.size, digest=digest,
                      chunks=tuple(out.chunks), labels=labels), out.new_bytes)
 
 
+def write_again(objects: ObjectStore, refs: Sequence[ChunkRef], *, where: str) -> None:
+    """Write chunks the store holds again, into new packs of this writer, read (verified) a
+    window at a time through the blob writer's store job: what the grace rule makes a commit
+    write again (spec/retention.md 4.1: a fork's first commit, a blob stored by another run),
+    in the memory of about two windows whatever their total. Version 2 stores only. They are
+    then this writer's own (``known``, ``locations.own``): the commit locates them there."""
+    syncing = ThreadPoolExecutor(objects.storage.staged_workers,
+                                 thread_name_prefix="ckptfs-blob-sync")
+    job = _StoreJob(objects, _Written(), syncing, frozenset())
+    try:
+        for window in windows(refs, WINDOW):
+            job.window([memoryview(b) for b in objects.get_chunks(window, where=where)])
+        job.finish_all()
+        objects.locations.add(job.placed)
+        objects.known.update(job.seen)
+    finally:
+        syncing.shutdown(wait=True, cancel_futures=True)
+        job.drop_unfinished()
+
+
 def _write_slow(objects: ObjectStore, f: IO[bytes], params: ChunkerParams,
-                out: _Written) -> Digest:
+                out: _Written, reuse: Container[bytes]) -> Digest:
     """Without pyfastcdc's extension: the reference chunker, chunks written in batches."""
     h = hasher()
     batch: list[tuple[Digest, bytes | memoryview]] = []
@@ -96,7 +124,7 @@ def _write_slow(objects: ObjectStore, f: IO[bytes], params: ChunkerParams,
         d = Digest.of(data)
         out.chunks.append(ChunkRef(d, len(data)))
         out.size += len(data)
-        if d not in objects.known:
+        if d not in objects.known and d.raw not in reuse:
             batch.append((d, data))
             batch_bytes += len(data)
             out.new_bytes += len(data)
@@ -125,7 +153,7 @@ def _fill(f: IO[bytes], view: memoryview) -> int:
 
 
 def _write_windows(objects: ObjectStore, f: IO[bytes], params: ChunkerParams, cdc: Any,
-                   out: _Written) -> Digest:
+                   out: _Written, reuse: Container[bytes]) -> Digest:
     """The main thread reads and cuts; the "store" worker digests, frames and writes each
     window's chunks (in window order), the "hash" worker feeds the whole-blob hash."""
     window = max(WINDOW, 4 * params.max_size)
@@ -136,7 +164,7 @@ def _write_windows(objects: ObjectStore, f: IO[bytes], params: ChunkerParams, cd
     storing = ThreadPoolExecutor(1, thread_name_prefix="ckptfs-blob-store")
     syncing = ThreadPoolExecutor(objects.storage.staged_workers,
                                  thread_name_prefix="ckptfs-blob-sync")
-    job = _StoreJob(objects, out, syncing)
+    job = _StoreJob(objects, out, syncing, reuse)
     carry = 0  # bytes at the start of the current buffer, carried from the previous one
     k = 0
     try:
@@ -179,9 +207,10 @@ def _write_windows(objects: ObjectStore, f: IO[bytes], params: ChunkerParams, cd
 class _StoreJob:
     """The store worker's side of a blob write: one call per window, in order."""
 
-    def __init__(self, objects: ObjectStore, out: _Written, syncing: ThreadPoolExecutor
-                 ) -> None:
+    def __init__(self, objects: ObjectStore, out: _Written, syncing: ThreadPoolExecutor,
+                 reuse: Container[bytes]) -> None:
         self.objects = objects
+        self.reuse = reuse
         self.out = out
         self.syncing = syncing
         #: packs handed to the OS whose fsync and link run on the sync worker, oldest first
@@ -193,14 +222,16 @@ class _StoreJob:
 
     def window(self, cuts: list[memoryview]) -> None:
         """Digest the chunks ``cuts`` (views into a window), frame the new ones and write them
-        (v2: packs, durable when this returns; v1: loose chunk files)."""
+        (v2: packs, durable when this returns; v1: loose chunk files). A chunk written before
+        in this blob, by this writer recently, or that the parent locates is not written."""
         bodies: list[FramedParts] = []
         loose: list[tuple[Digest, bytes | memoryview]] = []
-        known, seen, chunks = self.objects.known, self.seen, self.out.chunks
+        known, seen, chunks, reuse = self.objects.known, self.seen, self.out.chunks, self.reuse
         for data in cuts:
-            d = Digest(blake3.blake3(data).digest())
+            raw = blake3.blake3(data).digest()
+            d = Digest(raw)
             chunks.append(ChunkRef(d, len(data)))
-            if d in seen or d in known:
+            if d in seen or d in known or raw in reuse:
                 continue
             seen.add(d)
             self.out.new_bytes += len(data)

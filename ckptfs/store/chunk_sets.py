@@ -12,9 +12,12 @@ storage access. The answers equal ``named_chunks``' keys (tests compare them).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+
+import attrs
 
 from ckptfs.format.chunk_lists import ChunkListCache
+from ckptfs.format.containers import LOCATOR_PREFIX, Location
 from ckptfs.format.digest import Digest
 from ckptfs.format.ledger import LedgerRef
 from ckptfs.format.models import Captured, Manifest
@@ -66,4 +69,33 @@ def unprotected(manifest: Manifest, parent: Manifest | None, written: Iterable[D
             if d.raw in left and not mine(d)]
 
 
-__all__ = ["named_raws", "unprotected"]
+@attrs.frozen(eq=False)
+class ParentChunks:
+    """The chunks a commit may locate instead of writing because its parent, the run's
+    previous snapshot, names them (spec/v2.md 5.2, retention.md 4.1): ``raw in`` it is true
+    for a raw digest the parent's manifest names and, in a version 2 store, its record
+    locates (its body table or its locators, ``table``: the commit takes the locator from
+    there). Held by reference: the parent's digest set (``named_raws``, which the commit
+    computes anyway) and its record's remembered table; no index of its own, whatever the
+    size of what the commit streams."""
+
+    named: frozenset[bytes] = frozenset()
+    #: the parent record's (bodies by raw digest, locators by raw digest or prefix); None in
+    #: a version 1 store, whose loose chunks need no locator
+    table: tuple[Mapping[bytes, Location], Mapping[bytes, Location]] | None = None
+
+    def __contains__(self, raw: object) -> bool:
+        if raw not in self.named:
+            return False
+        if self.table is None:
+            return True
+        exact, other = self.table
+        assert isinstance(raw, bytes)
+        return raw in exact or raw in other or raw[:LOCATOR_PREFIX] in other
+
+
+#: a commit without a parent it may rely on (a run's first, a fork's first): nothing
+NO_PARENT = ParentChunks()
+
+
+__all__ = ["NO_PARENT", "ParentChunks", "named_raws", "unprotected"]

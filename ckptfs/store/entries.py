@@ -19,7 +19,7 @@ Readers only concatenate chunks, so all of this is the writer's choice (spec: "C
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Container, Iterable, Mapping
 from typing import IO, Any
 
 import attrs
@@ -80,6 +80,10 @@ class EntryWriter:
         self.bytes_new = 0
         #: chunks of value entries that the next commit must write (with its manifest)
         self.pending: list[tuple[Digest, bytes | memoryview]] = []
+        #: raw digests of the chunks the next commit may locate instead of writing, because
+        #: its parent names them (``Repository.reusable``, set by the run before each commit:
+        #: spec/v2.md 5.2); cut content (values, blobs) skips them as it skips ``known`` ones
+        self.reuse: Container[bytes] = frozenset()
 
     # -- public ------------------------------------------------------------------------------
     def encode_state(self, state: Mapping[str, Any],
@@ -366,7 +370,7 @@ class EntryWriter:
         else:
             view = memoryview(content)[start:start + length]
         d = Digest.of(view)
-        if d not in self.objects.known:
+        if d not in self.objects.known and d.raw not in self.reuse:
             pending.append((d, view))
             self.bytes_new += length
         return ChunkRef(d, length)
@@ -457,7 +461,7 @@ class EntryWriter:
         return self._stream(src, blob.type, labels)
 
     def _stream(self, f: IO[bytes], typ: str, labels: dict[str, str]) -> Captured:
-        entry, new = write_stream(self.objects, f, self.params, typ, labels)
+        entry, new = write_stream(self.objects, f, self.params, typ, labels, self.reuse)
         self.bytes_new += new
         return entry
 

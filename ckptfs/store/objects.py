@@ -20,6 +20,7 @@ from ckptfs.format.models import RunRecord
 from ckptfs.format.containers import RecordRef
 from ckptfs.store.containers import (
     PACK_TARGET,
+    RECORD_BULK_MAX,
     ChunkReader,
     Locations,
     locatable,
@@ -266,8 +267,18 @@ class ObjectStore:
         if not need:
             return []
         refs = [ChunkRef(d, n) for d, n in need]
-        data = self.get_chunks(refs, where=f"run {manifest.run!r} seq {manifest.seq} (reused)")
+        where = f"run {manifest.run!r} seq {manifest.seq} (reused)"
         self.known.discard(d for d, _ in need)  # so that the commit writes them
+        if self.layout >= 2 and sum(n for _, n in need) > RECORD_BULK_MAX:
+            # more than a record carries by default: written now, a window at a time (a fork
+            # of a run holding a 10 GiB blob must not hold it in memory), into packs of this
+            # writer, which the commit locates (spec/v2.md 5.2)
+            from ckptfs.store.blobs import write_again  # blobs builds on this module
+
+            self.sweeps.before_write(())  # the first write of this writer looks first
+            write_again(self, refs, where=where)
+            return []
+        data = self.get_chunks(refs, where=where)
         return [(r.digest, b) for r, b in zip(refs, data)]
 
     def manifest_object(self, manifest: Manifest) -> tuple[Digest, int, tuple[str, bytes]]:

@@ -61,6 +61,7 @@ from ckptfs.store.lifecycle import (
     read_tombstone,
     retired_throughs,
 )
+from ckptfs.store.chunk_sets import NO_PARENT, ParentChunks, named_raws
 from ckptfs.store.objects import ObjectStore, ledger_results
 from ckptfs.store.sweeps import Seen, check_window_ms, named_chunks
 from ckptfs.store.heads import HeadLook, look_for_head
@@ -322,16 +323,34 @@ class Repository:
         if manifest.parent is None:
             return None
         at = self.ids.get(manifest.parent)
-        if at is None:
-            return None
-        ref = RecordRef(*at)
+        return None if at is None else self._located(RecordRef(*at), manifest.parent)
+
+    def _located(self, ref: RecordRef, snapshot: Digest) -> RecordRef | None:
+        """``ref``, the record of ``snapshot``, once its table is remembered (read once if
+        need be); None when it cannot be read or commits another snapshot."""
         if self.objects.locations.table(ref) is None:
             try:
-                if self.record(*at).snapshot != manifest.parent:
+                if self.record(ref.run, ref.seq).snapshot != snapshot:
                     return None
             except CkptfsError:
                 return None
         return ref if self.objects.locations.table(ref) is not None else None
+
+    def reusable(self, parent: Snapshot | None) -> ParentChunks:
+        """The chunks the next commit of ``parent``'s run (at ``parent.seq + 1``) may locate
+        instead of writing because ``parent`` names them (spec/v2.md 5.2): writers skip them
+        while they cut (a streamed blob, a value) and ``prepare_v2`` takes their locators from
+        the parent's record, as it does for every chunk the parent names. ``NO_PARENT``
+        (nothing) when the parent's record cannot be read: then the commit writes what it
+        cuts, which is never wrong, only larger."""
+        if parent is None:
+            return NO_PARENT
+        named = named_raws(parent.manifest, self.objects.manifest_bytes.chunk_lists)
+        if self.objects.layout < 2:
+            return ParentChunks(named)
+        ref = self._located(RecordRef(parent.run, parent.seq), parent.digest)
+        table = self.objects.locations.table(ref)
+        return NO_PARENT if table is None else ParentChunks(named, table)
 
     def _maybe_hint(self, manifest: Manifest, d: Digest) -> None:
         """Write the run's head hint where it saves requests (backends that list from a key)
