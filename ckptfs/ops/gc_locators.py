@@ -73,16 +73,16 @@ def reached(named: Iterable[ContainerRef], fwd: dict[str, ct.Forward]) -> set[Co
 
 def split(refs: Iterable[tuple[ContainerRef, ObjectStat | None]], keep: set[ContainerRef],
           cutoff_s: float, plan: Plan) -> tuple[list[tuple[ContainerRef, ObjectStat | None]],
-                                               int]:
-    """The containers among ``refs`` to read and judge (named ones), and how many are young
-    (kept unread); every other one goes to ``plan.unread``."""
+                                               list[tuple[ContainerRef, ObjectStat | None]]]:
+    """The containers among ``refs`` to read and judge (named ones), and the young ones
+    nothing names (kept unread, garbage once old); every other one goes to ``plan.unread``."""
     read: list[tuple[ContainerRef, ObjectStat | None]] = []
-    young = 0
+    young: list[tuple[ContainerRef, ObjectStat | None]] = []
     for ref, stat in refs:
         if ref in keep:
             read.append((ref, stat))
         elif stat is None or stat.mtime is None or stat.mtime >= cutoff_s:
-            young += 1  # unknown age counts as young
+            young.append((ref, stat))  # unknown age counts as young
         else:
             plan.unread.append(Unread(ref, stat))
     return read, young
