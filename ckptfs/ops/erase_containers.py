@@ -34,6 +34,7 @@ from ckptfs.ops.gc import WRITER as GC_WRITER
 from ckptfs.ops.repack import Held, RepackReport, held, packs, repack
 from ckptfs.storage.base import ObjectStat
 from ckptfs.store.containers import container_path
+from ckptfs.store.listing import record_ref
 from ckptfs.store.repository import Repository
 
 WRITER = "ckptfs erase"
@@ -80,8 +81,10 @@ def erase_containers(repo: Repository, run_id: str, targets: list[int], gone: se
                  if s not in visible and not (other == run_id and s in targets)]
     refs += list(packs(st).items())
     problems: list[str] = []
-    found = held(st, refs, problems)
+    plain: list[str] = []  # version 1 records of an upgraded store: no bodies, not containers
+    found = held(st, refs, problems, plain)
     own = {RecordRef(run_id, s) for s in targets}
+    st.delete_many(p for p in plain if record_ref(p) in own)
     named = {c for h in found if isinstance(h.container.header, RecordHeader)
              for c in h.container.header.containers}
     victims: list[Held] = []

@@ -23,7 +23,7 @@ from ckptfs.ops.lease import DEFAULT_TTL_MS, MaintenanceLease, NoLease, describe
 from ckptfs.storage.base import ObjectStat, Storage
 from ckptfs.store.ledgers import LedgerScanner
 from ckptfs.store.lifecycle import retire
-from ckptfs.store.listing import object_digest
+from ckptfs.store.listing import loose_digest
 from ckptfs.store.repository import Repository, Snapshot
 from ckptfs.format.containers import ContainerRef, PackRef, RecordHeader, RecordRef
 from ckptfs.ops import gc_locators
@@ -57,8 +57,15 @@ class GcReport:
     #: (a stray deleted unread counts in ``containers`` and its bytes, spec/v2.md 9.2)
     chunks_deleted: int = 0
     tmp_deleted: int = 0
+    #: the one total: bytes of every kind gc removed (loose objects, containers less what
+    #: their live bodies took in new packs, temp files); dry run: what it would remove
     bytes_freed: int = 0
+    #: what gc would remove if it were older than the grace period (objects or containers,
+    #: never what a retained snapshot uses), their bytes, and how many forgotten or expired
+    #: snapshots' records among them (format v2)
     young_kept: int = 0
+    bytes_kept_young: int = 0
+    snapshots_kept_young: int = 0
     #: candidates spared because a snapshot committed during the collection names them
     spared_by_new_commits: int = 0
     problems: list[str] = attrs.field(factory=list)
@@ -71,16 +78,15 @@ class GcReport:
         return attrs.asdict(self)
 
 
-def _objects(storage: Storage, top: str) -> dict[Digest, tuple[str, float | None]]:
-    """Digest -> (path, modification time) of the objects of a two-level fan-out folder
+def _objects(storage: Storage, top: str) -> dict[Digest, tuple[str, ObjectStat]]:
+    """Digest -> (path, listing stat) of the objects of a two-level fan-out folder
     (``chunks/ab/<hex>``), in one listing (object stores: paginated, no request per object).
-    Names that are no object's are ignored (``store.listing.object_digest``, format.md 3.1)."""
-    out: dict[Digest, tuple[str, float | None]] = {}
+    Names that are no object's are ignored (``store.listing.loose_digest``, format.md 3.1)."""
+    out: dict[Digest, tuple[str, ObjectStat]] = {}
     for path, stat in storage.scan(top).items():
-        parts = path.split("/")
-        d = object_digest(parts[1], parts[2]) if len(parts) == 3 else None
+        d = loose_digest(path)
         if d is not None:
-            out[d] = (path, stat.mtime)
+            out[d] = (path, stat)
     return out
 
 
@@ -214,12 +220,12 @@ def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
         #    chunks stay), then old chunks nothing marked names
         lease.check()
         manifests: dict[Digest, str] = {}
-        for d, (path, mtime) in _objects(st, SNAPSHOTS).items():
+        for d, (path, stat) in _objects(st, SNAPSHOTS).items():
             lease.keep()
             if d in mark.manifests:
                 continue
-            if mtime is None or mtime >= cutoff_s:  # young (or of unknown age): in flight?
-                report.young_kept += 1
+            if stat.mtime is None or stat.mtime >= cutoff_s:  # young or of unknown age: in flight?
+                _young(report, stat.size)
                 try:
                     mark.chunks |= _chunks(repo, Snapshot(d, repo.objects.get_manifest(d)),
                                            ledgers)
@@ -230,12 +236,12 @@ def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
             manifests[d] = path
         chunks: dict[Digest, str] = {}
         if mark.sound:
-            for d, (path, mtime) in _objects(st, CHUNKS).items():
+            for d, (path, stat) in _objects(st, CHUNKS).items():
                 if d in mark.chunks:
                     continue
                 lease.keep()
-                if mtime is None or mtime >= cutoff_s:
-                    report.young_kept += 1
+                if stat.mtime is None or stat.mtime >= cutoff_s:
+                    _young(report, stat.size)
                     continue
                 chunks[d] = path
         else:  # never sweep on a guess: an unread snapshot may use any of them
@@ -254,7 +260,8 @@ def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
             if plan is not None:
                 report.manifests_deleted += gc_locators.sweep(
                     st, plan, mark.named, report.containers, dry_run=True)
-            report.manifests_deleted, report.chunks_deleted = len(manifests), len(chunks)
+            report.manifests_deleted += len(manifests)  # v2's counted above: added, not set
+            report.chunks_deleted += len(chunks)
             report.bytes_freed = sum(st.size(p) or 0 for p in [*manifests.values(),
                                                                *chunks.values()])
         elif manifests or chunks or victims or (plan is not None and (
@@ -266,9 +273,18 @@ def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
             path = f"{TMP}/{name}"
             if _old(st, path, cutoff_s):
                 report.tmp_deleted += 1
+                report.bytes_freed += st.size(path) or 0
                 if not dry_run:
                     st.delete(path)
+        report.bytes_freed += report.containers.bytes_freed  # one total (issue 35, item 2)
     return report
+
+
+def _young(report: GcReport, size: int, record: bool = False) -> None:
+    """Count what gc would remove but for the grace period (and its bytes)."""
+    report.young_kept += 1
+    report.bytes_kept_young += size
+    report.snapshots_kept_young += record
 
 
 def _sweep(repo: Repository, lease: MaintenanceLease, mark: _Mark, ledgers: LedgerScanner,
@@ -341,20 +357,22 @@ def v2_victims(repo: Repository, mark: _Mark, cutoff_s: float, report: GcReport,
     if plan is not None:
         refs, young = gc_locators.split(refs, gc_locators.reached(mark.named, plan.forwards),
                                         cutoff_s, plan)
-        report.young_kept += young
+        for ref, stat in young:  # named by nothing: garbage once old
+            _young(report, 0 if stat is None else stat.size, isinstance(ref, RecordRef))
     out = []
     plain: list[str] = []  # v1 strays of an upgraded store: no bodies, deleted as in v1
     found = held(st, refs, report.problems, plain, repo=repo)
     if plain and not report.dry_run:
         st.delete_many(plain)
     for h in found:
-        if h.mtime is None or h.mtime >= cutoff_s:
-            report.young_kept += 1
-            continue
         bodies = h.container.header.bodies
         dead = sum(b.stored for b in bodies if b.digest not in mark.chunks)
         if isinstance(h.ref, PackRef) and dead * 2 < h.container.header.body_length:
-            continue  # mostly live: repacking would copy more than it frees
+            continue  # mostly live: repacking would copy more than it frees (not "young")
+        if h.mtime is None or h.mtime >= cutoff_s:  # what a gc after the grace period frees
+            live = sum(b.stored for b in bodies if b.digest in mark.chunks)
+            _young(report, h.stored - live, isinstance(h.ref, RecordRef))
+            continue
         out.append(h)
     return out
 

@@ -28,9 +28,10 @@ from ckptfs.format import containers as ct
 from ckptfs.format.containers import ContainerRef, RecordRef
 from ckptfs.format.models import COMPLETE_LOCATORS
 from ckptfs.format.names import forward_path
-from ckptfs.ops.repack import RepackReport, forwards, pack_ref, record_ref
+from ckptfs.ops.repack import RepackReport, forwards
 from ckptfs.storage.base import ObjectStat, Storage
 from ckptfs.store.containers import container_path
+from ckptfs.store.listing import container_ref
 from ckptfs.store.repository import Repository
 
 
@@ -72,23 +73,19 @@ def reached(named: Iterable[ContainerRef], fwd: dict[str, ct.Forward]) -> set[Co
 
 def split(refs: Iterable[tuple[ContainerRef, ObjectStat | None]], keep: set[ContainerRef],
           cutoff_s: float, plan: Plan) -> tuple[list[tuple[ContainerRef, ObjectStat | None]],
-                                               int]:
-    """The containers among ``refs`` to read and judge (named ones), and how many are young
-    (kept unread); every other one goes to ``plan.unread``."""
+                                               list[tuple[ContainerRef, ObjectStat | None]]]:
+    """The containers among ``refs`` to read and judge (named ones), and the young ones
+    nothing names (kept unread, garbage once old); every other one goes to ``plan.unread``."""
     read: list[tuple[ContainerRef, ObjectStat | None]] = []
-    young = 0
+    young: list[tuple[ContainerRef, ObjectStat | None]] = []
     for ref, stat in refs:
         if ref in keep:
             read.append((ref, stat))
         elif stat is None or stat.mtime is None or stat.mtime >= cutoff_s:
-            young += 1  # unknown age counts as young
+            young.append((ref, stat))  # unknown age counts as young
         else:
             plan.unread.append(Unread(ref, stat))
     return read, young
-
-
-def _forward_of(path: str) -> ContainerRef | None:
-    return pack_ref(path) or record_ref(path)
 
 
 def sweep(storage: Storage, plan: Plan, named: Iterable[ContainerRef], report: RepackReport,
@@ -100,7 +97,7 @@ def sweep(storage: Storage, plan: Plan, named: Iterable[ContainerRef], report: R
     keep = reached(named, plan.forwards)
     victims = [u for u in plan.unread if u.ref not in keep]
     stale = [forward_path(p) for p in plan.forwards
-             if (r := _forward_of(p)) is not None and r not in keep]
+             if (r := container_ref(p)) is not None and r not in keep]
     records = sum(1 for u in victims if isinstance(u.ref, RecordRef))
     if dry_run:
         report.containers_deleted += len(victims)
