@@ -301,3 +301,38 @@ def test_erase_rewrites_in_batches_with_the_same_result(tmp_path: Path,
     monkeypatch.setattr(erase_containers, "repack", counted)
     test_erase_leaves_no_byte_unique_to_the_run(tmp_path, True, True, False, True)
     assert len(calls) >= 3 and set(calls) == {1}
+
+
+def test_erase_says_which_removed_files_live_on_under_hard_links(tmp_path: Path) -> None:
+    """issue 30 defect 10, erase's side: a pack of the erased run hard-linked from outside the
+    store (a ``cp -al`` snapshot of it) keeps the erased bytes after erase unlinks the store's
+    name. Erase cannot reach them, so it names the file (JSON ``linked_elsewhere``; the CLI
+    warns and exits 1). Before, it reported a clean erase."""
+    import json
+
+    from ckptfs.ops.erase import erase_run
+    from tests.clihelp import cli
+
+    for how in ("api", "cli"):
+        root = tmp_path / how
+        marker = f"LINKED-{how}-"
+        store = _marker_store(root, marker)
+        outside = tmp_path / f"{how}-outside"
+        outside.mkdir()
+        held = files_holding(str(root), marker.encode())
+        for i, rel in enumerate(held):
+            os.link(root / rel, outside / str(i))
+        if how == "api":
+            report = erase_run(store.repo, "victim", reason="deletion request")
+            assert report.linked and set(report.linked) <= set(held)
+            assert report.to_json()["linked_elsewhere"] == list(report.linked)
+        else:
+            p = cli("erase", str(root), "victim", "--reason", "deletion request", "--json",
+                    check=1)
+            assert json.loads(p.stdout)["linked_elsewhere"]
+            assert "hard links" in p.stderr and "cp -al" in p.stderr
+        assert not files_holding(str(root), marker.encode())  # the store holds none of it
+        assert files_holding(str(outside), marker.encode())   # what the report warns about
+    # a store with no outside names reports none
+    plain = _marker_store(tmp_path / "plain", "PLAIN-")
+    assert erase_run(plain.repo, "victim", reason="deletion request").linked == ()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from ckptfs.cli import EXIT_OK, human, print_json
+from ckptfs.cli import EXIT_OK, EXIT_PROBLEMS, human, print_json
 from ckptfs.cli._usage import usage_error
 from ckptfs.format.names import parse_uint
 from ckptfs.cli import stores as _stores
@@ -73,4 +73,15 @@ def run(args: argparse.Namespace) -> int:
                 print(f"  {u.path} ({human.size(u.stored)})")
             print(f"run this erase again after {at} to remove them (or 'ckptfs gc' then); "
                   "if no writer is running now, they are leftovers of crashed commits")
+    if report.linked:
+        import sys
+
+        print(f"warning: {len(report.linked)} file(s) erase removed from the store had other "
+              "names outside it (hard links), where their bytes, erased content among them, "
+              "survive: " + ", ".join(report.linked[:5]) + (", ..." if len(report.linked) > 5
+                                                           else "")
+              + ". Such names come from copies of the store made with hard links ('cp -al', "
+              "'rsync --link-dest'): run this erase on those copies too, or delete them",
+              file=sys.stderr)
+        return EXIT_PROBLEMS
     return EXIT_OK

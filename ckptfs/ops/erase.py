@@ -57,11 +57,15 @@ class EraseReport:
     unresolved: tuple[Unresolved, ...] = ()
     #: when the unresolved packs become removable (ms since the epoch; None: there are none)
     removable_at: int | None = None
+    #: the files erase removed from the store that had other names outside it (hard links):
+    #: their bytes, the erased content among them, survive under those names
+    linked: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, object]:
         return {**self.tombstone.to_json(),
                 "unresolved": [u.to_json() for u in self.unresolved],
-                "unresolved_removable_at": self.removable_at}
+                "unresolved_removable_at": self.removable_at,
+                "linked_elsewhere": list(self.linked)}
 
 
 def erase(repo: Repository, run_id: str, *, reason: str, seq: int | None = None,
@@ -113,18 +117,25 @@ def erase_run(repo: Repository, run_id: str, *, reason: str, seq: int | None = N
         lease.check()
         deleted = nbytes = 0
         unresolved: tuple[Unresolved, ...] = ()
+        # files with other names (hard links from outside: local disk): deleting the store's
+        # name leaves the bytes there, which the report must say (one walk, none on buckets)
+        links = st.hard_linked()
+        linked = [record_path(run_id, s) for s in targets if record_path(run_id, s) in links]
         if repo.config.version >= 2:  # records and packs holding the erased bodies, at once
             victim_chunks |= target_chunks
             gone = victim_chunks - protected
             n = erase_containers(repo, run_id, targets, gone, protected,
-                                 (t0 - grace) / 1000, lease.check)
+                                 (t0 - grace) / 1000, lease.check, links)
             deleted, nbytes, unresolved = n.bodies, n.bytes, n.unresolved
+            linked += n.linked
         for d in (victim_chunks - protected) if loose_objects(repo) else ():
             size = st.size(chunk_path(d))
             if size is not None:
                 st.delete(chunk_path(d))
                 deleted += 1
                 nbytes += size
+                if chunk_path(d) in links:
+                    linked.append(chunk_path(d))
         repo.objects.known.clear()  # this process must upload those chunks again if needed
         # (locations stay: what erase moved is found through its forwards, and what it deleted
         # is deleted everywhere)
@@ -149,7 +160,8 @@ def erase_run(repo: Repository, run_id: str, *, reason: str, seq: int | None = N
         st.replace(tombstone_path(run_id, seq), stone.to_bytes())
         at = [int(u.written * 1000) + grace for u in unresolved if u.written is not None]
         return EraseReport(stone, unresolved,
-                           (max(at) if at else t0 + grace) if unresolved else None)
+                           (max(at) if at else t0 + grace) if unresolved else None,
+                           tuple(sorted(set(linked))))
 
 
 def loose_objects(repo: Repository) -> bool:

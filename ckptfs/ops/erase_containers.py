@@ -24,7 +24,7 @@ older than the grace period removes it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Container
 
 import attrs
 
@@ -63,15 +63,19 @@ class Erased:
     bodies: int
     bytes: int
     unresolved: tuple[Unresolved, ...] = ()
+    #: the containers it deleted or rewrote whose file had other names (hard links from outside
+    #: the store, ``Storage.hard_linked``): their bytes survive under those names
+    linked: tuple[str, ...] = ()
 
 
 def erase_containers(repo: Repository, run_id: str, targets: list[int], gone: set[Digest],
-                     keep: set[Digest], cutoff_s: float, keep_lease: Callable[[], None]
-                     ) -> Erased:
+                     keep: set[Digest], cutoff_s: float, keep_lease: Callable[[], None],
+                     links: Container[str] = frozenset()) -> Erased:
     """Delete the erased run's records ``targets`` and rewrite every container that holds a
     body in ``gone`` (the erased snapshots' unique chunks), or, settled (older than
     ``cutoff_s`` or written by maintenance), a body not in ``keep``; now. Only the bodies in
-    ``keep`` (every chunk a retained snapshot uses) are copied out."""
+    ``keep`` (every chunk a retained snapshot uses) are copied out. ``links``: the store's
+    paths whose files have other names (``Storage.hard_linked``), to report those it removes."""
     st = repo.storage
     refs: list[tuple[RecordRef | PackRef, ObjectStat | None]] = [
         (RecordRef(run_id, s), None) for s in targets]
@@ -112,7 +116,9 @@ def erase_containers(repo: Repository, run_id: str, targets: list[int], gone: se
                           "still hold erased data (run erase again after fixing them): "
                           + "; ".join([*problems, *report.problems][:5]))
     return Erased(len({b.digest for b in erased}), sum(b.stored for b in erased),
-                  tuple(sorted(unresolved, key=lambda u: u.path)))
+                  tuple(sorted(unresolved, key=lambda u: u.path)),
+                  tuple(sorted(p for p in (container_path(h.ref) for h in victims)
+                               if p in links)))
 
 
 def _batches(victims: list[Held]) -> list[list[Held]]:
