@@ -96,3 +96,19 @@ def test_local_output_errors_are_clean(tmp_path: Path) -> None:
     p = cli("fork", url, "r@1", "f", "--allow-refs", "zip://x", check=None)
     assert p.returncode in (2, 3)
     _assert_clean(p, "never followed")
+
+
+def test_no_help_text_prints_a_doubled_percent_sign() -> None:
+    """issue 35 item 6: ``verify --help`` printed a literal ``%%`` (argparse formats help
+    strings, not descriptions, so only help strings may double it). Every command's help, as
+    the parser renders it (the same text ``--help`` prints)."""
+    import argparse
+
+    from ckptfs.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    texts = {"ckptfs": parser.format_help(),
+             **{name: p.format_help() for name, p in sub.choices.items()}}
+    assert len(texts) > 20
+    assert [name for name, text in texts.items() if "%%" in text] == []

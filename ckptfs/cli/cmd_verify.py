@@ -17,7 +17,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                        description="Check that every snapshot of every run (or --run) still "
                                    "loads: manifests parse and validate and every chunk exists; "
                                    "with --read-data every chunk is read and its digest "
-                                   "recomputed (--read-data-subset N%% reads a sample). This is "
+                                   "recomputed (--read-data-subset N% reads a sample). This is "
                                    "what restic calls 'check'; ckptfs check is about whether "
                                    "today's code can restore them.")
     p.add_argument("store", metavar="STORE")
