@@ -32,7 +32,8 @@ COPY_KEYS = {"ok", "runs", "snapshots_copied", "snapshots_present", "snapshots_s
 EXPORT_KEYS = {"path", "kind", "files", "archive_bytes", "runs", "snapshots", "chunks"}
 INIT_KEYS = {"store", "created", "format", "chunker", "bucket_created", "create_only",
              "create_only_scope"}
-VERIFY_KEYS = {"ok", "runs", "snapshots", "chunks_checked", "bytes_read", "problems"}
+VERIFY_KEYS = {"ok", "runs", "snapshots", "chunks_checked", "inline_entries", "bytes_read",
+               "problems", "foreign"}
 
 
 @pytest.fixture(scope="module")

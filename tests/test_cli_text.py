@@ -112,3 +112,18 @@ def test_no_help_text_prints_a_doubled_percent_sign() -> None:
              **{name: p.format_help() for name, p in sub.choices.items()}}
     assert len(texts) > 20
     assert [name for name, text in texts.items() if "%%" in text] == []
+
+
+def test_verify_of_inline_data_says_what_it_checked(tmp_path: Path) -> None:
+    """issue 35 item 6: a v2 store whose data is all inline said '0 chunks checked', as if
+    nothing had been verified; its entries are checked with their manifests (a snapshot's id is
+    their digest), and the summary says so (and counts in the right number)."""
+    url = str(tmp_path / "s")
+    run = ckptfs.open_store(url).start_run("r")
+    run.checkpoint({"a": [1, 2, 3]})
+    run.checkpoint({"a": [1, 2, 3, 4], "b": "x"})
+    last = cli("verify", url, "--read-data").stdout.strip().splitlines()[-1]
+    assert last == ("1 run, 2 snapshots, 3 entries held in their manifests (checked with them), "
+                    "0 chunks checked, 0 problem(s)")
+    rep = json.loads(cli("verify", url, "--json").stdout)
+    assert rep["inline_entries"] == 3 and rep["chunks_checked"] == 0

@@ -89,6 +89,9 @@ def run(args: argparse.Namespace) -> int:
         if len(report.foreign) > SHOWN and not args.verbose:
             print(f"{'note':>12}  and {len(report.foreign) - SHOWN} more such file(s) (-v "
                   "lists them)")
-        print(f"{report.runs} runs, {report.snapshots} snapshots, {report.chunks_checked} chunks "
-              f"checked, {len(report.problems)} problem(s)", file=sys.stdout)
+        inline = (f", {human.count(report.inline_entries, 'entry', 'entries')} held in their "
+                  "manifests (checked with them)" if report.inline_entries else "")
+        print(f"{human.count(report.runs, 'run')}, {human.count(report.snapshots, 'snapshot')}"
+              f"{inline}, {human.count(report.chunks_checked, 'chunk')} checked, "
+              f"{len(report.problems)} problem(s)", file=sys.stdout)
     return EXIT_OK if report.ok else EXIT_PROBLEMS

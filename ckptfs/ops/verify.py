@@ -15,7 +15,7 @@ import attrs
 from ckptfs.errors import CkptfsError
 from ckptfs.format import framing
 from ckptfs.format.digest import Digest
-from ckptfs.format.models import ChunkRef
+from ckptfs.format.models import Captured, ChunkRef
 from ckptfs.format.names import chunk_path
 from ckptfs.format.containers import ContainerRef
 from ckptfs.ops import gc_locators
@@ -47,6 +47,9 @@ class VerifyReport:
     runs: int = 0
     snapshots: int = 0
     chunks_checked: int = 0
+    #: entries whose content is in their manifest (small values, v2): checked with it, since a
+    #: snapshot's id is the BLAKE3 of its manifest bytes; they have no chunk to check
+    inline_entries: int = 0
     bytes_read: int = 0
     problems: list[Problem] = attrs.field(factory=list)
     #: files in the store's object folders that are no object (a ``.DS_Store``, an rsync
@@ -61,7 +64,8 @@ class VerifyReport:
 
     def to_json(self) -> dict[str, object]:
         return {"ok": self.ok, "runs": self.runs, "snapshots": self.snapshots,
-                "chunks_checked": self.chunks_checked, "bytes_read": self.bytes_read,
+                "chunks_checked": self.chunks_checked, "inline_entries": self.inline_entries,
+                "bytes_read": self.bytes_read,
                 "problems": [p.to_json() for p in self.problems], "foreign": self.foreign}
 
 
@@ -96,6 +100,8 @@ def verify(repo: Repository, *, runs: Iterable[str] | None = None,
                     "corrupt", run_id, seq, snap.id,
                     f"manifest says run {snap.manifest.run!r} seq {snap.manifest.seq}"))
             before = len(report.problems)
+            report.inline_entries += sum(isinstance(e, Captured) and e.inline is not None
+                                         for e in snap.manifest.entries.values())
             named = snapshot_chunks(repo, snap, results=False)
             _check_chunks(repo, named, checked, read_data, report, snap, ledgers)
             if snap.manifest.ledger is not None and len(report.problems) == before:
