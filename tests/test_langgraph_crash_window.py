@@ -85,17 +85,25 @@ def test_tool_reruns_many_trials(tmp_path: Path, durability: str) -> None:
                      10, fresh=True), durability)
 
 
-def test_first_commit_on_a_fresh_store_is_as_quick_as_a_later_one(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The first put on a fresh store makes its record visible (what a process killed right
-    after finds) after no more fsyncs than a later put: the store's creation (config, probes)
-    happens at the saver's first lookup (LangGraph's ``get_tuple`` before a run, when
+@pytest.mark.parametrize("existing", [False, True])
+def test_first_commit_on_a_store_is_as_quick_as_a_later_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, existing: bool) -> None:
+    """The first put of a saver, on a fresh store or on one another process made, makes its
+    record visible (what a process killed right after finds) after no more fsyncs than a
+    later put: the store's creation (config) and the probe of the filesystem's features
+    happen at the saver's first lookup (LangGraph's ``get_tuple`` before a run, when
     SqliteSaver creates its tables), not on the first checkpoint's critical path. Counted:
     os.fsync calls from each put's start to its record's link (or rename) into place, the
     calls made one at a time as LangGraph makes them."""
     from langgraph.checkpoint.base import empty_checkpoint
 
     from ckptfs.integrations.langgraph import CkptfsSaver
+
+    if existing:
+        other = CkptfsSaver(str(tmp_path / "store"))
+        other.put({"configurable": {"thread_id": "other", "checkpoint_ns": ""}},
+                  empty_checkpoint(), {"step": -1}, {})
+        other.close()
 
     calls = [0]
     published: list[int] = []

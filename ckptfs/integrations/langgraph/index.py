@@ -30,6 +30,7 @@ from ckptfs.integrations.langgraph.layout import (
     thread_prefix,
 )
 from ckptfs.runtime.store import Store
+from ckptfs.storage.local import LocalStorage
 from ckptfs.store.lifecycle import retired_throughs
 from ckptfs.store.repository import Snapshot
 
@@ -304,13 +305,16 @@ class RunLookup:
             self._ready = True
 
     def _prepare_store(self) -> None:
-        """Create the store if absent at the saver's first lookup (LangGraph's ``get_tuple``
-        before a run; SqliteSaver creates its tables then), so that the first checkpoint's
-        commit does not also pay for the store's config and probes (issue 30: 8 fsyncs in
-        the first ``put`` instead of 2, and a wider window for a crash to find no
-        checkpoint). A store this process cannot create is left for ``put`` to report."""
+        """Create the store if absent, and probe a local store's features, at the saver's
+        first lookup (LangGraph's ``get_tuple`` before a run; SqliteSaver creates its tables
+        then), so that the first checkpoint's commit does not also pay for them (issue 30:
+        5 fsyncs before the first record was in place on a fresh store, 2 on an existing one,
+        instead of 1, and a wider window for a crash to find no checkpoint). A store this
+        process cannot write is left for ``put`` to report."""
         if not self._ready:
             try:
                 self._ensure_store()
+                if isinstance(self.store.storage, LocalStorage):
+                    self.store.storage.probe_features()
             except StorageError:
                 pass
