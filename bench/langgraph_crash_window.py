@@ -148,13 +148,8 @@ def graph(effect_file: Path, on_effect: Callable[[], None], saver: Any = None,
         time.sleep(after_s)
         return {"n": 2}
 
-    g = StateGraph(State)
-    g.add_node("prep", prep)
-    g.add_node("tool", tool)
-    g.add_node("after", after)
+    g = StateGraph(State).add_sequence([prep, tool, after])  # nodes named after the functions
     g.add_edge(START, "prep")
-    g.add_edge("prep", "tool")
-    g.add_edge("tool", "after")
     g.add_edge("after", END)
     return g
 
@@ -226,6 +221,15 @@ def point_trial(kind: str, point: str, durability: str, store: Path, work: Path,
     return _outcome(kind, store, effect_file, config, durability, work)
 
 
+def _run_once(kind: str, store: Path, effect_file: Path, thread: str, durability: str) -> None:
+    """Run the graph to its end on ``thread`` (in a forked child: this process must stay
+    without threads, which LangGraph and the savers start, for its forks to be safe)."""
+    saver = make_saver(kind, store)
+    graph(effect_file, lambda: None, saver if kind == "effect" else None).compile(
+        checkpointer=saver).invoke({"n": 0}, {"configurable": {"thread_id": thread}},
+                                   durability=durability)
+
+
 def random_trial(kind: str, durability: str, store: Path, work: Path, thread: str,
                  warm: bool, rng: random.Random) -> str:
     """One run killed 0-50 ms after the side effect (by this process), and its resume."""
@@ -285,11 +289,9 @@ def drive_random(durability: str, trials: int, work: Path, seed: int) -> str:
                 store = work / (f"{kind}-fresh-{t}" if case == "fresh store"
                                 else f"{kind}-store")
                 if case != "fresh store" and t == 0:  # the store exists before the trials
-                    init = make_saver(kind, store)
-                    graph(work / f"{kind}-{case[:5]}.init", lambda: None).compile(
-                        checkpointer=init).invoke({"n": 0}, {"configurable": {
-                            "thread_id": f"{case[:5]}-init"}}, durability=durability)
-                    init.close() if kind != "sqlite" else init.conn.close()
+                    _wait(_fork(functools.partial(
+                        _run_once, kind, store, work / f"{kind}-{case[:5]}.init",
+                        f"{case[:5]}-init", durability)))
                 out = random_trial(kind, durability, store, work, thread,
                                    case == "warm process", rng)
                 got[out] = got.get(out, 0) + 1
