@@ -52,50 +52,70 @@ def records(saver: CkptfsSaver, tid: str) -> list[int]:
 
 
 @pytest.mark.parametrize("fold", [True, False])
-def test_a_superstep_is_one_record_and_another_saver_reads_the_writes(tmp_path: Path,
-                                                                      fold: bool) -> None:
-    """put, put_writes, put (child): with folding two records, the child's holding the
-    parent's writes; without, three. A second saver (folding on, reading either layout) finds
-    the parent's writes in both, while the first saver is still open."""
+def test_early_writes_go_into_their_checkpoints_record_and_another_saver_reads_them(
+        tmp_path: Path, fold: bool) -> None:
+    """put, put_writes of the next checkpoint ahead of it (async durability), its put: with
+    folding two records, the second holding its own writes; without, three. A second saver
+    (folding on, reading either layout) finds the writes in both, while the first saver is
+    still open."""
     url = str(tmp_path / "s")
     a = CkptfsSaver(url, fold_writes=fold)
     c1 = a.put(cfg("t"), ckpt({"i": 0}), {"step": 0}, {"i": 1})
-    a.put_writes(c1, [("i", 1), ("x", "y")], "task")
-    assert a.get_tuple(c1).pending_writes == [  # type: ignore[union-attr]
-        ("task", "i", 1), ("task", "x", "y")]  # held or not: the saver's own reads see them
-    c2 = a.put(c1, ckpt({"i": 1}), {"step": 1}, {"i": 2})
+    cp2 = ckpt({"i": 1})
+    a.put_writes(cfg("t", cp2["id"]), [("i", 1), ("x", "y")], "task")
+    assert len(records(a, "t")) == (1 if fold else 2)
+    c2 = a.put(c1, cp2, {"step": 1}, {"i": 2})
+    assert a.get_tuple(c2).pending_writes == [  # type: ignore[union-attr]
+        ("task", "i", 1), ("task", "x", "y")]
     assert len(records(a, "t")) == (2 if fold else 3)
     b = CkptfsSaver(url)
     t1, t2 = b.get_tuple(c1), b.get_tuple(c2)
-    assert t1 is not None and t1.pending_writes == [("task", "i", 1), ("task", "x", "y")]
-    assert t2 is not None and t2.pending_writes == [] and t2.checkpoint["channel_values"] == {
+    assert t2 is not None and t2.pending_writes == [("task", "i", 1), ("task", "x", "y")]
+    assert t1 is not None and t1.pending_writes == [] and t2.checkpoint["channel_values"] == {
         "i": 1}
     assert [t.config for t in b.list(cfg("t"))] == [c2, c1]
     head = a.store.repo.snapshot_at(run_id_for("t", ""), records(a, "t")[-1])
-    assert (head.manifest.labels.get(L_WRITES_OF) == c1["configurable"]["checkpoint_id"]) is fold
+    assert (head.manifest.labels.get(L_WRITES_OF) == cp2["id"]) is fold
     a.close()
     b.close()
 
 
-def test_writes_of_several_checkpoints_each_go_to_their_child(tmp_path: Path) -> None:
+@pytest.mark.parametrize("fold", [True, False])
+def test_writes_of_a_committed_checkpoint_are_durable_when_put_writes_returns(
+        tmp_path: Path, fold: bool) -> None:
+    """Issue 30: writes of a committed checkpoint are a record of their own when put_writes
+    returns, as SqliteSaver commits them (they used to wait up to 50 ms for the child's put,
+    and a crash meanwhile ran the task again); a second saver finds them at once."""
+    url = str(tmp_path / "s")
+    a = CkptfsSaver(url, fold_writes=fold, fold_delay=1.0)
+    c1 = a.put(cfg("t"), ckpt({"i": 0}), {}, {"i": 1})
+    a.put_writes(c1, [("i", 1)], "task")
+    assert len(records(a, "t")) == 2
+    assert a._fold is None or not a._fold.held()
+    got = CkptfsSaver(url).get_tuple(c1)
+    assert got is not None and got.pending_writes == [("task", "i", 1)]
+    a.close()
+
+
+def test_writes_of_several_checkpoints_each_go_to_their_own_record(tmp_path: Path) -> None:
     """LangGraph's async durability hands over writes ahead of their checkpoints, and writes
-    of an older checkpoint late: writes ahead wait, each checkpoint's for a put whose parent
-    it is; late writes (their checkpoint has a child already) are committed at once. A second
-    saver finds every row."""
+    of an older checkpoint late: writes ahead wait, each checkpoint's for its own put; writes
+    of a committed checkpoint are committed at once. A second saver finds every row."""
     url = str(tmp_path / "s")
     a = CkptfsSaver(url, fold_delay=1.0)
     c1 = a.put(cfg("t"), ckpt({"i": 0}), {}, {"i": 1})
     cp2, cp3 = ckpt({"i": 1}), ckpt({"i": 2})
-    a.put_writes(c1, [("i", "w1")], "t1")
+    a.put_writes(c1, [("i", "w1")], "t1")  # committed at once
     a.put_writes(cfg("t", cp2["id"]), [("i", "w2")], "t2")  # ahead of its checkpoint
     a.put_writes(cfg("t", cp3["id"]), [("i", "w3")], "t3")
-    assert len(records(a, "t")) == 1  # all held
-    c2 = a.put(c1, cp2, {}, {"i": 2})  # holds c1's writes
+    assert len(records(a, "t")) == 2  # the two ahead are held
+    c2 = a.put(c1, cp2, {}, {"i": 2})  # holds its own writes
     a.put_writes(c1, [("i", "late")], "t1b")  # c1 has a child: committed at once
-    assert len(records(a, "t")) == 3
-    c3 = a.put(c2, cp3, {}, {"i": 3})  # holds c2's
-    c4 = a.put(c3, ckpt({"i": 3}), {}, {"i": 4})  # holds c3's
-    assert len(records(a, "t")) == 5
+    assert len(records(a, "t")) == 4
+    c3 = a.put(c2, cp3, {}, {"i": 3})  # holds its own
+    c4 = a.put(c3, ckpt({"i": 3}), {}, {"i": 4})
+    assert len(records(a, "t")) == 6
+    assert a._fold is not None and not a._fold.held()
     b = CkptfsSaver(url)
     assert sorted(b.get_tuple(c1).pending_writes) == [  # type: ignore[union-attr]
         ("t1", "i", "w1"), ("t1b", "i", "late")]
@@ -124,30 +144,46 @@ def test_at_most_max_held_checkpoints_per_run_wait(tmp_path: Path) -> None:
 def test_special_writes_are_committed_at_once_with_what_was_held(tmp_path: Path) -> None:
     url = str(tmp_path / "s")
     a = CkptfsSaver(url, fold_delay=1.0)
-    c1 = a.put(cfg("t"), ckpt({"i": 0}), {}, {"i": 1})
-    a.put_writes(c1, [("i", 1)], "ok-task")
-    assert len(records(a, "t")) == 1  # held
-    a.put_writes(c1, [("__error__", "boom")], "bad-task")
+    a.put(cfg("t"), ckpt({"i": 0}), {}, {"i": 1})
+    cp2 = ckpt({"i": 1})
+    c2 = cfg("t", cp2["id"])
+    a.put_writes(c2, [("i", 1)], "ok-task")
+    assert len(records(a, "t")) == 1  # held: ahead of its checkpoint
+    a.put_writes(c2, [("__error__", "boom")], "bad-task")
     assert len(records(a, "t")) == 2
-    got = CkptfsSaver(url).get_tuple(c1)
+    assert a._fold is not None and not a._fold.held()
+    a.close()
+    b = CkptfsSaver(url)
+    b.put(cfg("t", a.get_tuple(cfg("t")).config["configurable"]["checkpoint_id"]),  # type: ignore[union-attr]
+          cp2, {}, {"i": 2})
+    got = b.get_tuple(c2)
     assert got is not None and sorted(got.pending_writes) == [
         ("bad-task", "__error__", "boom"), ("ok-task", "i", 1)]
-    a.close()
 
 
 def test_close_and_thread_operations_commit_held_writes(tmp_path: Path) -> None:
+    """Writes held for a checkpoint not committed yet are committed before copy_thread acts,
+    and at close(); a later put of that checkpoint (another saver) finds them."""
     url = str(tmp_path / "s")
     a = CkptfsSaver(url, fold_delay=1.0)
     c1 = a.put(cfg("t"), ckpt({"i": 0}), {}, {"i": 1})
-    a.put_writes(c1, [("i", 1)], "task")
-    a.copy_thread("t", "u")  # the copy has the writes: they were committed first
-    u = CkptfsSaver(url).get_tuple(cfg("u"))
-    assert u is not None and u.pending_writes == [("task", "i", 1)]
-    a.put_writes(c1, [("i", 2)], "task-2")
+    cp2 = ckpt({"i": 1})
+    a.put_writes(cfg("t", cp2["id"]), [("i", 1)], "task")
+    assert a._fold is not None and a._fold.held()
+    a.copy_thread("t", "u")  # committed first
+    assert not a._fold.held()
+    cp3 = ckpt({"i": 2})
+    a.put_writes(cfg("t", cp3["id"]), [("i", 2)], "task-2")
+    assert a._fold.held()
     a.close()
-    got = CkptfsSaver(url).get_tuple(c1)
-    assert got is not None and sorted(got.pending_writes) == [("task", "i", 1),
-                                                              ("task-2", "i", 2)]
+    assert not a._fold.held()
+    b = CkptfsSaver(url)
+    c2 = b.put(c1, cp2, {}, {"i": 2})
+    b.put(c2, cp3, {}, {"i": 3})
+    got2, got3 = b.get_tuple(cfg("t", cp2["id"])), b.get_tuple(cfg("t", cp3["id"]))
+    assert got2 is not None and got2.pending_writes == [("task", "i", 1)]
+    assert got3 is not None and got3.pending_writes == [("task-2", "i", 2)]
+    b.close()
 
 
 CHILD = """
@@ -354,12 +390,13 @@ def test_a_saver_nobody_holds_is_collected_with_its_timer(tmp_path: Path) -> Non
     assert got is not None and got.pending_writes == [("task", "i", 1)]
 
 
-def test_writes_before_their_checkpoint_wait_for_it_then_for_the_delay(tmp_path: Path) -> None:
+def test_writes_before_their_checkpoint_wait_for_its_put_and_go_into_its_record(
+        tmp_path: Path) -> None:
     """Async durability: a task's writes reach the saver before their checkpoint's put. They
-    have no deadline until that put (no resume can use them before it), then the delay; a
-    fresh saver then finds them (here no child put follows)."""
+    have no deadline (no resume can use them before that put), and that put commits them in
+    the checkpoint's own record: durable exactly when the checkpoint is; a fresh saver then
+    finds them (here no child put follows)."""
     import math
-    import time
 
     url = str(tmp_path / "s")
     a = CkptfsSaver(url, fold_delay=0.01)
@@ -370,10 +407,7 @@ def test_writes_before_their_checkpoint_wait_for_it_then_for_the_delay(tmp_path:
     held = a._fold.get(run_id_for("t", ""), cp2["id"])
     assert held is not None and held.deadline == math.inf
     c2 = a.put(c1, cp2, {}, {"i": 2})
-    for _ in range(2000):  # bounded wait for the timer's commit
-        if not a._fold.held():
-            break
-        time.sleep(0.005)
+    assert not a._fold.held() and len(records(a, "t")) == 2
     got = CkptfsSaver(url).get_tuple(c2)
     assert got is not None and got.pending_writes == [("task", "i", "early")]
     a.close()

@@ -15,8 +15,9 @@ Layout in the store (README, section "LangGraph"):
 * the pending writes of a checkpoint are snapshots at boundary ``writes`` (label ``lg.kind``
   ``writes``): each holds all writes so far in entry ``writes``, rows ``[task_id, channel,
   idx, task_path, value]``; its parent is the previous writes snapshot or the checkpoint.
-  With ``fold_writes`` (the default) a superstep's writes usually go instead into the next
-  checkpoint's snapshot (entry ``writes``, label ``lg.writes_of``), ``fold.py``.
+  With ``fold_writes`` (the default) writes that reach the saver before their checkpoint go
+  instead into that checkpoint's own snapshot (entry ``writes``, label ``lg.writes_of``; in
+  stores of earlier versions, the next checkpoint's), ``fold.py``.
 * every snapshot carries history labels (``chain_labels``): ``lg.max_checkpoint_id``,
   ``lg.max_writes_id``, ``lg.last_writes_seq`` and ``lg.ordered``, so that lookups read from the
   head down or binary-search instead of reading the whole run; a ``mark`` snapshot (no entries)

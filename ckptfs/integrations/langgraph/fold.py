@@ -1,38 +1,30 @@
-"""Folding a superstep's writes into the next checkpoint's record (issue 14): one record and
-one fsync round per superstep instead of two.
+"""Folding a checkpoint's early writes into its own record (issue 14; issue 30 narrowed it).
 
-LangGraph saves a task's writes with ``put_writes`` against checkpoint X, then (once every task
-of the superstep is done) the next checkpoint C, whose parent is X, with ``put``. Without
-folding each is a snapshot of its own. With folding (``CkptfsSaver(..., fold_writes=True)``,
-the default) the saver *holds* ordinary writes for a short while: if ``put`` of X's child comes
-first, the child's snapshot carries X's writes (all of them so far) in its entry ``writes``
-and names X in label ``lg.writes_of``; that snapshot is then also X's newest writes snapshot
-for every reader (``holds_writes``; the history labels count it as one, ``with_writes``).
+LangGraph saves a task's writes with ``put_writes`` against checkpoint X, and checkpoints with
+``put``. Under its ``async`` durability (the default) a task's writes often reach the saver
+before X's own ``put`` (X's save waits for the previous one, in the background, while the
+tasks run on X). Such writes are of no use to a resume until X is committed (a resume starts
+from a committed checkpoint), so the saver *holds* them, visible to its own reads at once,
+and X's ``put`` commits them in X's own record: entry ``writes`` and label ``lg.writes_of``
+naming X (``holds_writes``; the history labels count the record as a writes snapshot too,
+``with_writes``). One record instead of two, durable exactly when X is.
 
-Held writes are visible to this saver's own reads at once, and become durable (README
-"LangGraph", RELIABILITY.md):
+Every other write is durable when ``put_writes`` returns, as SqliteSaver's are (issue 30: the
+writes of a committed checkpoint used to wait up to 50 ms for its child's ``put``, and a
+process killed meanwhile ran the task again: 14 of 20 tool side effects re-ran, against 5 of
+20 with SqliteSaver): the writes of a committed checkpoint, of one older than the run's newest
+(whose ``put`` is past), and any write to a special channel (error, interrupt, resume,
+scheduled: LangGraph's ``WRITES_IDX_MAP``), which also commits what was held for that
+checkpoint. Held writes are also committed, as writes snapshots:
 
-* at once, as a writes snapshot, when any write of the call is to a special channel (error,
-  interrupt, resume, scheduled: LangGraph's ``WRITES_IDX_MAP``): what a resume or a retry after
-  a failure needs never waits; and when X is committed but older than the run's newest
-  checkpoint (late writes under ``async`` durability: X's child is already there);
-* within ``delay`` seconds (default ``DELAY``, 50 ms) of the first held write, or of X's own
-  ``put`` for writes that came before it (LangGraph's ``async`` durability queues checkpoints
-  behind the previous one; a resume starts from a committed checkpoint, so writes of one not
-  yet committed are of no use to it), as a writes snapshot, when no ``put`` of X's child came
-  by then (a timer thread);
-* in the child's record, when its ``put`` comes first;
-* at once, as writes snapshots, for the oldest held checkpoints of a run beyond ``MAX_HELD``
-  (64): under LangGraph's ``async`` durability a task's writes reach the saver a few
-  checkpoints ahead of those checkpoints' ``put``, so the writes of several checkpoints of a
-  run may wait at once, each until its own deadline or its child's ``put``;
+* for the oldest held checkpoints of a run beyond ``MAX_HELD`` (64), at once;
 * before ``delete_thread``, ``delete_for_runs``, ``prune`` and ``copy_thread`` act; at
   ``flush()``, ``close()``, on leaving ``from_url``'s block and at interpreter exit
-  (``atexit``).
+  (``atexit``); and by the ``put`` of a child, should X's own ``put`` have failed.
 
-So a crash (SIGKILL, power loss) can lose the writes of the last ``delay`` seconds that no
-checkpoint followed; LangGraph then runs those tasks again on resume, as it does for writes
-still in its own background executor when any saver's process dies.
+Records written by earlier versions, whose checkpoint snapshot holds its *parent's* writes
+(``lg.writes_of`` naming the parent), read the same way. ``Holder`` keeps a timer thread for
+writes held with a deadline (``hold(committed=True)``); the saver holds none that way now.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
-from ckptfs.errors import ErasedError, NotFound
+from ckptfs.errors import ErasedError, NotFound, StorageError
 from ckptfs.format.names import DECIMAL
 from ckptfs.integrations.langgraph import listing
 from ckptfs.integrations.langgraph.fold import holds_writes
@@ -30,6 +30,7 @@ from ckptfs.integrations.langgraph.layout import (
     thread_prefix,
 )
 from ckptfs.runtime.store import Store
+from ckptfs.storage.local import LocalStorage
 from ckptfs.store.lifecycle import retired_throughs
 from ckptfs.store.repository import Snapshot
 
@@ -302,3 +303,18 @@ class RunLookup:
         if not self._ready:
             self.store.init()
             self._ready = True
+
+    def _prepare_store(self) -> None:
+        """Create the store if absent, and probe a local store's features, at the saver's
+        first lookup (LangGraph's ``get_tuple`` before a run; SqliteSaver creates its tables
+        then), so that the first checkpoint's commit does not also pay for them (issue 30:
+        5 fsyncs before the first record was in place on a fresh store, 2 on an existing one,
+        instead of 1, and a wider window for a crash to find no checkpoint). A store this
+        process cannot write is left for ``put`` to report."""
+        if not self._ready:
+            try:
+                self._ensure_store()
+                if isinstance(self.store.storage, LocalStorage):
+                    self.store.storage.probe_features()
+            except StorageError:
+                pass

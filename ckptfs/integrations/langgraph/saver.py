@@ -85,10 +85,11 @@ class CkptfsSaver(AsyncTwins, RunLookup, BaseCheckpointSaver[int]):
         typed value), and every entry also goes to the serializer's msgpack allow-list.
         ``appends``: a list channel that visibly grew (the same items, their fields holding
         the same objects) packs and encodes only its new items (``appends.py``); False packs
-        every item of a changed channel every step. ``fold_writes``: a task's ordinary writes
-        wait up to ``fold_delay`` seconds for the next checkpoint and go into its snapshot
-        (one record per superstep; ``fold.py`` says when they are durable); False commits
-        every ``put_writes`` as a snapshot of its own at once."""
+        every item of a changed channel every step. ``fold_writes``: a task's ordinary writes that
+        reach the saver before their checkpoint (LangGraph's async durability) wait for its
+        ``put`` and go into its record; all others are durable when ``put_writes`` returns
+        (``fold.py``). False commits every ``put_writes`` as a snapshot of its own at once.
+        ``fold_delay``: seconds a write held with a deadline waits (``fold.Holder``)."""
         if serde is None:
             serde = JsonPlusSerializer(pickle_fallback=False, allowed_msgpack_modules=None)
         if getattr(serde, "pickle_fallback", False):
@@ -243,6 +244,7 @@ class CkptfsSaver(AsyncTwins, RunLookup, BaseCheckpointSaver[int]):
         Reads a few snapshots near the head (or O(log n) for an old id), not the history."""
         tid, ns = _ids(config)
         cid = get_checkpoint_id(config)
+        self._prepare_store()
         with self._thread_lock(tid):
             idx = self._ns_index(tid, ns)
 
@@ -335,8 +337,14 @@ class CkptfsSaver(AsyncTwins, RunLookup, BaseCheckpointSaver[int]):
             self._ensure_store()
             idx = self._ns_index(tid, ns, refresh=False)
             with idx.lock:
-                # the parent's held writes go into this snapshot (fold.py)
-                held = self._fold.get(idx.run_id, parent_cid) if self._fold is not None else None
+                if self._fold is not None:
+                    # writes held for the parent (its put failed): committed first
+                    early = self._fold.get(idx.run_id, parent_cid)
+                    if early is not None:
+                        fold.commit_held(self, idx, early)
+                # this checkpoint's own writes that came before it go into its record (fold.py)
+                held = (self._fold.get(idx.run_id, checkpoint["id"]) if self._fold is not None
+                        else None)
                 parent = self._fresh(idx, lambda: self._parent(idx, parent_cid))
                 chunks: _Chunks = []
                 entries, typed = channel_entries(self, idx, checkpoint, new_versions, parent,
@@ -355,7 +363,7 @@ class CkptfsSaver(AsyncTwins, RunLookup, BaseCheckpointSaver[int]):
                 for k, v in meta.items():
                     if type(v) in (str, int, float, bool) and LABEL_KEY.match(f"lg.meta.{k}"):
                         labels[f"lg.meta.{k}"] = (v if type(v) is str else json.dumps(v))[:MAX_ID]
-                if held is not None:  # the parent's held writes go into this snapshot
+                if held is not None:  # its own held writes go into this snapshot
                     entries["writes"] = self._encode(idx, "writes", held.rows, {}, chunks)
                     labels[fold.L_WRITES_OF] = held.cid
                     typed = typed or held.typed
@@ -365,8 +373,6 @@ class CkptfsSaver(AsyncTwins, RunLookup, BaseCheckpointSaver[int]):
                     idx.rows = {snap.digest: held.rows}
                     assert self._fold is not None
                     self._fold.drop(held)
-                if self._fold is not None:  # writes that came before it are due from now
-                    self._fold.started(idx.run_id, checkpoint["id"])
         return _config(config["configurable"]["thread_id"], ns, checkpoint["id"])
 
     def _parent(self, idx: _RunIndex, parent_cid: str | None) -> Snapshot | None:
@@ -421,14 +427,13 @@ class CkptfsSaver(AsyncTwins, RunLookup, BaseCheckpointSaver[int]):
                 if rows == self._rows(idx, cid):
                     return
                 if self._fold is not None and not any(c in WRITES_IDX_MAP for c, _ in writes):
-                    committed = prev is not None and _kind(prev) == "checkpoint" or (
-                        self._fresh(idx, lambda: self._checkpoint(idx, cid)) is not None)
                     head = self._head_labels(idx)
-                    # a committed checkpoint older than the newest has its child already (late
-                    # writes, async durability): no put will fold them, so they go now
-                    if not committed or head is None or head.get(L_MAX_CID, "") <= cid:
+                    # only writes of a checkpoint not committed yet, and newer than every
+                    # committed one (its put is still to come), wait: for that put, which
+                    # commits them in its own record (fold.py). Others are durable on return.
+                    if prev is None and (head is None or head.get(L_MAX_CID, "") < cid):
                         for old in self._fold.hold(idx.run_id, tid, ns, cid, rows, typed,
-                                                   committed):
+                                                   committed=False):
                             # too many held in this run: the oldest go now
                             fold.commit_held(self, idx, old)
                         return
