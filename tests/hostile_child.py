@@ -196,7 +196,7 @@ def entry_points(url: str, scratch: str, facts: dict[str, str]) -> dict[str, Cal
         "checkpoint": lambda: st().resume("r1").checkpoint(FUTURE),
         "gc": lambda: gc(st().repo),
         "forget": lambda: forget_snapshots(st().repo, {"r2": [1]}),
-        "erase": lambda: erase(st().repo, "r2", reason="hostile corpus"),
+        "erase": lambda: erase(st().repo, "r3", reason="hostile corpus"),
     }
 
 

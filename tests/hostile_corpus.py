@@ -288,16 +288,20 @@ def repeated_chunk(store: str, what: str, outside: str) -> None:
             f.write(new_bytes)
         st.close()
         return
+    v1_manifest(store, rpath, old, data)
+    st.close()
+
+
+def v1_manifest(store: str, rpath: str, old: bytes, data: bytes) -> None:
+    """In a version 1 store: write the manifest ``data`` (framed) and make the record at
+    ``rpath`` (bytes ``old``) name it."""
+    md = Digest.of(data)
     mpath = os.path.join(store, snapshot_path(md))
     os.makedirs(os.path.dirname(mpath), exist_ok=True)
     with open(mpath, "wb") as f:
         f.write(framing.frame(data))
     rec = RunRecord.from_bytes(old, what="record")
-    new = attrs.evolve(rec, snapshot=md, size=len(data))
-    os.unlink(rpath)
-    with open(rpath, "wb") as f:
-        f.write(new.to_bytes())
-    st.close()
+    _rewrite(rpath, attrs.evolve(rec, snapshot=md, size=len(data)).to_bytes())
 
 
 # -- semantic: decoded-item bombs (issue 30, defect 5) ---------------------------------------------
@@ -357,12 +361,7 @@ def bomb_manifest(store: str, outside: str) -> None:
         m = {**c.header.to_cbor(), "manifest": data, "snapshot": md.raw, "size": len(data)}
         _rewrite(rpath, container_bytes(cbor.encode(m), old[c.body_start:]))
         return
-    mpath = os.path.join(store, snapshot_path(md))
-    os.makedirs(os.path.dirname(mpath), exist_ok=True)
-    with open(mpath, "wb") as f:
-        f.write(framing.frame(data))
-    rec = RunRecord.from_bytes(old, what="record")
-    _rewrite(rpath, attrs.evolve(rec, snapshot=md, size=len(data)).to_bytes())
+    v1_manifest(store, rpath, old, data)
 
 
 def bomb_pack(store: str, outside: str) -> None:
