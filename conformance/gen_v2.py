@@ -24,6 +24,7 @@ import zstandard
 import ckptfs
 from ckptfs.errors import CkptfsError
 from ckptfs.format import cbor, framing
+from ckptfs.format.cbor_parts import array_head, map_bytes
 from ckptfs.format import containers as ct
 from ckptfs.format.digest import Digest
 from ckptfs.format.lifecycle import Retired
@@ -479,6 +480,11 @@ INVALID: dict[str, tuple[str, str, Callable[[Path], Any]]] = {
                      "holds) a valid header padded past the 80 MiB limit by an unknown key of "
                      "zeros: never inflated", lambda p: _zheader(p, lambda raw, h: framing.deflate(
                          _padded_header(h, ct.MAX_HEADER_SIZE + 1)))),
+    "zheader-item-bomb": ("corrupt", "a form 0x03 header of a few KiB whose unknown key "
+                          "x-ignored holds 4,194,304 empty arrays: with the header's own items, "
+                          "more than the 4,194,304 data items a header may hold (format.md 5.3; "
+                          "refused before they are built)", lambda p: _zheader(
+                              p, lambda raw, h: framing.deflate(_item_bomb(h)))),
     "zheader-empty": ("corrupt", "a form 0x03 header whose frame declares 0 bytes",
                       lambda p: _zheader(p, lambda raw, h: framing.deflate(b""))),
     "record-kind-unknown": ("corrupt", "header kind 'future'",
@@ -558,6 +564,14 @@ def _padded_header(h: dict[str, Any], size: int) -> bytes:
     """``h`` with an unknown key ``x-pad`` of zeros, canonical, ``size`` bytes or a few more."""
     raw = cbor.encode({**h, "x-pad": b""})
     return cbor.encode({**h, "x-pad": bytes(size - len(raw))})
+
+
+def _item_bomb(h: dict[str, Any]) -> bytes:
+    """``h`` with an unknown key ``x-ignored`` holding MAX_ITEMS empty arrays, canonical (built
+    as bytes: the arrays are never Python lists)."""
+    parts = {k: cbor.encode(v) for k, v in h.items()}
+    parts["x-ignored"] = array_head(cbor.MAX_ITEMS) + b"\x80" * cbor.MAX_ITEMS
+    return map_bytes(parts)
 
 
 def _flip_nonce(p: Path) -> None:

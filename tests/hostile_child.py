@@ -143,9 +143,11 @@ def entry_points(url: str, scratch: str, facts: dict[str, str]) -> dict[str, Cal
     import ckptfs
     from ckptfs.ops.check import check
     from ckptfs.ops.copy import copy_runs
+    from ckptfs.ops.erase import erase
     from ckptfs.ops.export import export_archive
     from ckptfs.ops.gc import gc
     from ckptfs.ops.inspect import list_runs, run_effects, run_log
+    from ckptfs.ops.retention import forget_snapshots
     from ckptfs.ops.usage import usage
     from ckptfs.ops.verify import verify
     from ckptfs.storage.local import LocalStorage
@@ -193,6 +195,8 @@ def entry_points(url: str, scratch: str, facts: dict[str, str]) -> dict[str, Cal
         # writers last: they may change the hostile store
         "checkpoint": lambda: st().resume("r1").checkpoint(FUTURE),
         "gc": lambda: gc(st().repo),
+        "forget": lambda: forget_snapshots(st().repo, {"r2": [1]}),
+        "erase": lambda: erase(st().repo, "r3", reason="hostile corpus"),
     }
 
 

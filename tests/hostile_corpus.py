@@ -5,8 +5,11 @@ ledger with a large result, a fork), lifecycle markers (a retired marker, expiry
 snapshot tombstone) and an expired maintenance lease. Each hostile store is a copy of it with
 ONE thing replaced: an object by a FIFO, a symbolic link (to a copy inside the store, or to a
 copy outside it), a hard link to a file outside the store, a folder, a sparse 6 GiB file or an
-empty file; a folder by a file or by a link to a copy outside; or a manifest whose value repeats
-one 16 MiB chunk up to 6 GiB. The "outside" folder of each case is a decoy: the test checks that
+empty file; a folder by a file or by a link to a copy outside; a manifest whose value repeats
+one 16 MiB chunk up to 6 GiB; or a decoded-item bomb (issue 30): a few KiB of zstd that
+inflate, within every size limit, to tens of millions of CBOR items in a key readers ignore
+(of a visible record's header, of a manifest, of an orphan pack), a forward of 8 million empty
+arrays, 60 million nested arrays or a map of 8 million entries. The "outside" folder of each case is a decoy: the test checks that
 no reader touched it.
 """
 
@@ -17,14 +20,16 @@ import shutil
 from collections.abc import Callable, Iterator
 
 import attrs
+import blake3
 
 import ckptfs
 from ckptfs.format import cbor, framing
+from ckptfs.format.cbor_parts import array_head, map_bytes
 from ckptfs.format import containers as ct
 from ckptfs.format.digest import Digest
 from ckptfs.format.lifecycle import Lease
 from ckptfs.format.models import Manifest, RunRecord
-from ckptfs.format.names import chunk_path, record_path, snapshot_path
+from ckptfs.format.names import chunk_path, pack_path, record_path, snapshot_path
 
 HUGE = 6 << 30  # a sparse file of 6 GiB: read whole, it exhausts any sane memory cap
 BIG_CHUNK = 16 << 20  # the largest chunk the format allows
@@ -283,20 +288,151 @@ def repeated_chunk(store: str, what: str, outside: str) -> None:
             f.write(new_bytes)
         st.close()
         return
+    v1_manifest(store, rpath, old, data)
+    st.close()
+
+
+def v1_manifest(store: str, rpath: str, old: bytes, data: bytes) -> None:
+    """In a version 1 store: write the manifest ``data`` (framed) and make the record at
+    ``rpath`` (bytes ``old``) name it."""
+    md = Digest.of(data)
     mpath = os.path.join(store, snapshot_path(md))
     os.makedirs(os.path.dirname(mpath), exist_ok=True)
     with open(mpath, "wb") as f:
         f.write(framing.frame(data))
     rec = RunRecord.from_bytes(old, what="record")
-    new = attrs.evolve(rec, snapshot=md, size=len(data))
-    os.unlink(rpath)
-    with open(rpath, "wb") as f:
-        f.write(new.to_bytes())
-    st.close()
+    _rewrite(rpath, attrs.evolve(rec, snapshot=md, size=len(data)).to_bytes())
 
+
+# -- semantic: decoded-item bombs (issue 30, defect 5) ---------------------------------------------
+#: the bomb of the issue: 60,000,000 empty CBOR arrays, 60 MB inflated (under the 80 MiB header
+#: limit), about 2 KiB as zstd; cbor2 built 60 million lists (98 s and 4.3 GB for one read)
+BOMB_ITEMS = 60_000_000
+
+
+def empty_arrays(n: int) -> bytes:
+    """The canonical CBOR of an array of ``n`` empty arrays, built as bytes (not as lists)."""
+    return array_head(n) + b"\x80" * n
+
+
+def container_bytes(header: bytes, area: bytes, *, form: int = ct.CONTAINER_COMPRESSED) -> bytes:
+    """A container around already-encoded ``header`` bytes (form 0x03: as one zstd frame),
+    without the writer's checks (a conforming writer refuses to write these)."""
+    stored = framing.deflate(header) if form == ct.CONTAINER_COMPRESSED else header
+    return b"".join([ct.MAGIC, bytes([form]), len(stored).to_bytes(4, "big"), stored,
+                     blake3.blake3(stored).digest(), area])
+
+
+def _with_bomb(m: dict[str, object], bomb: bytes) -> bytes:
+    """The canonical map ``m`` with one more key, ``x-ignored`` (a key readers ignore), whose
+    value is the already-encoded ``bomb``."""
+    parts = {k: cbor.encode(v) for k, v in m.items()}
+    parts["x-ignored"] = bomb
+    return map_bytes(parts)
+
+
+def _rewrite(path: str, data: bytes) -> None:
+    os.unlink(path)
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def bomb_record(store: str, outside: str) -> None:
+    """r1's head record (a visible record) with the bomb in a header key readers ignore, its
+    header stored as zstd (form 0x03): a 2 KiB file."""
+    _bomb_in_record(store, empty_arrays(BOMB_ITEMS))
+
+
+def bomb_manifest(store: str, outside: str) -> None:
+    """r1's head snapshot with the bomb in a manifest key readers ignore: in a version 2 store
+    the manifest's bytes inside the record's (zstd) header, in a version 1 store the manifest
+    object (framed with zstd) and the record naming it."""
+    st = ckptfs.open_store(store)
+    head = st.head("r1")
+    st.close()
+    data = _with_bomb(cbor.decode(head.manifest.to_bytes(), what="manifest"),
+                      empty_arrays(BOMB_ITEMS))
+    md = Digest.of(data)
+    rpath = os.path.join(store, record_path("r1", head.seq))
+    with open(rpath, "rb") as f:
+        old = f.read()
+    if ct.is_container(old):
+        c = ct.decode(old, what="record")
+        m = {**c.header.to_cbor(), "manifest": data, "snapshot": md.raw, "size": len(data)}
+        _rewrite(rpath, container_bytes(cbor.encode(m), old[c.body_start:]))
+        return
+    v1_manifest(store, rpath, old, data)
+
+
+def bomb_pack(store: str, outside: str) -> None:
+    """An orphan pack (no record names it; named by the digest of its bytes, as packs are)
+    whose zstd header holds the bomb in a key readers ignore, beside one valid body."""
+    body = framing.frame(b"orphan pack body")
+    d = Digest.of(b"orphan pack body")
+    header = _with_bomb({"kind": "pack", "created": 1, "writer": "hostile",
+                         "bodies": [[d.raw, 0, len(body), 16]], "body_length": len(body)},
+                        empty_arrays(BOMB_ITEMS))
+    data = container_bytes(header, body)
+    p = os.path.join(store, pack_path(Digest.of(data)))
+    os.makedirs(os.path.dirname(p), exist_ok=True)
+    with open(p, "wb") as f:
+        f.write(data)
+
+
+def bomb_forward(store: str, outside: str) -> None:
+    """Every forward of the store replaced by one of 8 MiB (the largest a reader accepts):
+    ``{bodies: [[], [], ...]}``, 8 million empty arrays."""
+    head = cbor.encode({"bodies": []})[:-1]  # the map head and key, before the array
+    n = ct.MAX_FORWARD_SIZE - len(head) - 5
+    for rel in [p for p in _files(store) if p.startswith("moved/")]:
+        _rewrite(os.path.join(store, rel), head + empty_arrays(n))
+
+
+def bomb_deep(store: str, outside: str) -> None:
+    """r1's head record with 60 million nested arrays in an ignored header key."""
+    _bomb_in_record(store, b"\x81" * BOMB_ITEMS + b"\x80")
+
+
+def bomb_map(store: str, outside: str) -> None:
+    """r1's head record with a map of 8 million entries (distinct keys) in an ignored key."""
+    _bomb_in_record(store, big_map(8_000_000))
+
+
+def big_map(n: int) -> bytes:
+    """A map of ``n`` (at most 64^4) entries ``"<4 characters>": []``, every key distinct:
+    built column by column (C-speed slicing), not entry by entry."""
+    chars = bytes(range(0x30, 0x70))  # 64 ASCII characters
+    out = bytearray(6 * n)
+    out[0::6] = b"\x64" * n
+    out[5::6] = b"\x80" * n
+    for col, rep in zip((1, 2, 3, 4), (1 << 18, 1 << 12, 1 << 6, 1)):
+        seq = b"".join(bytes([c]) * rep for c in chars)
+        out[col::6] = (seq * (n // len(seq) + 1))[:n]
+    return b"\xba" + n.to_bytes(4, "big") + bytes(out)
+
+
+def _bomb_in_record(store: str, bomb: bytes) -> None:
+    st = ckptfs.open_store(store)
+    head = st.head("r1")
+    st.close()
+    rpath = os.path.join(store, record_path("r1", head.seq))
+    with open(rpath, "rb") as f:
+        old = f.read()
+    c = ct.decode(old, what="record")
+    _rewrite(rpath, container_bytes(_with_bomb(c.header.to_cbor(), bomb), old[c.body_start:]))
+
+
+#: the bombs of each store layout (a version 1 store has no containers: its manifests are the
+#: zstd-framed objects a bomb fits in)
+BOMBS_V2: dict[str, Callable[[str, str], None]] = {
+    "item-bomb-record": bomb_record, "item-bomb-manifest": bomb_manifest,
+    "item-bomb-pack": bomb_pack, "item-bomb-forward": bomb_forward,
+    "item-bomb-deep": bomb_deep, "item-bomb-map": bomb_map}
+BOMBS_V1: dict[str, Callable[[str, str], None]] = {"item-bomb-manifest": bomb_manifest}
 
 SEMANTIC = {"repeat-chunk-value": lambda s, o: repeated_chunk(s, "messages", o),
-            "repeat-chunk-ledger": lambda s, o: repeated_chunk(s, "ledger", o)}
+            "repeat-chunk-ledger": lambda s, o: repeated_chunk(s, "ledger", o),
+            **BOMBS_V2}
 
 
 @attrs.frozen
@@ -322,7 +458,10 @@ def cases(root: str, facts: dict[str, str], *, full: bool) -> list[Case]:
     for f in (FOLDERS_V2 if os.path.isdir(os.path.join(root, "packs")) else FOLDERS):
         for mut in FOLDER_MUTATIONS:
             out.append(Case("folder", f, mut))
+    v2 = os.path.isdir(os.path.join(root, "packs"))
     for name in SEMANTIC:
+        if name.startswith("item-bomb") and name not in (BOMBS_V2 if v2 else BOMBS_V1):
+            continue
         out.append(Case("semantic", "runs/r1", name))
     return out
 

@@ -27,6 +27,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -58,12 +59,14 @@ def _cli_for(case: hc.Case, full: bool, seen: set[tuple[str, str]]) -> bool:
 
 
 def run_corpus(tmp: str, *, full: bool, timeout: float = CALL_TIMEOUT,
-               with_control: bool = True) -> tuple[list[dict[str, Any]], list[hc.Case]]:
+               with_control: bool = True, only: Callable[[hc.Case], bool] | None = None,
+               cli: bool | None = None) -> tuple[list[dict[str, Any]], list[hc.Case]]:
     """Build the corpus under ``tmp`` (in the layout CKPTFS_FORMAT_VERSION says) and run it;
-    one result row per call."""
+    one result row per call. ``only``: the cases to run (all by default); ``cli``: run the
+    CLI in its own processes on every store (True), on none (False), or on the sample."""
     base = os.path.join(tmp, "base")
     facts = hc.build_base(base)
-    cases = hc.cases(base, facts, full=full)
+    cases = [c for c in hc.cases(base, facts, full=full) if only is None or only(c)]
     if with_control:
         cases.insert(0, hc.Case("control", "-", "none"))
     jobs: list[dict[str, Any]] = []
@@ -83,7 +86,8 @@ def run_corpus(tmp: str, *, full: bool, timeout: float = CALL_TIMEOUT,
             hc.make(base, case, store, outside)
         decoys[case.name] = (outside, hc.snapshot_tree(outside))
         jobs.append({"case": case.name, "store": store, "scratch": scratch,
-                     "cli": _cli_for(case, full, seen) or case.kind == "control"})
+                     "cli": (_cli_for(case, full, seen) or case.kind == "control")
+                     if cli is None else cli})
     from tests.hostile_child import CLI_COMMANDS
 
     in_process = [n for n, _ in CLI_COMMANDS] if full else CLI_IN_PROCESS
@@ -241,6 +245,32 @@ def test_hostile_stores_fail_cleanly(corpus: Any) -> None:
     summary = summarize(rows, cases)
     assert summary["stores"] >= 80 and summary["entry points"] >= 30, summary
     assert not failures, (summary, failures[:40])
+
+
+#: the entry points of issue 30 (defect 5): read, resume, log, listing, verify (and with
+#: --read-data), export, copy, gc, erase, forget, head, snapshots and a checkpoint
+BOMB_ENTRY_POINTS = {"read-head", "resume", "log", "ls", "verify", "verify-read-data", "export",
+                     "copy-out", "gc", "erase", "forget", "snapshots", "head", "checkpoint"}
+
+
+@pytest.mark.timeout(1800)
+def test_item_bombs_fail_cleanly_at_every_entry_point(corpus: Any) -> None:
+    """The decoded-item bombs (issue 30, defect 5: hostile_corpus.BOMBS_V2 / BOMBS_V1) at
+    every entry point: a clean answer within the call timeout and the memory cap (before the
+    fix: hangs and MemoryError at read, log, ls, verify, export, copy, gc and erase); where the
+    bomb is in the head snapshot (its record's header or its manifest), reading, resuming and
+    the head are ``corrupt`` (a reader never falls back to an older record)."""
+    rows, cases = corpus
+    bombs = {c.name: c.mutation for c in cases if c.mutation.startswith("item-bomb")}
+    v2 = any(m == "item-bomb-record" for m in bombs.values())
+    assert set(bombs.values()) == set(hc.BOMBS_V2 if v2 else hc.BOMBS_V1)
+    got = [r for r in rows if r["case"] in bombs]
+    assert BOMB_ENTRY_POINTS <= {r.get("api") for r in got}
+    assert not [r for r in got if bad(r)], [r for r in got if bad(r)]
+    head = {"item-bomb-record", "item-bomb-manifest", "item-bomb-deep", "item-bomb-map"}
+    for r in got:
+        if bombs[r["case"]] in head and r.get("api") in ("read-head", "resume", "head"):
+            assert r["outcome"] == "error:corrupt", r
 
 
 def main() -> None:

@@ -10,9 +10,11 @@ hold typed values, tag 27 around ``[type name, payload]`` (spec/format.md 18, ck
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+import blake3
 import cbor2
 
 from ckptfs.errors import FormatError, NonCanonical
@@ -27,6 +29,18 @@ SEQ_ITEM_DEPTH = MAX_DEPTH - 1
 #: an effect result or approval request: it sits in a record map inside the ledger's
 #: ``cbor-seq`` array, which take two levels (inline or not: one rule for both)
 LEDGER_VALUE_DEPTH = MAX_DEPTH - 2
+#: The most data items one decoded object of the format's own structure may hold (spec/format.md
+#: 1, "Limits"): config, run records and container headers, manifests, forwards, head hints and
+#: control objects. Every array, map, map key, map value, tag and scalar counts one; a string
+#: counts one whatever its length. cbor2 builds every item it decodes as a Python object (an
+#: empty array is one byte of CBOR and about 60 bytes of Python), so a few KiB of zstd that
+#: inflate to tens of MB of empty arrays made readers allocate gigabytes. The largest
+#: legitimate object is a record header locating the chunks of a large blob: 5 items per
+#: located chunk and per body, so a 10 GiB blob of the default 64 KiB chunks (160 k chunks) is
+#: about 0.8 M items, and the budget covers about 830 k located chunks (a writer refuses a
+#: header over it, ``containers.encode_bytes``). Value content (a user's value, an effect
+#: result, a ledger) is not bounded by it: a writer takes any plain value up to 64 MiB.
+MAX_ITEMS = 1 << 22
 #: integers that need a bignum tag (counted as one level)
 _U64 = 2 ** 64 - 1
 _ALLOWED_SCALARS = (str, bytes, int, float, bool, type(None))
@@ -103,6 +117,175 @@ def _why(e: BaseException) -> str:
     return f"{e}: {cause}" if isinstance(cause, ValueError) and str(cause) not in str(e) else str(e)
 
 
+_UINT = rb"(?:[\x00-\x17]|\x18.|\x19.{2}|\x1a.{4}|\x1b.{8})"
+#: runs that one regular-expression match counts at C speed, each (one element of a run, its
+#: items, its longest encoding): the rows of the format's long tables, matched whole (a row's
+#: width is fixed by its heads) -- a chunk list's ``[digest, size]``, a body ``[digest,
+#: offset, stored, size]``, a locator ``[prefix, index, start, stored]`` -- and one-byte items
+#: (small integers, empty strings, arrays and maps, false, true, null). A legitimate object's
+#: large parts are tables, and the bomb of issue 30 is 60 million empty arrays: neither is
+#: walked item by item.
+_FAST = ((rb"\x82\x58\x20.{32}" + _UINT, 3, 44),
+         (rb"\x84(?:\x58\x20.{32}|\x48.{8})" + _UINT * 3, 5, 62))
+_RUNS = tuple((re.compile(rb"(?:" + p + rb")++", re.DOTALL), re.compile(p, re.DOTALL), k, w)
+              for p, k, w in _FAST)
+_ONE_BYTE_RUN = re.compile(rb"[\x00-\x17\x20-\x37\x40\x60\x80\xa0\xf4-\xf6]++")
+
+
+def _run(mv: bytes, pos: int, n: int, budget: int) -> tuple[int, int, int]:
+    """``(elements, items, end)`` of the longest run of one kind (``_FAST``, or one-byte
+    items) at ``pos``, the first ``n`` items of an array or map (no more than ``n`` elements,
+    or nothing is counted), scanning no further than ``budget`` more items could reach.
+    (0, 0, pos) when none starts there."""
+    m = _ONE_BYTE_RUN.match(mv, pos, pos + min(n, budget + 1))
+    if m:
+        got = m.end() - pos
+        return got, got, m.end()
+    for whole, one, k, w in _RUNS:
+        m = whole.match(mv, pos, pos + min(n, budget // k + 1) * w)
+        if m:
+            got = one.subn(b"", mv[pos:m.end()])[1]
+            if got <= n:
+                return got, got * k, m.end()
+    return 0, 0, pos
+
+
+def _leaf_size(ib: int) -> int:
+    """The encoded length of an item that starts with byte ``ib`` when its head alone says it
+    (an integer, a float, false, true, null, a string under 24 bytes, an empty array or map:
+    nothing below it to count), else 0."""
+    major, ai = ib >> 5, ib & 31
+    if (major < 2 or major == 7 and ai > 24) and ai < 28:
+        return 1 if ai < 24 else 1 + (1 << (ai - 24))
+    if major in (2, 3) and ai < 24:
+        return 1 + ai
+    return 1 if ib in (0x80, 0xa0, 0xf4, 0xf5, 0xf6) else 0
+
+
+_LEAF = tuple(_leaf_size(i) for i in range(256))
+#: the item budgets a reader refused (by BLAKE3 of the object): the entry points that read one
+#: object several times (a listing, then a read) walk a hostile one once. Bounded.
+_REFUSED: dict[bytes, str] = {}
+
+
+def count_items(data: bytes | memoryview, *, what: str, budget: int = MAX_ITEMS) -> int:
+    """The number of data items in the one CBOR item ``data`` holds, read from the heads alone
+    (nothing is built: a string is skipped by its length), refusing with FormatError once it
+    passes ``budget``, or when the item is nested deeper than MAX_DEPTH, uses an indefinite
+    length, a reserved head or a simple value other than false, true and null, is cut short or
+    followed by other bytes. O(min(items, budget)) steps (a long run of one-byte items or of
+    table rows is one C call, ``_FAST``), O(MAX_DEPTH) memory.
+
+    Items are at least one byte each, so ``decode`` calls this only for objects longer than
+    their budget: a smaller object cannot pass it, and the common path pays nothing."""
+    mv = data if isinstance(data, bytes) else bytes(data)
+    key = blake3.blake3(mv).digest() + budget.to_bytes(8, "big")
+    why = _REFUSED.get(key)
+    if why is None:
+        try:
+            return _count(mv, budget)
+        except _Bad as e:
+            why = str(e)
+            if len(_REFUSED) >= 64:
+                _REFUSED.clear()
+            _REFUSED[key] = why
+    raise FormatError(f"{what}: {why}")
+
+
+class _Bad(Exception):
+    """Why ``_count`` refused (FormatError names the object)."""
+
+
+def _count(mv: bytes, budget: int) -> int:
+    end = len(mv)
+    leaf = _LEAF
+    pos = 0
+    items = 0
+    left = 1  # items still to read at the innermost open level (the top level holds one)
+    stack: list[int] = []  # ``left`` of each enclosing level
+    deep = f"not valid ckptfs CBOR (nesting deeper than {MAX_DEPTH} levels)"
+    try:
+        while True:
+            if not left:
+                if not stack:
+                    break
+                left = stack.pop()
+                continue
+            left -= 1
+            items += 1
+            if items > budget:
+                raise _Bad(f"holds more than {budget} CBOR data items (format.md 1, \"Limits\"); "
+                           "no conforming writer writes that, and it is not decoded")
+            ib = mv[pos]
+            size = leaf[ib]
+            if size:
+                pos += size
+                continue
+            pos += 1
+            ai = ib & 31
+            if ai < 24:
+                arg = ai
+            elif ai < 28:
+                w = 1 << (ai - 24)
+                arg = int.from_bytes(mv[pos:pos + w], "big")
+                pos += w
+            elif ib == 0xff or ai == 31:
+                raise _Bad(f"not valid ckptfs CBOR (indefinite length at byte {pos - 1})")
+            else:
+                raise _Bad(f"not valid ckptfs CBOR (reserved head 0x{ib:02x} at byte {pos - 1})")
+            major = ib >> 5
+            if major < 4:  # a string of 24 bytes or more
+                pos += arg
+                if pos > end:
+                    break
+                continue
+            if major == 7:
+                raise _Bad(f"not valid ckptfs CBOR (simple value at byte {pos - 1}: only false, "
+                           "true and null are allowed)")
+            n = arg if major == 4 else 2 * arg if major == 5 else 1
+            if n > end - pos:  # every item takes at least one byte
+                pos = end + 1
+                break
+            if len(stack) >= MAX_DEPTH:
+                raise _Bad(deep)
+            stack.append(left)
+            left = n
+            if n > 16 and major < 6:  # a long array or map: its items may be a run
+                got, k, after = _run(mv, pos, n, budget - items)
+                if got:
+                    if k > got and len(stack) >= MAX_DEPTH:  # rows: arrays one level down
+                        raise _Bad(deep)
+                    items += k
+                    left -= got
+                    pos = after
+                    if items > budget:
+                        left, items = 1, budget  # the next round refuses it
+    except IndexError:
+        pos = end + 1
+    if pos > end:
+        raise _Bad("not valid ckptfs CBOR (truncated)")
+    if pos != end:
+        raise _Bad(f"{end - pos} byte(s) after the CBOR item (truncated or damaged); exactly "
+                   "one item is allowed")
+    return items
+
+
+def check_items(data: bytes, *, what: str) -> bytes:
+    """A writer's side of MAX_ITEMS: ``data`` (the canonical bytes of a structural object it is
+    about to write) when it holds no more items than readers accept, else FormatError saying
+    what to do. Costs nothing below MAX_ITEMS bytes."""
+    if len(data) > MAX_ITEMS:
+        try:
+            count_items(data, what=what)
+        except FormatError as e:
+            raise FormatError(
+                f"{what} would hold more than {MAX_ITEMS} CBOR data items, which readers refuse "
+                "(format.md 1, \"Limits\"): a snapshot names or locates too many chunks. Store "
+                "large data with a larger chunker average (fewer chunks), or split it across "
+                f"snapshots ({e})") from e
+    return data
+
+
 def encode(value: Any) -> bytes:
     """Encode ``value`` canonically. The value must already be plain data (see check_plain)."""
     try:
@@ -112,8 +295,14 @@ def encode(value: Any) -> bytes:
 
 
 def decode(data: bytes | memoryview, *, what: str, allow_bignum: bool = False,
-           check_canonical: bool = True) -> Any:
-    """Strictly decode one CBOR item; raise FormatError/NonCanonical naming ``what``."""
+           check_canonical: bool = True, max_items: int | None = None) -> Any:
+    """Strictly decode one CBOR item; raise FormatError/NonCanonical naming ``what``.
+    ``max_items``: refuse an item of more data items than this before building any; by
+    default MAX_ITEMS for the format's own objects, and no budget for value content (what
+    ``allow_bignum`` decodes: a user's value, bounded by its size alone)."""
+    budget = max_items if max_items is not None else None if allow_bignum else MAX_ITEMS
+    if budget is not None and len(data) > budget:
+        count_items(data, what=what, budget=budget)
     buf = io.BytesIO(data)
     try:
         value = _decoder(buf, allow_bignum).decode()

@@ -239,6 +239,7 @@ def encode_bytes(header: bytes, area: bytes | Sequence[bytes], *,
     """``encode`` with the header map already encoded (canonically)."""
     if len(header) > MAX_HEADER_SIZE:
         raise FormatError(f"container header would be {len(header)} bytes, over {MAX_HEADER_SIZE}")
+    cbor.check_items(header, what="container header")
     form = CONTAINER_VERSION
     if compress:
         z = framing.deflate(header)

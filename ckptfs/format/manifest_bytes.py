@@ -95,7 +95,7 @@ class ManifestEncoder:
         c["entries"] = None
         top = {k: cbor.encode(v) for k, v in c.items()}
         top["entries"] = map_bytes(parts)
-        data = map_bytes(top)
+        data = cbor.check_items(map_bytes(top), what=f"manifest for run {m.run!r} seq {m.seq}")
         self._remember(fresh, parts, lists)
         return data
 

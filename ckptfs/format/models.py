@@ -327,7 +327,8 @@ class Manifest:
         manifest that readers would reject, e.g. a label value over 1024 characters)."""
         m = self.to_cbor()
         Manifest.from_cbor(m, what=f"new manifest for run {self.run!r} seq {self.seq}")
-        return cbor.encode(m)
+        return cbor.check_items(cbor.encode(m), what=f"manifest for run {self.run!r} seq "
+                                f"{self.seq}")
 
     @classmethod
     def from_bytes(cls, data: bytes, *, what: str = "manifest") -> Manifest:

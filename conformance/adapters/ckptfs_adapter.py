@@ -38,7 +38,7 @@ BREAKS: tuple[str, ...] = (
                           "no-forwards", "unbounded-forwards", "no-loose-fallback",
                           "no-stray-bodies", "gc-visible-only", "gc-no-forwards",
                           "gc-parse-junk",
-                          "lenient-zheader")))
+                          "lenient-zheader", "no-item-budget")))
 #: issue 16: one per rule it settled (skip the check, or read the point the other way)
 SPEC16_BREAKS = ("by-id-skip-record-size", "skip-record-path", "skip-chunk-digest",
                  "skip-chunker-order", "skip-label-rules", "allow-after-zstd-frame",
@@ -57,8 +57,9 @@ def apply_break(rule: str) -> None:
         strict = cbor.decode
 
         def lenient(data: Any, *, what: str, allow_bignum: bool = False,
-                    check_canonical: bool = True) -> Any:
-            return strict(data, what=what, allow_bignum=allow_bignum, check_canonical=False)
+                       check_canonical: bool = True, max_items: int | None = None) -> Any:
+            return strict(data, what=what, allow_bignum=allow_bignum, check_canonical=False,
+                          max_items=max_items)
 
         cbor.decode = lenient
     elif rule == "skip-digests":
@@ -169,6 +170,8 @@ def _break_v2(rule: str) -> None:
             except zstandard.ZstdError as e:
                 raise CkptfsError(f"{what}: {e}") from e
         setattr(framing, "inflate_declared", inflate)
+    elif rule == "no-item-budget":  # [3.1 step 4, format.md 5.3] items built, not counted
+        setattr(cbor, "MAX_ITEMS", 1 << 62)
     elif rule == "no-forwards":  # [6 step 3]
         setattr(sc, "forward_path", lambda path: "moved-nowhere/" + path)
     elif rule == "unbounded-forwards":  # [8] chains of any length followed
@@ -222,8 +225,9 @@ def _break_spec16(rule: str) -> None:
         strict = cbor.decode
 
         def canonical(data: Any, *, what: str, allow_bignum: bool = False,
-                      check_canonical: bool = True) -> Any:
-            return strict(data, what=what, allow_bignum=allow_bignum, check_canonical=True)
+                         check_canonical: bool = True, max_items: int | None = None) -> Any:
+            return strict(data, what=what, allow_bignum=allow_bignum, check_canonical=True,
+                          max_items=max_items)
         cbor.decode = canonical
     elif rule == "keep-nan-payload":
         def raw_tagged(v: Any) -> Any:
