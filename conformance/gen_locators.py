@@ -7,7 +7,9 @@
   and packs a collection under the complete-locators rule MUST read and judge instead of
   deleting unread (9.2): those a visible record's locators name, and those a forward of a
   named container points into. An implementation whose gc forgets either would delete a
-  container a snapshot needs.
+  container a snapshot needs. ``v2-gc-named-junk-ignored``: the same with files that are no
+  pack and no forward beside them, which gc MUST ignore (an implementation that parses every
+  name it lists fails there, as ckptfs did before issue 30).
 
 Stores are written by ckptfs with the generator's fixed clock (``conformance.generate``).
 """
@@ -67,6 +69,23 @@ def _forwarded(p: Path, new_store: Any, prng: Any) -> None:
     s.close()
 
 
+#: files other tools leave in a store (spec/v2.md 2, "Names that are not objects"); none is a
+#: pack or a forward, so none may change what gc-named answers
+JUNK = [".DS_Store", "name~", ".x.swp", ".00000000000000000001.Xq2b9Z", "ab12"]
+
+
+def _forwarded_with_junk(p: Path, new_store: Any, prng: Any) -> None:
+    """As ``_forwarded``, then junk names dropped in every folder of ``packs/`` and ``moved/``
+    (a Finder ``.DS_Store``, an editor's swap and backup files, an rsync partial, a name too
+    short for a digest)."""
+    _forwarded(p, new_store, prng)
+    folders = [p / "packs", p / "moved", p / "moved" / "runs", p / "moved" / "runs" / "r",
+               *sorted((p / "packs").iterdir())]
+    for folder in folders:
+        for name in JUNK:
+            (folder / name).write_bytes(b"\x00\x00\x00\x01Bud1 not an object")
+
+
 def _pack_and_fork(p: Path, new_store: Any, prng: Any) -> None:
     """A pack a visible record locates (run big keeps its blob at big@2), and a stray of run r
     named only by the locator of a fork in another run (f@1 forked from r@1, then r@1
@@ -112,13 +131,22 @@ def vectors(g: Any, new_store: Any, prng: Any, render_store: Callable[[str, int]
             _pack_and_fork, "A pack the visible big@2 locates (its blob) and the stray r@1, "
             "named only by the locator of f@1, a fork of it in another run: both MUST be "
             "read and judged (spec/v2.md 9.2)"),
+        "v2-gc-named-junk-ignored": (
+            _forwarded_with_junk, "As v2-gc-named-through-forward, with files that are no "
+            "pack and no forward (.DS_Store, name~, .x.swp, an rsync partial, a name too short "
+            "for a digest) in packs/, each packs/<xx>/ and moved/: they MUST be ignored, so the "
+            "answer is the same (spec/v2.md 2, format.md 3.1)"),
     }
+    answers: dict[str, list[str]] = {}
     for name, (build, desc) in cases.items():
         d = g.store_dir("gc", name)
         build(d, new_store, prng)
         repo = ckptfs.open_store(str(d)).repo
         got = named_containers(repo)
         assert got, name
+        if name == "v2-gc-named-junk-ignored":  # the junk changes nothing
+            assert got == answers["v2-gc-named-through-forward"], got
+        answers[name] = got
         g.vector("gc", name, desc, ["gc-named", "{store}"],
                  {"output": json.loads(json.dumps(got)), "compare": "json"},
                  GC + ["lifecycle"], store=f"{name}.store")

@@ -76,9 +76,14 @@ def _v2_root(rel: str) -> str | None:
     m = _HINT.fullmatch(rel)
     if m and RUN_ID.match(m.group(1)):
         return "v2-head-hint"
-    if rel.startswith("moved/"):
+    if rel.startswith("moved/") and _container_path(rel[len("moved/"):]):
         return "v2-forward"
-    return None
+    return None  # any other name is no object (spec/v2.md 2, "Names that are not objects")
+
+
+def _container_path(rel: str) -> bool:
+    """Whether ``rel`` is a pack's or a run record's path (what a forward may stand for)."""
+    return bool(_PACK.fullmatch(rel)) or root_of(rel) == "run-record"
 
 
 def container_header(data: bytes) -> bytes:

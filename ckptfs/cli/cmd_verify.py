@@ -83,6 +83,12 @@ def run(args: argparse.Namespace) -> int:
         print_json(report.to_json())
     else:
         _print_problems(report.problems, args.verbose)
+        for path in report.foreign[:SHOWN] if not args.verbose else report.foreign:
+            print(f"{'note':>12}  {human.clean(path)}  not an object of the store (a file left "
+                  "by another tool?): every ckptfs command ignores it; remove it if unwanted")
+        if len(report.foreign) > SHOWN and not args.verbose:
+            print(f"{'note':>12}  and {len(report.foreign) - SHOWN} more such file(s) (-v "
+                  "lists them)")
         print(f"{report.runs} runs, {report.snapshots} snapshots, {report.chunks_checked} chunks "
               f"checked, {len(report.problems)} problem(s)", file=sys.stdout)
     return EXIT_OK if report.ok else EXIT_PROBLEMS

@@ -17,6 +17,7 @@ from ckptfs.format.containers import PackRef, RecordRef
 from ckptfs.format.digest import Digest
 from ckptfs.ops.repack import held, packs, repack
 from ckptfs.storage.base import ObjectStat
+from ckptfs.store.listing import record_ref
 from ckptfs.store.repository import Repository
 
 WRITER = "ckptfs erase"
@@ -41,8 +42,10 @@ def erase_containers(repo: Repository, run_id: str, targets: list[int], gone: se
                  if s not in visible and not (other == run_id and s in targets)]
     refs += list(packs(st).items())
     problems: list[str] = []
-    found = held(st, refs, problems)
+    plain: list[str] = []  # version 1 records of an upgraded store: no bodies, not containers
+    found = held(st, refs, problems, plain)
     own = {RecordRef(run_id, s) for s in targets}
+    st.delete_many(p for p in plain if record_ref(p) in own)
     victims = [h for h in found
                if h.ref in own or any(b.digest in gone for b in h.container.header.bodies)]
     erased = [b for h in victims for b in h.container.header.bodies if b.digest in gone]

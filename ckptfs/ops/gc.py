@@ -23,7 +23,7 @@ from ckptfs.ops.lease import DEFAULT_TTL_MS, MaintenanceLease, NoLease, describe
 from ckptfs.storage.base import ObjectStat, Storage
 from ckptfs.store.ledgers import LedgerScanner
 from ckptfs.store.lifecycle import retire
-from ckptfs.store.listing import object_digest
+from ckptfs.store.listing import loose_digest
 from ckptfs.store.repository import Repository, Snapshot
 from ckptfs.format.containers import ContainerRef, PackRef, RecordHeader, RecordRef
 from ckptfs.ops import gc_locators
@@ -74,11 +74,10 @@ class GcReport:
 def _objects(storage: Storage, top: str) -> dict[Digest, tuple[str, float | None]]:
     """Digest -> (path, modification time) of the objects of a two-level fan-out folder
     (``chunks/ab/<hex>``), in one listing (object stores: paginated, no request per object).
-    Names that are no object's are ignored (``store.listing.object_digest``, format.md 3.1)."""
+    Names that are no object's are ignored (``store.listing.loose_digest``, format.md 3.1)."""
     out: dict[Digest, tuple[str, float | None]] = {}
     for path, stat in storage.scan(top).items():
-        parts = path.split("/")
-        d = object_digest(parts[1], parts[2]) if len(parts) == 3 else None
+        d = loose_digest(path)
         if d is not None:
             out[d] = (path, stat.mtime)
     return out

@@ -28,9 +28,10 @@ from ckptfs.format import containers as ct
 from ckptfs.format.containers import ContainerRef, RecordRef
 from ckptfs.format.models import COMPLETE_LOCATORS
 from ckptfs.format.names import forward_path
-from ckptfs.ops.repack import RepackReport, forwards, pack_ref, record_ref
+from ckptfs.ops.repack import RepackReport, forwards
 from ckptfs.storage.base import ObjectStat, Storage
 from ckptfs.store.containers import container_path
+from ckptfs.store.listing import container_ref
 from ckptfs.store.repository import Repository
 
 
@@ -87,10 +88,6 @@ def split(refs: Iterable[tuple[ContainerRef, ObjectStat | None]], keep: set[Cont
     return read, young
 
 
-def _forward_of(path: str) -> ContainerRef | None:
-    return pack_ref(path) or record_ref(path)
-
-
 def sweep(storage: Storage, plan: Plan, named: Iterable[ContainerRef], report: RepackReport,
           *, dry_run: bool = False) -> int:
     """Delete the unread containers still named by nothing after the second mark (``named``:
@@ -100,7 +97,7 @@ def sweep(storage: Storage, plan: Plan, named: Iterable[ContainerRef], report: R
     keep = reached(named, plan.forwards)
     victims = [u for u in plan.unread if u.ref not in keep]
     stale = [forward_path(p) for p in plan.forwards
-             if (r := _forward_of(p)) is not None and r not in keep]
+             if (r := container_ref(p)) is not None and r not in keep]
     records = sum(1 for u in victims if isinstance(u.ref, RecordRef))
     if dry_run:
         report.containers_deleted += len(victims)

@@ -22,7 +22,8 @@ from ckptfs.store.blobs import stored_blob
 from ckptfs.store.entry_reads import decode_value, read_content
 
 TYPED_MARKER = "$typed"
-from ckptfs.store.repository import Repository, Snapshot
+from ckptfs.store.lifecycle import read_tombstone
+from ckptfs.store.repository import Repository, Snapshot, erased_error
 
 #: JSON marker objects for CBOR values JSON cannot hold (documented in the README).
 BYTES_MARKER = "$bytes"
@@ -78,14 +79,15 @@ def list_runs(repo: Repository, *, now_ms: int | None = None) -> list[dict[str, 
 
 
 def _run_status(repo: Repository, run_id: str, has_snapshots: bool) -> tuple[str, str | None]:
-    """``live``; ``erased`` (a whole-run tombstone: when and why); or ``forgotten`` (no
+    """``live``; ``erased`` (a whole-run tombstone: when and why); ``erasing`` (its erase has
+    not finished: run it again); or ``forgotten`` (no
     snapshot left: every one was forgotten or erased one by one)."""
     try:
-        erased = repo.erased(run_id)
+        stone = read_tombstone(repo.storage, run_id)
     except CkptfsError as e:  # an unreadable tombstone: say so, do not hide the run
         return ("erased" if not has_snapshots else "live"), f"tombstone: {e}"
-    if erased is not None:
-        return "erased", str(erased)
+    if stone is not None:  # "erasing": the erase stopped before its last step
+        return ("erased" if stone.state == "erased" else "erasing"), str(erased_error(stone))
     if not has_snapshots:
         return "forgotten", "every snapshot was forgotten (ckptfs gc frees their data)"
     return "live", None

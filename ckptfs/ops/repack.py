@@ -18,12 +18,13 @@ from collections.abc import Callable, Iterable
 
 import attrs
 
-from ckptfs.errors import CkptfsError, FormatError
+from ckptfs.errors import CkptfsError
 from ckptfs.format import containers as ct
 from ckptfs.format.containers import Body, Container, ContainerRef, Location, PackRef, RecordRef
 from ckptfs.format.digest import Digest
-from ckptfs.format.names import MOVED, PACKS, forward_path, parse_seq_name
+from ckptfs.format.names import MOVED, PACKS, forward_path
 from ckptfs.store.containers import PACK_TARGET, container_path, header_from, pack_bodies
+from ckptfs.store.listing import forward_ref, pack_ref
 from ckptfs.storage.base import ObjectStat, Storage
 from ckptfs.store.repository import Repository
 from ckptfs.ops.runscan import known_header, remember_header
@@ -54,17 +55,6 @@ class RepackReport:
     forwards_written: int = 0
     forwards_deleted: int = 0
     problems: list[str] = attrs.field(factory=list)
-
-
-def pack_ref(path: str) -> PackRef | None:
-    parts = path.split("/")
-    if len(parts) != 3 or parts[0] != PACKS:
-        return None
-    try:
-        d = Digest.parse(parts[2])
-    except FormatError:
-        return None
-    return PackRef(d) if d.hex[:2] == parts[1] else None
 
 
 def packs(storage: Storage) -> dict[PackRef, ObjectStat]:
@@ -141,23 +131,11 @@ def _v1(first: bytes) -> bool:
     return len(first) >= 1 and 0xa0 <= first[0] <= 0xbf  # a CBOR map: a v1 record
 
 
-def record_ref(path: str) -> RecordRef | None:
-    parts = path.split("/")
-    if len(parts) == 3 and parts[0] == "runs":
-        seq = parse_seq_name(parts[2])
-        if seq is not None and seq >= 1:
-            try:
-                return RecordRef(parts[1], seq)
-            except ValueError:
-                return None
-    return None
-
-
 def forwards(storage: Storage, problems: list[str]) -> dict[str, ct.Forward]:
     """Every forward of the store, by the path of the container it stands for (one listing,
-    the forwards read together)."""
+    the forwards read together). Names under ``moved/`` that are no forward's are skipped."""
     out: dict[str, ct.Forward] = {}
-    paths = sorted(storage.scan(MOVED))
+    paths = sorted(p for p in storage.scan(MOVED) if forward_ref(p) is not None)
     try:
         got: list[bytes | None] = storage.read_many(paths)
     except (CkptfsError, OSError):  # one failed read: read each, to know which

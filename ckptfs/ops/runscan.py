@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 import attrs
 
-from ckptfs.errors import CkptfsError, CorruptSnapshot, FormatError, NotFound
+from ckptfs.errors import CkptfsError, CorruptSnapshot, FormatError, NotFound, StorageError
 from ckptfs.format import containers as ct
 from ckptfs.format.containers import RecordRef
 from ckptfs.format.lifecycle import Retired
@@ -28,6 +28,7 @@ from ckptfs.store.lifecycle import read_expiry, read_retired
 from ckptfs.store.records import parse_record
 from ckptfs.store.repository import Repository, check_record_path
 
+EDITED = "(the file may be truncated or edited)"
 #: records read per batch (bounds the memory of one batch: at most this many 64 KiB heads)
 BATCH = 256
 
@@ -157,12 +158,31 @@ def read_records(repo: Repository, run_id: str, seqs: Iterable[tuple[int, Object
             ask.append((seq, stat))
     for i in range(0, len(ask), BATCH):
         part = ask[i:i + BATCH]
-        data = st.read_ranges([(record_path(run_id, s), 0, ct.HEAD_READ) for s, _ in part])
+        try:
+            data: list[bytes | CkptfsError | None] = list(st.read_ranges(
+                [(record_path(run_id, s), 0, ct.HEAD_READ) for s, _ in part]))
+        except (CkptfsError, OSError):  # one unreadable record: read each, to know which
+            data = [_head(st, record_path(run_id, s)) for s, _ in part]
         for (seq, stat), first in zip(part, data):
-            r = reads[seq] = _parse(repo, run_id, seq, stat, first)
+            r = reads[seq] = (Read(seq, stat, None, None, first)
+                              if isinstance(first, CkptfsError) else
+                              _parse(repo, run_id, seq, stat, first))
             if r.container is not None:
                 remember_header(repo, record_path(run_id, seq), stat, r.container)
     return [reads[s] for s, _ in todo]
+
+
+def _head(storage: Storage, path: str) -> bytes | CkptfsError | None:
+    """A record's first bytes; None when it is absent, the error when it cannot be read (EIO,
+    a FIFO in its place, a 500 outlasting retries): reported for that record, not raised."""
+    try:
+        return storage.read_range(path, 0, ct.HEAD_READ)
+    except FileNotFoundError:
+        return None
+    except CkptfsError as e:
+        return e
+    except OSError as e:
+        return StorageError(f"{path}: {e}")
 
 
 def _from_header(repo: Repository, run_id: str, seq: int, stat: ObjectStat | None,
@@ -195,9 +215,9 @@ def _parse(repo: Repository, run_id: str, seq: int, stat: ObjectStat | None,
         rec, c = parse_record(first, what=what, whole=whole)
         check_record_path(rec, run_id, seq, what)
     except FormatError as e:  # header_length's: damaged like parse_record's
-        return Read(seq, stat, None, None, CorruptSnapshot(f"{e} (the file may be truncated "
-                                                            "or edited)"))
-    except CkptfsError as e:
+        said = str(e) if EDITED in str(e) else f"{e} {EDITED}"
+        return Read(seq, stat, None, None, CorruptSnapshot(said))
+    except CkptfsError as e:  # a header past 64 KiB that could not be read, among others
         return Read(seq, stat, None, None, e)
     if c is not None:
         repo.objects.locations.learn(c, RecordRef(run_id, seq))

@@ -23,6 +23,7 @@ from ckptfs.ops.chunks import snapshot_chunks
 from ckptfs.ops.locator_holes import locator_holes
 from ckptfs.store.containers import locatable
 from ckptfs.store.ledgers import LedgerScanner
+from ckptfs.store.listing import foreign_names
 from ckptfs.store.repository import Repository, Snapshot
 
 
@@ -47,6 +48,9 @@ class VerifyReport:
     chunks_checked: int = 0
     bytes_read: int = 0
     problems: list[Problem] = attrs.field(factory=list)
+    #: files in the store's object folders that are no object (a ``.DS_Store``, an rsync
+    #: partial): ignored by every reader and by maintenance, named for the operator to remove
+    foreign: list[str] = attrs.field(factory=list)
     #: v2: which containers were found present (one existence check each per verify)
     containers_seen: dict[ContainerRef, bool] = attrs.field(factory=dict, repr=False)
 
@@ -57,7 +61,7 @@ class VerifyReport:
     def to_json(self) -> dict[str, object]:
         return {"ok": self.ok, "runs": self.runs, "snapshots": self.snapshots,
                 "chunks_checked": self.chunks_checked, "bytes_read": self.bytes_read,
-                "problems": [p.to_json() for p in self.problems]}
+                "problems": [p.to_json() for p in self.problems], "foreign": self.foreign}
 
 
 def verify(repo: Repository, *, runs: Iterable[str] | None = None,
@@ -104,6 +108,11 @@ def verify(repo: Repository, *, runs: Iterable[str] | None = None,
         _check_holes(repo, runs, report)
     if read_data is True and repo.objects.layout >= 2 and runs is None:
         _check_pack_names(repo, report)
+    if runs is None:  # a note, not a problem: no reader acts on them (format.md 3.1)
+        try:
+            report.foreign = foreign_names(repo.storage)
+        except CkptfsError:
+            pass  # a folder that cannot be listed (a link in it): its objects' checks say so
     return report
 
 

@@ -48,6 +48,7 @@ from ckptfs.format.names import (
     run_dir,
 )
 from ckptfs.storage.base import Storage
+from ckptfs.format.lifecycle import Tombstone
 from ckptfs.store.lifecycle import (
     effective_expiry,
     read_retired,
@@ -178,12 +179,7 @@ class Repository:
     def erased(self, run_id: str, seq: int | None = None) -> ErasedError | None:
         """The error to raise when the run (or one of its snapshots) was erased, else None."""
         stone = read_tombstone(self.storage, run_id, seq)
-        if stone is None:
-            return None
-        what = f"run {run_id!r}" if seq is None else f"snapshot {seq} of run {run_id!r}"
-        at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(stone.requested / 1000))
-        return ErasedError(f"{what} was erased at {at} (reason: "
-                           f"{stone.reason!r}); only its tombstone remains")
+        return None if stone is None else erased_error(stone)
 
     def check_not_erased(self, run_id: str, look: HeadLook | None = None) -> None:
         """Raise ErasedError when the run was erased or fenced by a partial erase. ``look``:
@@ -503,3 +499,17 @@ def check_record_path(rec: RunRecord, run_id: str, seq: int, what: str) -> None:
     """A record names the run and seq of its own path (format.md 8.1), else ``corrupt``."""
     if rec.run != run_id or rec.seq != seq:
         raise CorruptSnapshot(f"{what}: names run {rec.run!r} seq {rec.seq}, not its own path")
+
+
+def erased_error(stone: Tombstone) -> ErasedError:
+    """What a reader says of a run or snapshot with this tombstone: erased (when, why), or
+    being erased when the erase stopped before its last step (run it again)."""
+    run_id, seq = stone.run, stone.seq
+    what = f"run {run_id!r}" if seq is None else f"snapshot {seq} of run {run_id!r}"
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(stone.requested / 1000))
+    if stone.state != "erased":  # the erase stopped before its last step: not finished
+        return ErasedError(f"{what} is being erased since {at} (reason: {stone.reason!r}) "
+                           "and the erase has not finished; run 'ckptfs erase' on it again "
+                           "to finish it")
+    return ErasedError(f"{what} was erased at {at} (reason: "
+                       f"{stone.reason!r}); only its tombstone remains")

@@ -37,6 +37,7 @@ BREAKS: tuple[str, ...] = (
     *("v2-" + r for r in ("trust-head-hint", "skip-header-digest", "lenient-body-table",
                           "no-forwards", "unbounded-forwards", "no-loose-fallback",
                           "no-stray-bodies", "gc-visible-only", "gc-no-forwards",
+                          "gc-parse-junk",
                           "lenient-zheader")))
 #: issue 16: one per rule it settled (skip the check, or read the point the other way)
 SPEC16_BREAKS = ("by-id-skip-record-size", "skip-record-path", "skip-chunk-digest",
@@ -155,6 +156,10 @@ def _break_v2(rule: str) -> None:
             setattr(gc_locators, "locator_containers", lambda h: ())
         else:
             setattr(gc_locators, "reached", lambda named, fwd: set(named))
+    elif rule == "gc-parse-junk":  # [v2.md 2] every name under moved/ taken for a forward
+        from ckptfs.ops import repack
+
+        setattr(repack, "forward_ref", lambda path: path)
     elif rule == "lenient-zheader":  # [3.1 form 0x03] inflated without size and frame rules
         import zstandard
 
