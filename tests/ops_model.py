@@ -23,7 +23,6 @@ import attrs
 AWAITING_FIX: set[int] = {
     1,  # copyfix: a copy after a forget in the source deletes records the destination needs
     3,  # erasefix: erase RUN rewrites the bodies only the run's forgotten snapshots used
-    4,  # junkgc: a junk name under packs/ or moved/ stops gc and erase
 }
 
 #: Today's plain copy carries the source's retired markers into the destination and deletes

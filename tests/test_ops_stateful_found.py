@@ -39,8 +39,8 @@ def test_erasure_reaches_a_destination_that_went_on(tmp_path: Path) -> None:
     assert verify(primary.repo, read_data=True).ok
 
 
-@pytest.mark.xfail(strict=True, reason="defect 4's class (branch junkgc), a place issue 30 does "
-                   "not name: a junk name directly under tombstones/ stops copy and export")
+@pytest.mark.xfail(strict=True, reason="junk-run-folder: defect 4's class in a place issue 30 "
+                   "does not name, not fixed by branch junkgc")
 def test_junk_under_tombstones_does_not_stop_copy(tmp_path: Path) -> None:
     """``tombstones/x.swp`` (an editor's swap file) is listed as a run's folder of tombstones:
     copy and export fail on every run ("is a file where a folder belongs"). ``.DS_Store`` and
@@ -74,3 +74,16 @@ def test_erasure_copied_into_a_backup_keeps_its_later_snapshots(tmp_path: Path) 
     assert report.ok and report.life.erased == ["r@1"]
     assert [s.seq for s in backup.snapshots("r")] == [2]
     assert backup.read("r@2") == {"note": "clean 2"}
+
+
+@pytest.mark.xfail(strict=True, reason="junk-run-folder: defect 4's class in a place issue 30 "
+                   "does not name, not fixed by branch junkgc")
+def test_junk_named_like_a_run_is_not_a_run(tmp_path: Path) -> None:
+    """``runs/x.swp`` is listed as a run, and verify (and listing its snapshots) raises
+    StorageError "is a file where a folder belongs" instead of ignoring a name that is not an
+    object (format.md 3.1)."""
+    store = ckptfs.open_store(str(tmp_path / "s"))
+    store.start_run("r").checkpoint({"note": "hello"})
+    (tmp_path / "s" / "runs" / "x.swp").write_bytes(b"junk bytes")
+    assert store.runs() == ["r"]
+    assert verify(store.repo, read_data=True).ok
