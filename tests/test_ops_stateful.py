@@ -199,10 +199,11 @@ class Ops(RuleBasedStateMachine):
 
     # -- stores --------------------------------------------------------------------------
     @initialize(kinds=st.lists(st.sampled_from(KINDS[:3]), min_size=2, max_size=3, unique=True),
-                s3=st.integers(0, S3_ONE_IN - 1))
-    def open_stores(self, kinds: list[str], s3: int) -> None:
+                s3=st.integers(0, S3_ONE_IN - 1), bulk=st.sampled_from([None, 4096]))
+    def open_stores(self, kinds: list[str], s3: int, bulk: int | None) -> None:
         """Two or three stores; S3 (the slowest: every request a round trip to moto) replaces
-        the last of them in one sequence of ``S3_ONE_IN``."""
+        the last of them in one sequence of ``S3_ONE_IN``. ``bulk``: the store setting
+        ``record_bulk_max`` (4096: most bodies go to packs, as a large state's do)."""
         if s3 == 0 and "s3" in KINDS_ALLOWED:
             kinds = [*kinds[:-1], "s3"]
         kinds = [k for k in kinds if k in KINDS_ALLOWED] or list(KINDS_ALLOWED[:2])
@@ -217,7 +218,7 @@ class Ops(RuleBasedStateMachine):
             else:
                 url, opts = new_s3_url(), dict(self.s3_options)
             store = ckptfs.open_store(url, **opts)
-            store.init()
+            store.init(settings=None if bulk is None else {"record_bulk_max": bulk})
             self.stores.append(store)
             self.opts.append(opts)
             self.models.append(om.StoreModel(f"{n}:{kind}"))
@@ -395,6 +396,7 @@ class Ops(RuleBasedStateMachine):
         self.models[i].erase_run(run)
         self.handles.pop((i, run), None)
         self.dirty.add(i)
+        self.scan(i)
         if then_gc:
             self.collect(i, True)
 
@@ -415,6 +417,7 @@ class Ops(RuleBasedStateMachine):
         m.erase_snap(run, seq)
         self.fenced.add(run)
         self.dirty.add(i)
+        self.scan(i)
         if then_gc:
             self.collect(i, True)
 
