@@ -56,7 +56,8 @@ from ckptfs.ops.upgrade import upgrade
 from ckptfs.ops.verify import verify
 from tests import ops_model as om
 from tests.conftest import LONG, TALLY, new_s3_url
-from tests.stateful_scan import files_with_tokens, store_files
+from tests.stateful_lg import LangGraphRules
+from tests.stateful_checks import check_snap, check_store, effects_of, files_with_tokens, plain, store_files
 
 KINDS = ("link", "filelock", "memory", "s3")
 JUNK = (".DS_Store", "x.swp", "name~")
@@ -97,22 +98,7 @@ class Crash(BaseException):
     """The process 'died' inside an effect's call: the effect stays in doubt."""
 
 
-def _plain(v: Any) -> Any:
-    """A read-back value in comparable form: a blob as its bytes."""
-    if isinstance(v, (ckptfs.StoredBlob, ckptfs.Blob)):
-        return v.read()
-    if isinstance(v, dict):
-        return {k: _plain(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_plain(x) for x in v]
-    return v
-
-
-def _effects(store: ckptfs.Store, snap: ckptfs.Snapshot) -> dict[str, tuple[str, Any]]:
-    return {k: (e.status, e.result) for k, e in store.ledger(snap).effects.items()}
-
-
-class Ops(RuleBasedStateMachine):
+class Ops(LangGraphRules, RuleBasedStateMachine):
     """One sequence of operations over two or three stores and their models."""
 
     s3_options: dict[str, Any] = {}
@@ -166,10 +152,10 @@ class Ops(RuleBasedStateMachine):
     def _record(self, i: int, store: ckptfs.Store, snap: ckptfs.Snapshot,
                 state: dict[str, Any] | None = None) -> None:
         """Put a reported commit into store ``i``'s model (its state as given, else as read)."""
-        plain = _plain(dict(store.read(snap)) if state is None else state)
+        got = plain(dict(store.read(snap)) if state is None else state)
         self.models[i].commit(om.Snap(
-            run=snap.run, seq=snap.seq, id=snap.id, parent=snap.parent, state=plain,
-            labels=snap.labels, tokens=om.tokens_in(plain), effects=_effects(store, snap)))
+            run=snap.run, seq=snap.seq, id=snap.id, parent=snap.parent, state=got,
+            labels=snap.labels, tokens=om.tokens_in(got), effects=effects_of(store, snap)))
         self.tip[snap.run] = max(self.tip.get(snap.run, 0), snap.seq)
         if self.opts[i] and not LONG:  # S3: the new commit now, the whole store after deletes
             self.fresh.append((i, snap.run, snap.seq))
@@ -204,7 +190,7 @@ class Ops(RuleBasedStateMachine):
         """Two or three stores; S3 (the slowest: every request a round trip to moto) replaces
         the last of them in one sequence of ``S3_ONE_IN``. ``bulk``: the store setting
         ``record_bulk_max`` (4096: most bodies go to packs, as a large state's do)."""
-        if s3 == 0 and "s3" in KINDS_ALLOWED:
+        if s3 == S3_ONE_IN - 1 and "s3" in KINDS_ALLOWED:
             kinds = [*kinds[:-1], "s3"]
         kinds = [k for k in kinds if k in KINDS_ALLOWED] or list(KINDS_ALLOWED[:2])
         for n, kind in enumerate(kinds):
@@ -267,7 +253,7 @@ class Ops(RuleBasedStateMachine):
         if kind == "resume":
             self.handles.pop((i, run), None)
             h = self._handle(i, run)
-            assert _plain(h.state) == m.retained(run)[m.head(run)].state
+            assert plain(h.state) == m.retained(run)[m.head(run)].state
             kind = "full"
         h = self._handle(i, run)
         u = self._next()
@@ -294,7 +280,7 @@ class Ops(RuleBasedStateMachine):
         self._count("fork")
         u = self._next()
         h = self.stores[i].fork(f"{run}@{seq}", f"r{u}")
-        assert _plain(h.state) == m.retained(run)[seq].state
+        assert plain(h.state) == m.retained(run)[seq].state
         state = self._state(m.retained(run)[seq].state, "full", u)
         snap = h.checkpoint(self._as_input(state))
         assert snap.parent == m.retained(run)[seq].id
@@ -476,7 +462,7 @@ class Ops(RuleBasedStateMachine):
         else:
             shutil.unpack_archive(path, out)
         got = ckptfs.open_store(out)
-        self.check_store(got, self.models[i], where=f"export of {self.models[i].name}")
+        check_store(got, self.models[i], where=f"export of {self.models[i].name}")
         os.unlink(path)
         shutil.rmtree(out)
 
@@ -494,74 +480,6 @@ class Ops(RuleBasedStateMachine):
         self.stores[i].storage.replace(path, b"junk bytes")
         self.dirty.add(i)
 
-    # -- LangGraph -----------------------------------------------------------------------
-    def _saver(self, i: int) -> Any:
-        if i not in self.savers:
-            from ckptfs.integrations.langgraph import CkptfsSaver
-
-            self.savers[i] = CkptfsSaver(self.stores[i], fold_writes=False)
-        return self.savers[i]
-
-    @rule(i=st.integers(0, 2), t=st.integers(0, 3))
-    def lg_put(self, i: int, t: int) -> None:
-        from langgraph.checkpoint.base import empty_checkpoint
-        from langgraph.checkpoint.base.id import uuid6
-
-        from ckptfs.integrations.langgraph import thread_prefix
-
-        i %= len(self.stores)
-        tid = f"t{t}"
-        if self.home.setdefault(tid, i) != i:
-            return
-        m = self.models[i]
-        runs = [x for x in m.held if x.startswith(thread_prefix(tid))]
-        if any(m.head(x) != self.tip.get(x) for x in runs):
-            return  # behind another store's copy
-        self._count("lg put")
-        u = self._next()
-        msgs = [*self.lg_msgs.get(tid, []), f"lg message {om.token(u)} " * 10]
-        self.lg_msgs[tid] = msgs
-        cp = empty_checkpoint()
-        cp["id"] = str(uuid6(clock_seq=-1))
-        cp["channel_values"] = {"messages": list(msgs)}
-        cp["channel_versions"] = {"messages": len(msgs)}
-        cfg: dict[str, Any] = {"thread_id": tid, "checkpoint_ns": ""}
-        if self.lg_cid.get(tid):
-            cfg["checkpoint_id"] = self.lg_cid[tid]
-        out = self._saver(i).put({"configurable": cfg}, cp, {"step": len(msgs)},
-                                 {"messages": len(msgs)})
-        self.lg_cid[tid] = out["configurable"]["checkpoint_id"]
-        for run in self.stores[i].runs():
-            if run.startswith(thread_prefix(tid)):
-                self.lg_runs.add(run)
-                self._commits(i, run, m.head(run))
-        got = self._saver(i).get_tuple({"configurable": {"thread_id": tid, "checkpoint_ns": ""}})
-        assert got is not None and got.checkpoint["channel_values"]["messages"] == msgs
-
-    @rule(i=st.integers(0, 2), t=st.integers(0, 3), delete=st.booleans())
-    def lg_prune(self, i: int, t: int, delete: bool) -> None:
-        from ckptfs.integrations.langgraph import thread_prefix
-
-        i %= len(self.stores)
-        tid = f"t{t}"
-        m = self.models[i]
-        runs = [x for x in m.runs() if x.startswith(thread_prefix(tid))]
-        if not runs:
-            return
-        self._count("lg delete_thread" if delete else "lg prune")
-        if delete:
-            self._saver(i).delete_thread(tid)
-            for run in runs:
-                m.erase_run(run)
-            if self.home.get(tid) == i:
-                self.lg_msgs[tid] = []
-                self.lg_cid[tid] = None
-                self.home[tid] = -1  # the thread is not written again
-        else:
-            self._saver(i).prune([tid])
-            m.prune_keep_latest(runs)
-        self.dirty.add(i)
-
     # -- invariants ----------------------------------------------------------------------
     @invariant()
     def check(self) -> None:
@@ -570,7 +488,7 @@ class Ops(RuleBasedStateMachine):
             self._last = None
         for i in sorted(self.dirty):
             t0 = time.monotonic()
-            self.check_store(self._open(i), self.models[i], where=self.models[i].name)
+            check_store(self._open(i), self.models[i], where=self.models[i].name)
             t1 = time.monotonic()
             report = verify(self._open(i).repo, read_data=True)
             assert report.ok, f"{self.models[i].name}: {[p.message for p in report.problems]}"
@@ -578,30 +496,8 @@ class Ops(RuleBasedStateMachine):
             TIMES["verify " + self.models[i].name[2:]] += time.monotonic() - t1
         self.dirty.clear()
         for i, run, seq in self.fresh:
-            self.check_snap(self._open(i), self.models[i], run, seq, where=self.models[i].name)
+            check_snap(self._open(i), self.models[i], run, seq, where=self.models[i].name)
         self.fresh.clear()
-
-    def check_store(self, s: ckptfs.Store, m: om.StoreModel, *, where: str) -> None:
-        """Every retained snapshot reads back as reported; nothing else is visible."""
-        listed = s.runs()
-        assert set(m.runs()) <= set(listed), f"{where}: runs {listed} lack some of {m.runs()}"
-        for run in listed:  # an erased run stays listed (its tombstone), with no snapshot
-            want = m.retained(run)
-            seqs = [x.seq for x in s.snapshots(run)]
-            assert seqs == sorted(want), f"{where}: {run} seqs {seqs} != {sorted(want)}"
-            for seq in want:
-                self.check_snap(s, m, run, seq, where=where)
-
-    @staticmethod
-    def check_snap(s: ckptfs.Store, m: om.StoreModel, run: str, seq: int, *, where: str) -> None:
-        x = m.retained(run).get(seq)
-        if x is None:
-            return
-        snap = s.get(f"{run}@{seq}")
-        assert (snap.id, snap.parent, snap.labels) == (x.id, x.parent, x.labels), \
-            f"{where}: {run}@{seq}"
-        assert _plain(dict(s.read(snap))) == x.state, f"{where}: {run}@{seq} state"
-        assert _effects(s, snap) == x.effects, f"{where}: {run}@{seq} ledger"
 
     def scan(self, i: int) -> None:
         """After a gc past the grace: no token of erased content in any byte of the store."""
@@ -613,8 +509,8 @@ class Ops(RuleBasedStateMachine):
         assert not found, f"{self.models[i].name}: erased content still stored: {found}"
 
 
-MAX_EXAMPLES = int(os.environ.get("CKPTFS_STATEFUL_EXAMPLES", 0)) or (10_000 if LONG else 300)
-STEPS = int(os.environ.get("CKPTFS_STATEFUL_STEPS", 0)) or 16
+MAX_EXAMPLES = int(os.environ.get("CKPTFS_STATEFUL_EXAMPLES", 0)) or (10_000 if LONG else 200)
+STEPS = int(os.environ.get("CKPTFS_STATEFUL_STEPS", 0)) or (24 if LONG else 14)
 #: CKPTFS_STATEFUL_NOSHRINK=1: report the first failing sequence as found (while debugging)
 PHASES = tuple(p for p in Phase if not (os.environ.get("CKPTFS_STATEFUL_NOSHRINK")
                                         and p in (Phase.shrink, Phase.explain)))
@@ -639,3 +535,5 @@ def test_operations_as_a_set(phase: str, s3_options: dict[str, Any], tmp_path: A
         print("seconds:", ", ".join(f"{k} {v:.1f}" for k, v in TIMES.most_common()))
         TALLY["stateful sequences"] += COUNTS["sequences"]
         TALLY["stateful steps"] += COUNTS["steps"]
+        TALLY.update({f"stateful:{k}": v for k, v in COUNTS.items()
+                      if k not in ("sequences", "steps")})

@@ -1,5 +1,5 @@
-"""Every byte a store holds, as stored and zstd-decompressed, for the erasure scans of
-tests/test_ops_stateful.py: a local store by walking its folder (hidden and temporary files
+"""The checks of tests/test_ops_stateful.py: a store against its model (what reads back), and
+every byte a store holds, as stored and zstd-decompressed, for the erasure scans: a local store by walking its folder (hidden and temporary files
 included), an object store (memory, S3) by listing its prefix through its fsspec filesystem,
 not through ckptfs's own listing (which skips names that are not objects)."""
 
@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 import zstandard
 
+import ckptfs
 from ckptfs.storage.base import Storage
+from tests import ops_model as om
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
@@ -59,3 +62,41 @@ def files_with_tokens(storage: Storage, tokens: Iterable[str]) -> dict[str, list
         if hit:
             found[path] = hit
     return found
+
+
+def plain(v: Any) -> Any:
+    """A read-back value in comparable form: a blob as its bytes."""
+    if isinstance(v, (ckptfs.StoredBlob, ckptfs.Blob)):
+        return v.read()
+    if isinstance(v, dict):
+        return {k: plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [plain(x) for x in v]
+    return v
+
+
+def effects_of(store: ckptfs.Store, snap: ckptfs.Snapshot) -> dict[str, tuple[str, Any]]:
+    return {k: (e.status, e.result) for k, e in store.ledger(snap).effects.items()}
+
+
+def check_store(s: ckptfs.Store, m: om.StoreModel, *, where: str) -> None:
+    """Every retained snapshot reads back as reported; nothing else is visible."""
+    listed = s.runs()
+    assert set(m.runs()) <= set(listed), f"{where}: runs {listed} lack some of {m.runs()}"
+    for run in listed:  # an erased run stays listed (its tombstone), with no snapshot
+        want = m.retained(run)
+        seqs = [x.seq for x in s.snapshots(run)]
+        assert seqs == sorted(want), f"{where}: {run} seqs {seqs} != {sorted(want)}"
+        for seq in want:
+            check_snap(s, m, run, seq, where=where)
+
+
+def check_snap(s: ckptfs.Store, m: om.StoreModel, run: str, seq: int, *, where: str) -> None:
+    x = m.retained(run).get(seq)
+    if x is None:
+        return
+    snap = s.get(f"{run}@{seq}")
+    assert (snap.id, snap.parent, snap.labels) == (x.id, x.parent, x.labels), \
+        f"{where}: {run}@{seq}"
+    assert plain(dict(s.read(snap))) == x.state, f"{where}: {run}@{seq} state"
+    assert effects_of(s, snap) == x.effects, f"{where}: {run}@{seq} ledger"
