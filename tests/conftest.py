@@ -132,6 +132,12 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
             f"{TALLY['racing commits refused']} refused with ConflictError, "
             f"{TALLY['reads-back that proved a landed commit']} lost answers resolved by a "
             "read-back")
+        if TALLY["stateful sequences"]:  # tests/test_ops_stateful.py
+            rules = ", ".join(f"{k[9:]} {v}" for k, v in sorted(TALLY.items())
+                              if k.startswith("stateful:"))
+            terminalreporter.write_line(
+                f"ckptfs stateful ops: {TALLY['stateful sequences']} sequences, "
+                f"{TALLY['stateful steps']} steps; {rules}")
 
 
 @pytest.fixture(scope="session")
