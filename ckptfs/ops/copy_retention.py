@@ -93,6 +93,38 @@ def _overrides(storage: Storage, run_id: str, names: list[str] | None = None
     return out
 
 
+def _erased_seqs(storage: Storage, run_id: str) -> list[int]:
+    """The seqs of a store's per-snapshot tombstones of ``run_id`` (one listing)."""
+    return [s for s in (parse_seq_name(n[: -len(".cbor")])
+                        for n in storage.list(f"{TOMBSTONES}/{run_id}")
+                        if n.endswith(".cbor")) if s]
+
+
+def _closed(marker: Retired | None) -> bool:
+    """A fence that keeps seqs: one whose store's reach ``_forgot`` can tell."""
+    return marker is not None and marker.fenced and bool(marker.kept)
+
+
+def _forgot(marker: Retired | None, erased: set[int], beyond: set[int], *,
+            head_kept: bool = False) -> Retired | None:
+    """``marker`` as far as it retires seqs its store held (forgot or erased), keeping the
+    seqs of ``beyond`` above them (spec/retention.md 9, "Erase fences"). An erase fence also
+    retires every seq above the run's head, which the store never held: it stops a stale
+    writer there (section 5), it is no forget, and a copy neither forgets a record there nor
+    is refused there. While a fence keeps a seq, the highest seq its store ever held is the
+    highest it keeps or erased (the head is forgotten only with the whole run), its *reach*;
+    a fence that keeps nothing tells nothing of where the run ended and retires every seq.
+    ``head_kept``: only when the reach is a kept seq (a visible head, which the copy's proof
+    of one history compares; an erased head is not compared, and nothing goes above it)."""
+    if marker is None or not _closed(marker):
+        return marker
+    reach = max({*marker.kept, *erased})
+    above = {s for s in beyond if s > reach}
+    if not above or head_kept and reach not in marker.kept:
+        return marker
+    return attrs.evolve(marker, kept=tuple(sorted({*marker.kept, *above})))
+
+
 def _stone_ids(stone: Tombstone | None) -> tuple[tuple[int, Digest], ...]:
     return stone.snapshots if stone is not None else ()
 
@@ -125,6 +157,8 @@ class RunLife:
         self.dst_over = _overrides(dst.storage, run_id, names)
         self.marker = read_retired(dst.storage, run_id,
                                    None if RETIRED in names else [])
+        #: the marker as the destination holds it (``marker`` may keep more: ``carry``)
+        self.stored = self.marker
         self.dst_records = sorted(s for s in map(parse_seq_name, names) if s is not None
                                   and s >= 1)
         #: the destination's visible seqs once ``carry`` has run (what the copy finds present)
@@ -146,15 +180,16 @@ class RunLife:
         if (self.dst_stones is None or self.run in self.dst_stones) \
                 and read_tombstone(self.dst.storage, self.run) is not None:
             return []  # erased in the destination: nothing of it may come back
-        erased_seqs = [s for s in (parse_seq_name(n[: -len(".cbor")])
-                                   for n in st.list(f"{TOMBSTONES}/{self.run}")
-                                   if n.endswith(".cbor")) if s]
+        erased_seqs = _erased_seqs(st, self.run)
         erased_ids = [pair for s in erased_seqs
                       for pair in _stone_ids(read_tombstone(st, self.run, s))]
         erased = set(erased_seqs)
         records = set(self.dst_records)
+        if _closed(self.marker):  # the source's snapshots above this store's head may come
+            self.marker = _forgot(self.marker, set(_erased_seqs(self.dst.storage, self.run)),
+                                  set(self.src_seqs) - records, head_kept=True)
         before = self._visible_set(records)
-        theirs = read_retired(st, self.run)
+        theirs = _forgot(read_retired(st, self.run), erased, self.candidates)
         hidden = {s for s in before if theirs is not None and not theirs.visible(s)} - erased
         # what the destination will hold visibly, and whether the copy adds to its run
         new = [s for s in self.src_seqs if s not in records and self._visible(s)]
@@ -175,8 +210,10 @@ class RunLife:
         for seq in [None, *self.src_seqs] if same and (before or new) else []:
             self._merge_expiry(seq)
         self._write_marker(merged)
+        # what the source committed stays visible in the fence of the erase repeated here
+        keep = {s for s in self.src_seqs if self._visible(s)} - erased
         for s in sorted(records & erased) if same else []:
-            self._erase(s)
+            self._erase(s, keep)
         for s in sorted(forgets):
             self.report.forgotten.append(f"{self.run}@{s}")
         if forgets and not self.dry and self.dst.config.version < 2:
@@ -237,20 +274,24 @@ class RunLife:
         if old is not None:
             write_retired(self.dst.storage, old)
         self.dst.storage.delete(f"{retired_dir(self.run)}/{seq_name(FENCE_ALL)}")
-        self.marker = old
+        self.marker = self.stored = old
         raise ConflictError(
             f"run {self.run!r} was erased in {self.src.url}, and a run of the same id was "
             f"started in {self.dst.url} while the copy fenced it there: that run is another "
             "history and was left as it is. Erase it there too if it must go ('ckptfs erase').")
 
-    def _erase(self, seq: int | None) -> None:
+    def _erase(self, seq: int | None, keep: set[int] | None = None) -> None:
+        """Repeat the source's erase of ``seq`` (None: the run) here. Its fence keeps ``keep``
+        besides this store's visible seqs: the source's snapshots this copy brings, which a
+        fence that retired every seq above this store's head would refuse (spec/retention.md
+        9, "Erase fences"); a stale writer is refused there all the same (writer rule)."""
         stone = read_tombstone(self.src.storage, self.run, seq)
         assert stone is not None
         self.report.erased.append(self.run if seq is None else f"{self.run}@{seq}")
         if self.dry:
             return
-        erase(self.dst, self.run, seq=seq, reason=stone.reason)
-        self.marker = read_retired(self.dst.storage, self.run)
+        erase(self.dst, self.run, seq=seq, reason=stone.reason, keep=keep or ())
+        self.marker = self.stored = read_retired(self.dst.storage, self.run)
 
     # -- expiry --------------------------------------------------------------------------------
     def _merge_expiry(self, seq: int | None) -> None:
@@ -315,10 +356,13 @@ class RunLife:
 
     def _write_marker(self, marker: Retired | None) -> None:
         """Publish ``marker`` in the destination unless it retires what it already retires."""
-        if marker is None or self.marker is not None and (
-                self.marker.through, set(self.marker.kept)) == (marker.through, set(marker.kept)):
+        if marker is None:
             return
         self.marker = marker
+        if self.stored is not None and (self.stored.through, set(self.stored.kept)) == (
+                marker.through, set(marker.kept)):
+            return
+        self.stored = marker
         if not self.dry:
             write_retired(self.dst.storage, marker)
         self.report.controls_written += 1

@@ -19,6 +19,7 @@ say so, and names under snapshots/ that are no object's are ignored (store/listi
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 
 import attrs
 
@@ -69,17 +70,25 @@ class EraseReport:
 
 
 def erase(repo: Repository, run_id: str, *, reason: str, seq: int | None = None,
-          now: int | None = None, lease_ttl_ms: int = DEFAULT_TTL_MS) -> Tombstone:
-    """Erase run ``run_id`` (or only its snapshot ``seq``) and return the final tombstone."""
+          now: int | None = None, lease_ttl_ms: int = DEFAULT_TTL_MS,
+          keep: Iterable[int] = ()) -> Tombstone:
+    """Erase run ``run_id`` (or only its snapshot ``seq``) and return the final tombstone.
+    ``keep`` (one snapshot only): seqs the fence keeps besides the run's visible ones, although
+    the store holds no record there yet: those a copy is about to bring (spec/retention.md 9,
+    "Erase fences"); the fence still refuses a writer at them (section 3, writer rule)."""
     return erase_run(repo, run_id, reason=reason, seq=seq, now=now,
-                     lease_ttl_ms=lease_ttl_ms).tombstone
+                     lease_ttl_ms=lease_ttl_ms, keep=keep).tombstone
 
 
 def erase_run(repo: Repository, run_id: str, *, reason: str, seq: int | None = None,
-              now: int | None = None, lease_ttl_ms: int = DEFAULT_TTL_MS) -> EraseReport:
+              now: int | None = None, lease_ttl_ms: int = DEFAULT_TTL_MS,
+              keep: Iterable[int] = ()) -> EraseReport:
     """``erase``, reporting also the packs it could not attribute (``EraseReport``)."""
     if not reason.strip() or len(reason) > MAX_REASON:
         raise ValueError(f"erase needs a reason of 1-{MAX_REASON} characters (who asked, why)")
+    keeps = frozenset(keep)
+    if keeps and (seq is None or seq in keeps):
+        raise ValueError("erase keeps other seqs only when it erases one snapshot, not that one")
     st = repo.storage
     grace = grace_of(repo)
     with MaintenanceLease(st, ttl_ms=lease_ttl_ms, config=repo.config) as lease:
@@ -90,7 +99,7 @@ def erase_run(repo: Repository, run_id: str, *, reason: str, seq: int | None = N
             raise NotFound(f"run {run_id!r} has no snapshot to erase" if seq is None else
                            f"run {run_id!r} has no snapshot {seq} to erase")
         # 1. fence; everything below is decided from what the store holds once it is there
-        _fence(repo, run_id, seq, t0)
+        _fence(repo, run_id, seq, t0, keeps)
         records = repo.record_seqs(run_id)
         targets = records if seq is None else [s for s in records if s == seq]
         # which manifests are the erased snapshots' (their own run and seq say so), and which
@@ -171,16 +180,17 @@ def loose_objects(repo: Repository) -> bool:
     return cfg.version < 2 or "v1-objects" in cfg.optional
 
 
-def _fence(repo: Repository, run_id: str, seq: int | None, t0: int) -> None:
+def _fence(repo: Repository, run_id: str, seq: int | None, t0: int,
+           keep: frozenset[int] = frozenset()) -> None:
     """Close the run to writers, keeping every snapshot but the erased one (none for a whole
-    run). A writer whose commit returned before the fence landed has its record in the store
+    run), and the seqs ``keep`` (a copy's, about to land: ``erase``). A writer whose commit returned before the fence landed has its record in the store
     by then (it creates the record before it checks for a fence), so the records are listed
     again once the fence is there and the late ones are kept too; a writer that sees the fence
     withdraws its record itself. After that listing no commit can land."""
     st = repo.storage
     old = read_retired(st, run_id)
     visible = repo.seqs(run_id)
-    kept = () if seq is None else tuple(s for s in visible if s != seq)
+    kept = () if seq is None else tuple(sorted({s for s in visible if s != seq} | keep))
     if old is None or not old.fenced or set(old.kept) != set(kept):
         write_retired(st, Retired(run=run_id, through=FENCE_ALL, kept=kept, created=t0))
     if seq is None:
