@@ -1,8 +1,9 @@
-"""CkptfsSaver folding a superstep's writes into the next checkpoint's record (fold.py): one
-record per superstep, held writes visible to the saver at once and durable as documented
-(README "LangGraph", RELIABILITY.md), across processes killed with SIGKILL, interrupts and
-resumes in another process, a failed task in a parallel superstep, and LangGraph's own
-conformance suite with folding off (tests/test_langgraph_conformance.py runs it with it on)."""
+"""CkptfsSaver folding the writes that come ahead of their checkpoint into its record
+(fold.py): one record per superstep, held writes visible to the saver at once and durable as
+documented (README "LangGraph", RELIABILITY.md), across processes killed with SIGKILL,
+interrupts and resumes in another process, a failed task in a parallel superstep, and
+LangGraph's own conformance suite with folding off (tests/test_langgraph_conformance.py runs
+it with it on)."""
 
 from __future__ import annotations
 
@@ -87,7 +88,7 @@ def test_writes_of_a_committed_checkpoint_are_durable_when_put_writes_returns(
     returns, as SqliteSaver commits them (they used to wait up to 50 ms for the child's put,
     and a crash meanwhile ran the task again); a second saver finds them at once."""
     url = str(tmp_path / "s")
-    a = CkptfsSaver(url, fold_writes=fold, fold_delay=1.0)
+    a = CkptfsSaver(url, fold_writes=fold)
     c1 = a.put(cfg("t"), ckpt({"i": 0}), {}, {"i": 1})
     a.put_writes(c1, [("i", 1)], "task")
     assert len(records(a, "t")) == 2
@@ -102,7 +103,7 @@ def test_writes_of_several_checkpoints_each_go_to_their_own_record(tmp_path: Pat
     of an older checkpoint late: writes ahead wait, each checkpoint's for its own put; writes
     of a committed checkpoint are committed at once. A second saver finds every row."""
     url = str(tmp_path / "s")
-    a = CkptfsSaver(url, fold_delay=1.0)
+    a = CkptfsSaver(url)
     c1 = a.put(cfg("t"), ckpt({"i": 0}), {}, {"i": 1})
     cp2, cp3 = ckpt({"i": 1}), ckpt({"i": 2})
     a.put_writes(c1, [("i", "w1")], "t1")  # committed at once
@@ -129,7 +130,7 @@ def test_at_most_max_held_checkpoints_per_run_wait(tmp_path: Path) -> None:
     """Writes of more than MAX_HELD checkpoints of a run (ahead of their puts): the oldest go
     to a snapshot of their own at once."""
     url = str(tmp_path / "s")
-    a = CkptfsSaver(url, fold_delay=1.0)
+    a = CkptfsSaver(url)
     a.put(cfg("t"), ckpt({"i": 0}), {}, {"i": 1})
     ids = [ckpt({})["id"] for _ in range(MAX_HELD + 2)]
     for n, cid in enumerate(ids):
@@ -143,7 +144,7 @@ def test_at_most_max_held_checkpoints_per_run_wait(tmp_path: Path) -> None:
 
 def test_special_writes_are_committed_at_once_with_what_was_held(tmp_path: Path) -> None:
     url = str(tmp_path / "s")
-    a = CkptfsSaver(url, fold_delay=1.0)
+    a = CkptfsSaver(url)
     a.put(cfg("t"), ckpt({"i": 0}), {}, {"i": 1})
     cp2 = ckpt({"i": 1})
     c2 = cfg("t", cp2["id"])
@@ -165,7 +166,7 @@ def test_close_and_thread_operations_commit_held_writes(tmp_path: Path) -> None:
     """Writes held for a checkpoint not committed yet are committed before copy_thread acts,
     and at close(); a later put of that checkpoint (another saver) finds them."""
     url = str(tmp_path / "s")
-    a = CkptfsSaver(url, fold_delay=1.0)
+    a = CkptfsSaver(url)
     c1 = a.put(cfg("t"), ckpt({"i": 0}), {}, {"i": 1})
     cp2 = ckpt({"i": 1})
     a.put_writes(cfg("t", cp2["id"]), [("i", 1)], "task")
@@ -187,12 +188,12 @@ def test_close_and_thread_operations_commit_held_writes(tmp_path: Path) -> None:
 
 
 CHILD = """
-import os, signal, sys, time
+import os, signal, sys
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 from ckptfs.integrations.langgraph import CkptfsSaver, run_id_for
 url, mode = sys.argv[1], sys.argv[2]
-saver = CkptfsSaver(url, fold_delay=0.05)
+saver = CkptfsSaver(url)
 cp = empty_checkpoint()
 cp["id"] = str(uuid6(clock_seq=-1))
 cp["channel_values"] = {"i": 0}
@@ -203,13 +204,8 @@ if mode == "interrupt":
     saver.put_writes(c, [("__interrupt__", {"q": "ok?"})], "task")
     os.kill(os.getpid(), signal.SIGKILL)
 saver.put_writes(c, [("i", 1)], "task")
-# no put follows: the timer commits the held writes; wait for it (bounded), then die
-run = run_id_for("t", "")
-for _ in range(2000):
-    if not saver._fold.held():
-        break
-    time.sleep(0.005)
-print("still held" if saver._fold.held() else "flushed", flush=True)
+# no put follows, no close, no atexit: the writes of a committed checkpoint are not held
+print("still held" if saver._fold.held() else "committed", flush=True)
 os.kill(os.getpid(), signal.SIGKILL)
 """
 
@@ -222,12 +218,12 @@ def _killed_child(url: str, mode: str) -> list[str]:
     return out.stdout.split()
 
 
-def test_sigkill_after_the_delay_keeps_the_writes(tmp_path: Path) -> None:
-    """A process that put_writes and then no put: the timer commits the writes within the
-    delay; the process then dies by SIGKILL (no close, no atexit) and a new one finds them."""
+def test_sigkill_right_after_put_writes_keeps_the_writes(tmp_path: Path) -> None:
+    """A process that put_writes on its committed checkpoint and then no put dies by SIGKILL
+    at once (no close, no atexit): a new one finds the writes."""
     url = str(tmp_path / "s")
-    cid, state = _killed_child(url, "delay")
-    assert state == "flushed"
+    cid, state = _killed_child(url, "writes")
+    assert state == "committed"
     got = CkptfsSaver(url).get_tuple(cfg("t", cid))
     assert got is not None and got.pending_writes == [("task", "i", 1)]
 
@@ -366,22 +362,16 @@ def test_conformance_with_folding_off() -> None:
     assert report.passed_all_base() and report.passed_all(), failed
 
 
-def test_a_saver_nobody_holds_is_collected_with_its_timer(tmp_path: Path) -> None:
-    """The fold timer thread keeps no saver alive: dropped unclosed (its writes committed by
-    the timer), the saver is garbage collected (the thread then ends within a second)."""
+def test_a_saver_nobody_holds_is_collected(tmp_path: Path) -> None:
+    """A saver dropped unclosed, holding nothing, is garbage collected (the holder keeps
+    only a weak reference to it)."""
     import gc
-    import time
     import weakref
 
-    a = CkptfsSaver(str(tmp_path / "s"), fold_delay=0.01)
+    a = CkptfsSaver(str(tmp_path / "s"))
     c1 = a.put(cfg("t"), ckpt({"i": 0}), {}, {"i": 1})
     a.put_writes(c1, [("i", 1)], "task")
-    assert a._fold is not None
-    for _ in range(2000):  # bounded wait for the timer's commit
-        if not a._fold.held():
-            break
-        time.sleep(0.005)
-    assert not a._fold.held()
+    assert a._fold is not None and not a._fold.held()
     ref = weakref.ref(a)
     del a
     gc.collect()
@@ -395,17 +385,17 @@ def test_writes_before_their_checkpoint_wait_for_its_put_and_go_into_its_record(
     """Async durability: a task's writes reach the saver before their checkpoint's put. They
     have no deadline (no resume can use them before that put), and that put commits them in
     the checkpoint's own record: durable exactly when the checkpoint is; a fresh saver then
-    finds them (here no child put follows)."""
-    import math
+    finds them (here no child put follows). Holding starts no thread."""
+    import threading
 
     url = str(tmp_path / "s")
-    a = CkptfsSaver(url, fold_delay=0.01)
+    a = CkptfsSaver(url)
     c1 = a.put(cfg("t"), ckpt({"i": 0}), {}, {"i": 1})
     cp2 = ckpt({"i": 1})
+    threads = threading.active_count()
     a.put_writes(cfg("t", cp2["id"]), [("i", "early")], "task")
-    assert a._fold is not None
-    held = a._fold.get(run_id_for("t", ""), cp2["id"])
-    assert held is not None and held.deadline == math.inf
+    assert a._fold is not None and a._fold.get(run_id_for("t", ""), cp2["id"]) is not None
+    assert threading.active_count() == threads
     c2 = a.put(c1, cp2, {}, {"i": 2})
     assert not a._fold.held() and len(records(a, "t")) == 2
     got = CkptfsSaver(url).get_tuple(c2)
@@ -413,69 +403,61 @@ def test_writes_before_their_checkpoint_wait_for_its_put_and_go_into_its_record(
     a.close()
 
 
-def test_a_saver_dropped_unclosed_still_commits_held_writes(tmp_path: Path) -> None:
-    """A saver dropped without close() while it holds writes is kept until its timer commits
-    them (before: collected at once, the writes lost although the process went on)."""
-    import gc
-    import time
+DROPPED = """
+import gc, json, sys
+from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.base.id import uuid6
+from ckptfs.integrations.langgraph import CkptfsSaver
+def ckpt(i):
+    cp = empty_checkpoint()
+    cp["id"] = str(uuid6(clock_seq=-1))
+    cp["channel_values"] = {"i": i}
+    cp["channel_versions"] = {"i": i + 1}
+    return cp
+saver = CkptfsSaver(sys.argv[1])
+c1 = saver.put({"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, ckpt(0), {}, {"i": 1})
+cp2 = ckpt(1)
+saver.put_writes({"configurable": {**c1["configurable"], "checkpoint_id": cp2["id"]}},
+                 [("i", "early")], "task")  # ahead of cp2's put, which never comes: held
+print(json.dumps([c1, cp2]), flush=True)
+del saver  # dropped unclosed: kept (fold._PINNED) until interpreter exit commits the writes
+gc.collect()
+"""
 
+
+def test_a_saver_dropped_unclosed_still_commits_held_writes(tmp_path: Path) -> None:
+    """A saver dropped without close() while it holds writes (ahead of their checkpoint) is
+    kept, and its writes are committed at interpreter exit; the checkpoint's put in a later
+    process finds them."""
     url = str(tmp_path / "s")
-    a = CkptfsSaver(url, fold_delay=0.2)
-    c1 = a.put(cfg("t"), ckpt({"i": 0}), {}, {"i": 1})
-    a.put_writes(c1, [("i", 1)], "task")
-    del a
-    gc.collect()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", DROPPED, url], capture_output=True, text=True,
+                         timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    c1, cp2 = json.loads(out.stdout)
     b = CkptfsSaver(url)
-    got = None
-    for _ in range(1000):  # bounded wait for the timer's commit
-        got = CkptfsSaver(url).get_tuple(c1)
-        if got is not None and got.pending_writes:
-            break
-        time.sleep(0.01)
-    assert got is not None and got.pending_writes == [("task", "i", 1)]
+    c2 = b.put(c1, cp2, {}, {"i": 2})
+    got = b.get_tuple(c2)
+    assert got is not None and got.pending_writes == [("task", "i", "early")]
     b.close()
 
 
-def test_the_timer_is_woken_only_for_an_earlier_deadline_and_still_commits_each() -> None:
-    """Held writes whose deadlines come after the one the waiting timer looks at next do not
-    wake it (one wake-up per superstep was a thread switch per step), and every one of them
-    is still committed by its deadline's look."""
-    import threading
-    import time
+def test_fold_delay_is_ignored_with_a_deprecation_warning(tmp_path: Path) -> None:
+    """fold_delay is accepted for compatibility: a DeprecationWarning, and the saver does
+    what it does without it (early writes held for their put, others committed at once);
+    without it, no warning."""
+    import warnings
 
-    from ckptfs.integrations.langgraph.fold import Holder
-
-    flushed: list[str] = []
-    done = threading.Event()
-
-    class Owner:
-        def flush(self, run_id: str, cid: str) -> None:
-            holder.drop(holder.get(run_id, cid))  # type: ignore[arg-type]
-            flushed.append(cid)
-            if len(flushed) == 5:
-                done.set()
-
-    owner = Owner()
-    holder = Holder(owner.flush, delay=0.2)
-    wakes = []
-    notify = holder._cond.notify
-
-    def counted(n: int = 1) -> None:
-        wakes.append(n)
-        notify(n)
-
-    holder._cond.notify = counted  # type: ignore[method-assign]
-    try:
-        holder.hold("r", "t", "", "c0", [], False)  # starts the timer: it looks at once
-        deadline = time.monotonic() + 5
-        while holder._wake[0] == -float("inf") and time.monotonic() < deadline:
-            time.sleep(0.001)  # until the timer waits for c0's deadline
-        for i in range(1, 5):
-            holder.hold("r", "t", "", f"c{i}", [], False)  # later deadlines: no wake-up
-        assert wakes == []
-        assert done.wait(5)
-        assert flushed == [f"c{i}" for i in range(5)]
-        holder.hold("r", "t", "", "x", [], False, committed=False)  # never due: no wake-up
-        assert wakes == []
-    finally:
-        holder.close()
+    url = str(tmp_path / "s")
+    with pytest.warns(DeprecationWarning, match="fold_delay"):
+        a = CkptfsSaver(url, fold_delay=0.05)
+    c1 = a.put(cfg("t"), ckpt({"i": 0}), {}, {"i": 1})
+    a.put_writes(c1, [("i", 1)], "task")
+    cp2 = ckpt({"i": 1})
+    a.put_writes(cfg("t", cp2["id"]), [("i", 2)], "task")
+    assert len(records(a, "t")) == 2
+    assert a._fold is not None and a._fold.held() == [(run_id_for("t", ""), cp2["id"])]
+    a.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        CkptfsSaver(url).close()

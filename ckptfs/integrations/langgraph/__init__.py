@@ -35,8 +35,8 @@ through LangGraph's serializer (strict msgpack allow-list, no pickle) and are ke
 serializer is configured (``values.py``).
 
 Modules: ``layout`` (names, labels, the per-run index), ``values`` (packing values),
-``threads`` (deleting, pruning, copying threads, side effects), ``fold`` (writes held for the
-next checkpoint), ``saver`` (``CkptfsSaver``).
+``threads`` (deleting, pruning, copying threads, side effects), ``fold`` (writes held for their
+checkpoint's ``put``), ``saver`` (``CkptfsSaver``).
 """
 
 try:

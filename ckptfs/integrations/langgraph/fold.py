@@ -23,17 +23,16 @@ checkpoint. Held writes are also committed, as writes snapshots:
   (``atexit``); and by the ``put`` of a child, should X's own ``put`` have failed.
 
 Records written by earlier versions, whose checkpoint snapshot holds its *parent's* writes
-(``lg.writes_of`` naming the parent), read the same way. ``Holder`` keeps a timer thread for
-writes held with a deadline (``hold(committed=True)``); the saver holds none that way now.
+(``lg.writes_of`` naming the parent), read the same way. Nothing is held with a deadline
+(the timer thread that committed such writes went with issue 30's rule; ``CkptfsSaver``'s
+``fold_delay`` is ignored).
 """
 
 from __future__ import annotations
 
 import atexit
 import builtins
-import math
 import threading
-import time
 import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -59,10 +58,6 @@ if TYPE_CHECKING:
 
 #: a checkpoint snapshot that also holds the writes of this checkpoint (its parent)
 L_WRITES_OF = "lg.writes_of"
-#: seconds a held write waits for the next checkpoint before it is committed on its own: about
-#: 10x the saver's own step on local disk (a superstep's ``put`` follows its last task's
-#: ``put_writes`` within a few milliseconds), and small next to a model or tool call
-DELAY = 0.05
 #: checkpoints of one run whose writes may be held at once (LangGraph's ``async`` durability
 #: hands the saver a task's writes a few checkpoints ahead of the checkpoints themselves)
 MAX_HELD = 64
@@ -106,84 +101,49 @@ class Held:
     cid: str
     rows: builtins.list[Any]
     typed: bool
-    deadline: float
 
 
 class Holder:
     """The held writes of one saver, per run and checkpoint (at most ``MAX_HELD`` checkpoints
-    per run), and the timer thread that commits those whose deadline passed.
-    ``flush(run_id, cid)``: the saver's callback that commits one checkpoint's held writes
-    (taking its locks); never called while this holder's lock is held. The holder keeps only
-    a weak reference to the saver, and its thread to the holder, so that a saver nobody
-    holds is collected (its thread then ends within a second); but while it holds writes,
-    ``_PINNED`` holds the saver, so that a saver dropped unclosed still commits them."""
+    per run). Nothing commits them on a clock: the checkpoint's ``put`` (or its child's)
+    takes them, and ``flush_all`` commits the rest. ``flush(run_id, cid)``: the saver's
+    callback that commits one checkpoint's held writes (taking its locks); never called
+    while this holder's lock is held. The holder keeps only a weak reference to the saver
+    (no cycle through it, and ``atexit`` holds only a weak reference to the holder); but
+    while it holds writes, ``_PINNED`` holds the saver, so that a saver dropped unclosed
+    still commits them at interpreter exit."""
 
-    def __init__(self, flush: Callable[[str, str], None], delay: float = DELAY) -> None:
-        if not 0 <= delay <= 1:
-            raise ValueError(f"fold delay {delay!r}: give seconds between 0 and 1")
-        self.delay = delay
+    def __init__(self, flush: Callable[[str, str], None]) -> None:
         self._flush_ref = weakref.WeakMethod(flush)
-        self._cond = threading.Condition(threading.RLock())
+        self._lock = threading.Lock()
         #: run id -> checkpoint id -> its held writes, oldest first
         self._held: dict[str, dict[str, Held]] = {}
-        self._thread: threading.Thread | None = None
         self._closed = False
-        #: when the waiting timer thread looks at what is held next (monotonic; -inf while it
-        #: is not waiting, as it looks again before it waits): a new deadline wakes it only
-        #: when it is earlier (a notify per held write would wake it every superstep)
-        self._wake = [-math.inf]
         ref = weakref.ref(self)
         self._atexit = lambda: _flush_all(ref)
         atexit.register(self._atexit)
 
     def get(self, run_id: str, cid: str | None) -> Held | None:
-        with self._cond:
+        with self._lock:
             return self._held.get(run_id, {}).get(cid or "")
 
     def hold(self, run_id: str, thread_id: str, ns: str, cid: str, rows: builtins.list[Any],
-             typed: bool, committed: bool = True) -> builtins.list[Held]:
-        """Hold ``rows`` as the writes of ``cid`` (replacing what was held for it: the rows
-        include it). The deadline is ``delay`` after the first held write of a ``committed``
-        checkpoint, or after the checkpoint's own commit (``started``) for writes that reach
-        the saver before their checkpoint: until then they are of no use to a resume, which
-        starts from a committed checkpoint. Returns what the caller must commit now: the
-        oldest held checkpoints of the run beyond ``MAX_HELD``."""
-        with self._cond:
-            if self._closed:  # used again after close(): a new timer thread
-                self._closed, self._thread = False, None
+             typed: bool) -> builtins.list[Held]:
+        """Hold ``rows`` as the writes of ``cid``, a checkpoint whose ``put`` is still to come
+        (replacing what was held for it: the rows include it). Returns what the caller must
+        commit now: the oldest held checkpoints of the run beyond ``MAX_HELD``."""
+        with self._lock:
+            if self._closed:  # used again after close(): committed at exit again
+                self._closed = False
                 atexit.register(self._atexit)
             run = self._held.setdefault(run_id, {})
-            old = run.get(cid)
-            deadline = time.monotonic() + self.delay if committed else math.inf
-            if old is not None:
-                deadline = min(old.deadline, deadline)
-            run[cid] = Held(run_id, thread_id, ns, cid, rows, typed, deadline)
+            run[cid] = Held(run_id, thread_id, ns, cid, rows, typed)
             _PINNED[id(self)] = self._flush_ref()
-            over = builtins.list(run.values())[:-MAX_HELD] if len(run) > MAX_HELD else []
-            if self._thread is None:
-                self._thread = threading.Thread(target=_timer, args=(weakref.ref(self),),
-                                                name="ckptfs-lg-fold", daemon=True)
-                self._thread.start()
-            self._due_by(deadline)
-            return over
-
-    def _due_by(self, deadline: float) -> None:
-        """A held write is due at ``deadline``: wake the timer if it would look later (the
-        holder's lock held)."""
-        if deadline < self._wake[0]:
-            self._cond.notify()
-
-    def started(self, run_id: str, cid: str) -> None:
-        """Checkpoint ``cid`` was committed: its held writes are due ``delay`` from now."""
-        with self._cond:
-            h = self._held.get(run_id, {}).get(cid)
-            if h is not None and h.deadline == math.inf:
-                h.deadline = time.monotonic() + self.delay
-                self._due_by(h.deadline)
+            return builtins.list(run.values())[:-MAX_HELD] if len(run) > MAX_HELD else []
 
     def drop(self, held: Held) -> None:
         """Forget ``held`` (a snapshot holds its rows now), unless newer rows replaced it."""
-        with self._cond:
+        with self._lock:
             run = self._held.get(held.run_id)
             if run is not None and run.get(held.cid) is held:
                 del run[held.cid]
@@ -194,78 +154,29 @@ class Holder:
 
     def held(self) -> builtins.list[tuple[str, str]]:
         """(run id, checkpoint id) of everything held, oldest first per run."""
-        with self._cond:
+        with self._lock:
             return [(r, c) for r, run in self._held.items() for c in run]
 
     def flush_all(self) -> None:
         """Commit everything held now (close, atexit, whole-thread operations)."""
         for run_id, cid in self.held():
-            self._flush(run_id, cid)
+            flush = self._flush_ref()
+            if flush is not None:
+                flush(run_id, cid)
 
     def close(self) -> None:
-        """Commit what is held and stop the timer thread."""
+        """Commit what is held; no commit at exit until the holder is used again."""
         try:
             self.flush_all()
         finally:
-            with self._cond:
+            with self._lock:
                 self._closed = True
-                self._cond.notify()
             atexit.unregister(self._atexit)
-
-    def _flush(self, run_id: str, cid: str) -> None:
-        flush = self._flush_ref()
-        if flush is not None:
-            flush(run_id, cid)
-
-    def _due(self) -> tuple[builtins.list[tuple[str, str]], float | None] | None:
-        """What is due now, and else how long to wait (None: the holder is closed)."""
-        with self._cond:
-            if self._closed:
-                return None
-            now = time.monotonic()
-            every = [h for run in self._held.values() for h in run.values()]
-            due = [(h.run_id, h.cid) for h in every if h.deadline <= now]
-            wait = min(min((h.deadline for h in every), default=now + 1.0) - now, 1.0)
-            return due, max(0.0, wait)
-
-    def _flush_due(self, due: builtins.list[tuple[str, str]]) -> None:
-        for run_id, cid in due:
-            try:
-                self._flush(run_id, cid)
-            except Exception:  # noqa: BLE001 - kept held: the child's put folds it, close retries
-                with self._cond:
-                    h = self._held.get(run_id, {}).get(cid)
-                    if h is not None:  # try again after another delay, not in a busy loop
-                        h.deadline = time.monotonic() + max(self.delay, 0.05)
 
 
 #: id(holder) -> its saver's flush method, while the holder holds writes (a root, so that a
-#: saver dropped unclosed is not collected before its timer commits them)
+#: saver dropped unclosed is not collected before ``atexit`` commits them)
 _PINNED: dict[int, object] = {}
-
-
-def _timer(ref: weakref.ref[Holder]) -> None:
-    """The timer thread: commits held writes whose deadline passed; ends when the holder is
-    closed or collected."""
-    while True:
-        holder = ref()
-        if holder is None:
-            return
-        cond, wake = holder._cond, holder._wake
-        with cond:  # looked at and waited on under one hold of the lock: no missed notify
-            got = holder._due()
-            if got is None:
-                return
-            due, wait = got
-            if not due:
-                del holder  # not kept alive while waiting
-                wake[0] = math.inf if wait is None else time.monotonic() + wait
-                try:
-                    cond.wait(wait)
-                finally:
-                    wake[0] = -math.inf
-                continue
-        holder._flush_due(due)
 
 
 def _flush_all(ref: weakref.ref[Holder]) -> None:
@@ -297,8 +208,8 @@ def commit_held(saver: CkptfsSaver, idx: _RunIndex, held: Held) -> None:
 
 
 def flush_run(saver: CkptfsSaver, run_id: str, cid: str) -> None:
-    """Commit the held writes of checkpoint ``cid`` of run ``run_id`` now (the fold timer,
-    close, thread ops)."""
+    """Commit the held writes of checkpoint ``cid`` of run ``run_id`` now (``flush``, close,
+    atexit, thread ops)."""
     assert saver._fold is not None
     held = saver._fold.get(run_id, cid)
     if held is None:

@@ -7,6 +7,7 @@ import builtins
 import heapq
 import json
 import threading
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast
@@ -76,7 +77,7 @@ class CkptfsSaver(AsyncTwins, RunLookup, BaseCheckpointSaver[int]):
     def __init__(self, store: Store | str, *, serde: SerializerProtocol | None = None,
                  allowed_types: Iterable[type | tuple[str, ...]] = (),
                  codecs: Codecs | None = None, appends: bool = True,
-                 fold_writes: bool = True, fold_delay: float = fold.DELAY,
+                 fold_writes: bool = True, fold_delay: float | None = None,
                  **storage_options: Any) -> None:
         """``store``: a ckptfs Store, or a URL/path to open (with ``storage_options`` and
         ``codecs``, the ckptfs.Codecs of the types values may hold). ``allowed_types``:
@@ -89,7 +90,12 @@ class CkptfsSaver(AsyncTwins, RunLookup, BaseCheckpointSaver[int]):
         reach the saver before their checkpoint (LangGraph's async durability) wait for its
         ``put`` and go into its record; all others are durable when ``put_writes`` returns
         (``fold.py``). False commits every ``put_writes`` as a snapshot of its own at once.
-        ``fold_delay``: seconds a write held with a deadline waits (``fold.Holder``)."""
+        ``fold_delay``: ignored, deprecated (a ``DeprecationWarning``): nothing is held on a
+        clock since issue 30 (a committed checkpoint's writes commit in ``put_writes``)."""
+        if fold_delay is not None:
+            warnings.warn("CkptfsSaver(fold_delay=...) is ignored: nothing is held on a clock "
+                          "(a committed checkpoint's writes are durable when put_writes "
+                          "returns); drop the argument", DeprecationWarning, stacklevel=2)
         if serde is None:
             serde = JsonPlusSerializer(pickle_fallback=False, allowed_msgpack_modules=None)
         if getattr(serde, "pickle_fallback", False):
@@ -123,7 +129,7 @@ class CkptfsSaver(AsyncTwins, RunLookup, BaseCheckpointSaver[int]):
         self._listed: dict[str, tuple[builtins.list[int], listing.Marks]] = {}
         self._ready = False
         #: writes waiting for the next checkpoint (None: fold_writes=False)
-        self._fold = fold.Holder(self._flush_run, fold_delay) if fold_writes else None
+        self._fold = fold.Holder(self._flush_run) if fold_writes else None
 
     @classmethod
     @contextlib.contextmanager
@@ -432,8 +438,7 @@ class CkptfsSaver(AsyncTwins, RunLookup, BaseCheckpointSaver[int]):
                     # committed one (its put is still to come), wait: for that put, which
                     # commits them in its own record (fold.py). Others are durable on return.
                     if prev is None and (head is None or head.get(L_MAX_CID, "") < cid):
-                        for old in self._fold.hold(idx.run_id, tid, ns, cid, rows, typed,
-                                                   committed=False):
+                        for old in self._fold.hold(idx.run_id, tid, ns, cid, rows, typed):
                             # too many held in this run: the oldest go now
                             fold.commit_held(self, idx, old)
                         return
@@ -442,7 +447,7 @@ class CkptfsSaver(AsyncTwins, RunLookup, BaseCheckpointSaver[int]):
                     self._fold.drop(held)  # type: ignore[union-attr]
 
     def _flush_run(self, run_id: str, cid: str) -> None:
-        """The fold timer's callback (held weakly): ``fold.flush_run``."""
+        """The holder's callback (held weakly): ``fold.flush_run``."""
         fold.flush_run(self, run_id, cid)
 
     def flush(self) -> None:
