@@ -11,29 +11,10 @@ forgotten, not erased) contains it.
 
 from __future__ import annotations
 
-import os
 import re
 from typing import Any
 
 import attrs
-
-#: Defects of issue 30 whose fix is being made on another branch: the rule combination each
-#: names is kept out (or its assertion narrowed, as the comment at each use says) until the fix
-#: is merged. Remove a number once its branch is merged; nothing else needs to change.
-AWAITING_FIX: set[int] = {
-    1,  # copyfix: a copy after a forget in the source deletes records the destination needs
-    3,  # erasefix: erase RUN rewrites the bodies only the run's forgotten snapshots used
-}
-
-#: Today's plain copy carries the source's retired markers into the destination and deletes
-#: the records they cover there (spec/retention.md 9). Branch copyfix makes plain copy stop
-#: propagating forgets and adds ``copy_runs(mirror=True)`` for the old behaviour: set this to
-#: False when it lands (the mirror rule then keeps the propagation).
-PLAIN_COPY_PROPAGATES_FORGET = True
-
-#: CKPTFS_STATEFUL_UNGATE=1,3: run those combinations anyway (to see a defect found, or after
-#: merging its fix, before the number is removed above)
-AWAITING_FIX -= {int(n) for n in os.environ.get("CKPTFS_STATEFUL_UNGATE", "").split(",") if n}
 
 TOKEN = re.compile(rb"MK\d{6}Z")
 
@@ -86,9 +67,8 @@ class StoreModel:
     retired: dict[str, set[int]] = attrs.field(factory=dict)
     erased_runs: set[str] = attrs.field(factory=set)
     erased_snaps: set[tuple[str, int]] = attrs.field(factory=set)
-    #: tokens of erased snapshots (and, while 3 is awaited, those of forgotten ones erased)
+    #: tokens of erased snapshots, forgotten ones among them
     dead: set[str] = attrs.field(factory=set)
-    dead_forgotten: set[str] = attrs.field(factory=set)
     upgraded: bool = False
 
     # -- views ---------------------------------------------------------------------------
@@ -111,10 +91,7 @@ class StoreModel:
 
     def forbidden(self) -> set[str]:
         """Tokens no byte of which may be in the store once a gc past the grace ran."""
-        out = self.dead - self.live_tokens()
-        if 3 in AWAITING_FIX:  # erasefix: erase keeps what only forgotten snapshots used
-            out -= self.dead_forgotten
-        return out
+        return self.dead - self.live_tokens()
 
     # -- operations ----------------------------------------------------------------------
     def commit(self, snap: Snap) -> None:
@@ -131,44 +108,21 @@ class StoreModel:
 
     def erase_run(self, run: str) -> None:
         snaps = self.held.pop(run, {})
-        gone = self.retired.pop(run, set())
-        for s, x in snaps.items():
+        self.retired.pop(run, None)
+        for x in snaps.values():
             self.dead |= x.tokens
-            if s in gone:
-                self.dead_forgotten |= x.tokens
         self.erased_runs.add(run)
 
     def erase_snap(self, run: str, seq: int) -> None:
         x = self.held.get(run, {}).pop(seq, None)
         if x is not None:
             self.dead |= x.tokens
-            if seq in self.retired.get(run, set()):
-                self.dead_forgotten |= x.tokens
         self.erased_snaps.add((run, seq))
 
     def prune_keep_latest(self, runs: list[str]) -> None:
         for run in runs:
             vis = sorted(self.retained(run))
             self.retired.setdefault(run, set()).update(vis[:-1])
-
-
-def copy_would_propagate_forget(src: StoreModel, dst: StoreModel) -> bool:
-    """A plain copy that deletes records the destination holds because the source forgot
-    them: defect 1 while it is awaited."""
-    for run in src.held:
-        new = src.retired.get(run, set()) - dst.retired.get(run, set())
-        if new & set(dst.held.get(run, {})):
-            return True
-    return False
-
-
-def copy_erasure_skips(src: StoreModel, dst: StoreModel) -> bool:
-    """A copy that brings a snapshot's erasure into a destination holding the run, which
-    lacks some of the source's retained snapshots of it (test_ops_stateful.NEW_BUGS)."""
-    for run, _ in src.erased_snaps - dst.erased_snaps:
-        if run in dst.held and set(src.retained(run)) - set(dst.held[run]):
-            return True
-    return False
 
 
 def copy(src: StoreModel, dst: StoreModel, *, mirror: bool = False) -> None:
@@ -181,11 +135,10 @@ def copy(src: StoreModel, dst: StoreModel, *, mirror: bool = False) -> None:
     for run, seq in sorted(src.erased_snaps):
         if (run, seq) not in dst.erased_snaps and run not in dst.erased_runs:
             dst.erase_snap(run, seq)
-    propagate = mirror or PLAIN_COPY_PROPAGATES_FORGET
     for run in sorted(src.held):
         if run in dst.erased_runs:
             continue
-        if propagate:
+        if mirror:  # a plain copy is a backup: it keeps the destination's own history
             dst.retired.setdefault(run, set()).update(src.retired.get(run, set()))
         gone = dst.retired.get(run, set())
         for seq, snap in sorted(src.retained(run).items()):

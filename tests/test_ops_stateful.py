@@ -16,8 +16,8 @@ store should hold. After every rule, on every store the rule touched:
 - after an erase and then a gc past the grace period, no marker token of the erased content is
   in any byte of the store, as stored or zstd-decompressed (every file or object listed).
 
-Defects already being fixed elsewhere are kept out by ``ops_model.AWAITING_FIX``. The default
-suite runs a sample (``MAX_EXAMPLES``); ``--long`` (CKPTFS_LONG=1) runs 10,000+ sequences.
+Bugs it found that are not fixed yet are kept out by ``NEW_BUGS`` (each with a focused failing
+test). The default suite runs a sample (``MAX_EXAMPLES``); ``--long`` (CKPTFS_LONG=1) runs 10,000+ sequences.
 """
 
 from __future__ import annotations
@@ -66,16 +66,6 @@ FOLDERS = ("", "runs", "packs", "packs/ab", "moved", "tombstones", "tmp", "lease
 #: Bugs this test found beyond issue 30's list, each with a focused test that fails until it is
 #: fixed (the name says where): the rule combination is kept out while the name is here.
 NEW_BUGS = {
-    # test_copy_retention.py::test_erasure_reaches_a_destination_that_went_on: erasing a
-    # snapshot in a store that is behind another copy of the run, then copying, reports a
-    # conflict ("forgot or erased seq N", a seq the source never had) and leaves the erased
-    # snapshot in the destination
-    "copy-erasure-behind",
-    # test_ops_stateful_found.py::test_erasure_copied_into_a_backup_keeps_its_later_snapshots:
-    # a copy that carries a snapshot's erasure into a destination holding the run fences the
-    # run there first, then skips the source's later snapshots (report ok, snapshots_skipped):
-    # the backup silently lacks the run's head
-    "copy-erasure-fence-skips",
     # test_ops_stateful_found.py::test_junk_named_like_a_run_is_not_a_run: defect 4's class
     # in places issue 30 does not name (it remains after branch junkgc): runs/x.swp breaks
     # verify and every listing of the run, tombstones/x.swp stops copy and export
@@ -391,8 +381,6 @@ class Ops(LangGraphRules, RuleBasedStateMachine):
         i %= len(self.stores)
         m = self.models[i]
         runs = [x for x in m.runs() if len(m.retained(x)) > 1 and x not in self.lg_runs]
-        if "copy-erasure-behind" in NEW_BUGS:
-            runs = [x for x in runs if m.head(x) == self.tip[x]]
         if not runs:
             return
         run = self._pick(runs, r)
@@ -416,11 +404,6 @@ class Ops(LangGraphRules, RuleBasedStateMachine):
             j = (i + 1) % len(self.stores)
         mirror = mirror and MIRROR
         src, dst = self.models[i], self.models[j]
-        if 1 in om.AWAITING_FIX and (mirror or om.PLAIN_COPY_PROPAGATES_FORGET) \
-                and om.copy_would_propagate_forget(src, dst):
-            return  # defect 1 (copyfix)
-        if "copy-erasure-fence-skips" in NEW_BUGS and om.copy_erasure_skips(src, dst):
-            return
         self._count("copy --mirror" if mirror else "copy")
         kw = {"mirror": True} if mirror else {}
         report = copy_runs(self.stores[i].repo, self.stores[j].repo, **kw)
