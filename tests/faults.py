@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 from ckptfs.format.names import TMP
-from ckptfs.storage.base import ObjectStat, Storage
+from ckptfs.storage.base import Listing, ObjectStat, Storage
 from ckptfs.storage.local import LocalStorage
 
 T = TypeVar("T")
@@ -88,6 +88,9 @@ class FaultyStorage(Storage):
 
     def list(self, prefix: str) -> list[str]:
         return self._op("list", prefix, lambda: self.inner.list(prefix))
+
+    def listing(self, prefix: str) -> Listing:
+        return self._op("list", prefix, lambda: self.inner.listing(prefix))
 
     def scan(self, prefix: str) -> dict[str, ObjectStat]:
         return self._op("scan", prefix, lambda: self.inner.scan(prefix))

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 
 import zstandard
 
-from ckptfs.storage.base import Storage
+from ckptfs.storage.base import Listing, Storage
 
 
 class InjectedCrash(Exception):
@@ -72,6 +72,9 @@ class CrashingStorage(Storage):
 
     def list(self, prefix: str) -> list[str]:
         return self.inner.list(prefix)
+
+    def listing(self, prefix: str) -> Listing:
+        return self.inner.listing(prefix)
 
     def delete(self, path: str) -> None:
         self._tick()

@@ -16,8 +16,7 @@ store should hold. After every rule, on every store the rule touched:
 - after an erase and then a gc past the grace period, no marker token of the erased content is
   in any byte of the store, as stored or zstd-decompressed (every file or object listed).
 
-Bugs it found that are not fixed yet are kept out by ``NEW_BUGS`` (each with a focused failing
-test). The default suite runs a sample (``MAX_EXAMPLES``); ``--long`` (CKPTFS_LONG=1) runs 10,000+ sequences.
+Bugs it found beyond issue 30's list are regression tests in test_ops_stateful_found.py. The default suite runs a sample (``MAX_EXAMPLES``); ``--long`` (CKPTFS_LONG=1) runs 10,000+ sequences.
 """
 
 from __future__ import annotations
@@ -63,17 +62,6 @@ KINDS = ("link", "filelock", "memory", "s3")
 JUNK = (".DS_Store", "x.swp", "name~")
 #: folders junk may land in before they exist (a small v2 store has no packs/ yet)
 FOLDERS = ("", "runs", "packs", "packs/ab", "moved", "tombstones", "tmp", "leases")
-#: Bugs this test found beyond issue 30's list, each with a focused test that fails until it is
-#: fixed (the name says where): the rule combination is kept out while the name is here.
-NEW_BUGS = {
-    # test_ops_stateful_found.py::test_junk_named_like_a_run_is_not_a_run: defect 4's class
-    # in places issue 30 does not name (it remains after branch junkgc): runs/x.swp breaks
-    # verify and every listing of the run, tombstones/x.swp stops copy and export
-    "junk-run-folder",
-}
-#: junk that stops operations today (NEW_BUGS "junk-run-folder"): a junk file named like a run
-#: id directly under runs/ or tombstones/ is taken for a run's folder
-JUNK_BREAKS = ("runs/x.swp", "tombstones/x.swp")
 #: CKPTFS_STATEFUL_KINDS=link,memory: only those stores (while exploring)
 KINDS_ALLOWED = tuple(os.environ.get("CKPTFS_STATEFUL_KINDS", ",".join(KINDS)).split(","))
 S3_ONE_IN = 1 if LONG else 4
@@ -457,8 +445,6 @@ class Ops(LangGraphRules, RuleBasedStateMachine):
                          | set(FOLDERS))
         folder = self._pick(folders or [""], f)
         path = f"{folder}/{name}" if folder else name
-        if "junk-run-folder" in NEW_BUGS and path in JUNK_BREAKS:
-            return
         self._count("junk")
         self.stores[i].storage.replace(path, b"junk bytes")
         self.dirty.add(i)

@@ -1,12 +1,10 @@
 """Bugs the stateful test (tests/test_ops_stateful.py) found beyond issue 30's list, each as
-the minimal sequence it shrank to. Each is kept out of the stateful test by its name in
-``NEW_BUGS`` there; remove the name (and the xfail) with the fix."""
+the minimal sequence it shrank to, kept as regression tests (fixed by branch junkruns: one
+listing tells files from folders, format.md 3.1)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-
-import pytest
 
 import ckptfs
 from ckptfs.errors import ErasedError
@@ -15,8 +13,6 @@ from ckptfs.ops.erase import erase
 from ckptfs.ops.verify import verify
 
 
-@pytest.mark.xfail(strict=True, reason="junk-run-folder: defect 4's class in a place issue 30 "
-                   "does not name, not fixed by branch junkgc")
 def test_junk_under_tombstones_does_not_stop_copy(tmp_path: Path) -> None:
     """``tombstones/x.swp`` (an editor's swap file) is listed as a run's folder of tombstones:
     copy and export fail on every run ("is a file where a folder belongs"). ``.DS_Store`` and
@@ -32,8 +28,6 @@ def test_junk_under_tombstones_does_not_stop_copy(tmp_path: Path) -> None:
     assert report.ok and dst.read("s") == {"note": "kept"}
 
 
-@pytest.mark.xfail(strict=True, reason="junk-run-folder: defect 4's class in a place issue 30 "
-                   "does not name, not fixed by branch junkgc")
 def test_junk_named_like_a_run_is_not_a_run(tmp_path: Path) -> None:
     """``runs/x.swp`` is listed as a run, and verify (and listing its snapshots) raises
     StorageError "is a file where a folder belongs" instead of ignoring a name that is not an

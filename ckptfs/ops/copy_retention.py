@@ -27,7 +27,7 @@ them. Either way every rule fails closed, so a copy never makes data live longer
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import attrs
 
@@ -37,7 +37,6 @@ from ckptfs.format.lifecycle import FENCE_ALL, Expiry, Retired, Tombstone
 from ckptfs.format.names import (
     EXPIRY,
     RETIRED,
-    TOMBSTONES,
     expiry_path,
     parse_seq_name,
     record_path,
@@ -53,7 +52,8 @@ from ckptfs.store.lifecycle import (
     read_expiry,
     read_retired,
     read_tombstone,
-    tombstone_run,
+    snapshot_tombstones,
+    tombstoned,
     write_retired,
 )
 from ckptfs.store.repository import Repository
@@ -72,15 +72,15 @@ class LifeReport:
 
 def tombstoned_runs(storage: Storage) -> set[str]:
     """Runs with a tombstone (of the whole run or of one snapshot) in a store."""
-    return {found[0] for found in map(tombstone_run, storage.list(TOMBSTONES)) if found}
+    return {run_id for run_id, _ in tombstoned(storage)}
 
 
-def _overrides(storage: Storage, run_id: str, names: list[str] | None = None
+def _overrides(storage: Storage, run_id: str, names: Sequence[str] | None = None
                ) -> dict[int | None, Expiry]:
     """The run's expiry overrides: key None for the run's own, else the snapshot's seq.
-    ``names``: the run folder's listing when the caller holds it already."""
+    ``names``: the files of the run folder's listing when the caller holds it already."""
     out: dict[int | None, Expiry] = {}
-    for name in storage.list(run_dir(run_id)) if names is None else names:
+    for name in storage.listing(run_dir(run_id)).files if names is None else names:
         if name == EXPIRY:
             seq: int | None = None
         elif name.startswith(EXPIRY + "-") and parse_seq_name(name[len(EXPIRY) + 1:]):
@@ -91,13 +91,6 @@ def _overrides(storage: Storage, run_id: str, names: list[str] | None = None
         if e is not None:
             out[seq] = e
     return out
-
-
-def _erased_seqs(storage: Storage, run_id: str) -> list[int]:
-    """The seqs of a store's per-snapshot tombstones of ``run_id`` (one listing)."""
-    return [s for s in (parse_seq_name(n[: -len(".cbor")])
-                        for n in storage.list(f"{TOMBSTONES}/{run_id}")
-                        if n.endswith(".cbor")) if s]
 
 
 def _closed(marker: Retired | None) -> bool:
@@ -153,10 +146,11 @@ class RunLife:
         # one listing of the destination's run folder serves its overrides, its records and
         # whether it has retired markers at all (no "retired" folder: no second listing)
         dst.load_config()
-        names = dst.storage.list(run_dir(run_id))
+        listing = dst.storage.listing(run_dir(run_id))
+        names = listing.files
         self.dst_over = _overrides(dst.storage, run_id, names)
         self.marker = read_retired(dst.storage, run_id,
-                                   None if RETIRED in names else [])
+                                   None if RETIRED in listing.folders else [])
         #: the marker as the destination holds it (``marker`` may keep more: ``carry``)
         self.stored = self.marker
         self.dst_records = sorted(s for s in map(parse_seq_name, names) if s is not None
@@ -180,13 +174,13 @@ class RunLife:
         if (self.dst_stones is None or self.run in self.dst_stones) \
                 and read_tombstone(self.dst.storage, self.run) is not None:
             return []  # erased in the destination: nothing of it may come back
-        erased_seqs = _erased_seqs(st, self.run)
+        erased_seqs = snapshot_tombstones(st, self.run)
         erased_ids = [pair for s in erased_seqs
                       for pair in _stone_ids(read_tombstone(st, self.run, s))]
         erased = set(erased_seqs)
         records = set(self.dst_records)
         if _closed(self.marker):  # the source's snapshots above this store's head may come
-            self.marker = _forgot(self.marker, set(_erased_seqs(self.dst.storage, self.run)),
+            self.marker = _forgot(self.marker, set(snapshot_tombstones(self.dst.storage, self.run)),
                                   set(self.src_seqs) - records, head_kept=True)
         before = self._visible_set(records)
         theirs = _forgot(read_retired(st, self.run), erased, self.candidates)

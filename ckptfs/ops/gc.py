@@ -269,7 +269,7 @@ def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
             _sweep(repo, lease, mark, ledgers, manifests, chunks, cutoff_s, report, victims,
                    cache, plan)
         # 5. temp files abandoned by crashed writers
-        for name in st.list(TMP):
+        for name in st.listing(TMP).files:
             path = f"{TMP}/{name}"
             if _old(st, path, cutoff_s):
                 report.tmp_deleted += 1

@@ -12,15 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ckptfs.errors import NotFound
-from ckptfs.format.names import TOMBSTONES
-from ckptfs.store.lifecycle import tombstone_run
+from ckptfs.store.lifecycle import tombstoned
 from ckptfs.store.repository import Repository
 
 
 def known_runs(repo: Repository) -> set[str]:
     """Every run id the store knows: those with a folder under ``runs/`` and the erased ones."""
     found = set(repo.run_ids())
-    found.update(t[0] for t in map(tombstone_run, repo.storage.list(TOMBSTONES)) if t)
+    found.update(run_id for run_id, _ in tombstoned(repo.storage))
     return found
 
 

@@ -3,7 +3,7 @@
 Nothing above this package knows which backend it has; it asks ``Storage.capabilities``.
 """
 
-from ckptfs.storage.base import Capabilities, ObjectStat, Storage
+from ckptfs.storage.base import Capabilities, Listing, ObjectStat, Storage
 from ckptfs.storage.open import open_storage
 
-__all__ = ["Capabilities", "ObjectStat", "Storage", "open_storage"]
+__all__ = ["Capabilities", "Listing", "ObjectStat", "Storage", "open_storage"]

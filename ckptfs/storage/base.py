@@ -65,6 +65,23 @@ class ObjectStat:
     etag: str | None = None
 
 
+@attrs.frozen
+class Listing:
+    """The immediate children of a folder, told apart: ``files`` (objects) and ``folders``
+    (names that hold objects below them), each sorted. On an object store one name can be
+    both (a key ``a`` and keys ``a/...``). Readers take a name where the format puts a folder
+    (a run under ``runs/``) only from ``folders`` and one where it puts an object only from
+    ``files``: the other kind there is a name that is not the store's, ignored (format.md 3.1)."""
+
+    files: tuple[str, ...]
+    folders: tuple[str, ...]
+
+    @property
+    def names(self) -> list[str]:
+        """Every child, sorted (what ``Storage.list`` returns)."""
+        return sorted({*self.files, *self.folders})
+
+
 def check_path(path: str) -> str:
     """Refuse any path that could leave the store root."""
     if (not path or path.startswith("/") or "\\" in path or "\x00" in path
@@ -213,6 +230,19 @@ class Storage(abc.ABC):
     @abc.abstractmethod
     def list(self, prefix: str) -> list[str]:
         """Names of the immediate children of folder ``prefix`` (empty if it does not exist)."""
+
+    def listing(self, prefix: str) -> Listing:
+        """The children of folder ``prefix`` (as ``list``), files told from folders. Backends
+        answer from the one listing ``list`` makes (local disk: the directory entry's type;
+        object stores: a delimited listing's common prefixes are the folders); this default
+        asks ``size`` per name: None is a folder (or an object deleted since the listing,
+        which then lists as an empty folder: nothing of the store)."""
+        files: builtins.list[str] = []
+        folders: builtins.list[str] = []
+        for name in self.list(prefix):
+            (files if self.size(f"{prefix}/{name}" if prefix else name) is not None
+             else folders).append(name)
+        return Listing(tuple(files), tuple(folders))
 
     def scan(self, prefix: str) -> dict[str, ObjectStat]:
         """Every object below folder ``prefix``, at any depth, by store path, with its size and

@@ -18,6 +18,7 @@ has the Storage primitives.
 
 from __future__ import annotations
 
+import builtins
 import collections
 import contextlib
 import errno
@@ -32,7 +33,7 @@ from ckptfs.format.limits import kind_of, stored_size_limit
 from ckptfs.format.names import TMP
 from ckptfs.storage import local_errors as err
 from ckptfs.storage import local_os as los
-from ckptfs.storage.base import ObjectStat, RangeReader, Staged, Storage
+from ckptfs.storage.base import Listing, ObjectStat, RangeReader, Staged, Storage
 from ckptfs.storage.local_folders import SYNCFS_MIN
 from ckptfs.storage.local_temps import STAGE_SLICE, LocalTemps
 
@@ -350,20 +351,32 @@ class LocalStorage(LocalTemps, Storage):
         (format.md 9.2: an empty folder is not an object, as on an object store, where a
         folder exists only through its objects; a crash between making a run's folder and
         creating its first record leaves one, which must not list as a run)."""
+        names = [name for name, _ in self._children(prefix)]
+        names.sort()
+        return names
+
+    def listing(self, prefix: str) -> Listing:
+        """One scandir, as ``list``: the entry's type tells a folder from a file (a link or a
+        special file counts as a file: never followed, and not where a folder belongs)."""
+        children = sorted(self._children(prefix))
+        return Listing(tuple(n for n, folder in children if not folder),
+                       tuple(n for n, folder in children if folder))
+
+    def _children(self, prefix: str) -> builtins.list[tuple[str, bool]]:
+        """(name, is a folder) of each child of ``prefix`` that ``list`` returns."""
         d = self._abs(prefix) if prefix else self.root
         self._check_no_links(d)
         try:
             with os.scandir(d) as it:  # a list comprehension: ~40 % faster than a generator
-                names = [e.name for e in it
-                         if not e.is_dir(follow_symlinks=False) or _holds_a_file(e.path)]
-            names.sort()
-            return names
+                kinds = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
         except FileNotFoundError:
             return []
         except NotADirectoryError as e:
             raise err.below_a_file(prefix or ".", folder=True) from e
         except OSError as e:
             raise err.wrap(e, prefix) from e
+        return [(n, folder) for n, folder in kinds
+                if not folder or _holds_a_file(os.path.join(d, n))]
 
     def scan(self, prefix: str) -> dict[str, ObjectStat]:
         """One os.scandir per folder; the stat comes with the directory entry. A symbolic link

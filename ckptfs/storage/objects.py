@@ -38,7 +38,7 @@ from fsspec.asyn import sync
 
 from ckptfs.errors import CapabilityError, OutcomeUnknown, StorageError
 from ckptfs.format.limits import stored_size_limit
-from ckptfs.storage.base import Capabilities, ObjectStat, check_path
+from ckptfs.storage.base import Capabilities, Listing, ObjectStat, check_path
 from ckptfs.storage.cloud import gcs_list_after
 from ckptfs.storage.object_calls import (
     bounded,
@@ -413,29 +413,34 @@ class FsspecStorage(BatchDeletes):
         self.write(path, data)
 
     def list(self, prefix: str) -> list[str]:
+        return self.listing(prefix).names
+
+    def listing(self, prefix: str) -> Listing:
+        """One delimited listing: its common prefixes (``type: directory``) are the folders,
+        its keys the files."""
         full = self._abs(prefix) if prefix else self.root
         try:
             if takes_refresh(self.fs):
                 # one delimited listing, never cached: s3fs's ``ls`` would list the parent
                 # folder as well whenever this one is empty (to tell a file from a folder)
-                names = [e["name"] for e in sync(self.fs.loop, self.fs._lsdir, full,
-                                                  refresh=True)]
+                entries = sync(self.fs.loop, self.fs._lsdir, full, refresh=True)
             else:
                 # gcsfs and adlfs answer ``ls`` from a listing cache: another writer's objects
                 # created since would be missing (a run's newest record, a lease)
                 self.fs.invalidate_cache(full)
-                names = self.fs.ls(full, detail=False)
+                entries = self.fs.ls(full, detail=True)
         except FileNotFoundError:
-            return []
+            return Listing((), ())
         except Exception as e:
             raise wrap(e, self.url, prefix) from e
-        out = set()
-        for n in names:
-            n = n.rstrip("/")
+        files: set[str] = set()
+        folders: set[str] = set()
+        for entry in entries:
+            n = str(entry["name"]).rstrip("/")
             base = n.rsplit("/", 1)[-1]
             if base and n != full.rstrip("/"):
-                out.add(base)
-        return sorted(out)
+                (folders if entry.get("type") == "directory" else files).add(base)
+        return Listing(tuple(sorted(files)), tuple(sorted(folders)))
 
     def delete(self, path: str) -> None:
         full = self._abs(path)

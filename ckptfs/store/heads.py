@@ -49,8 +49,9 @@ def look_for_head(repo: Repository, run_id: str) -> HeadLook:
         found = head_from_hint(repo, run_id)
         if found is not None:
             return found
-    listing = repo.storage.list(run_dir(run_id))
-    retired = read_retired(repo.storage, run_id) if listing else None
+    children = repo.storage.listing(run_dir(run_id))
+    listing = children.files  # a record is a file: a folder named like one is not the store's
+    retired = read_retired(repo.storage, run_id) if children.names else None
     if retired is None:  # the greatest record name is the head: look from the end
         top = next((n for n in sorted(listing, reverse=True) if parse_seq_name(n)), None)
         return HeadLook(None if top is None else repo.record(run_id, int(top)), None)

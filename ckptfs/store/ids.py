@@ -49,7 +49,7 @@ def find_record(repo: Repository, d: Digest) -> tuple[str, int] | None:
 def ids_with_prefix(repo: Repository, prefix: str) -> list[Digest]:
     """Ids of v1 manifest objects and v2 records starting with hex ``prefix``, sorted."""
     fan = prefix[:2]
-    found = (object_digest(fan, n) for n in repo.storage.list(f"{SNAPSHOTS}/{fan}")
+    found = (object_digest(fan, n) for n in repo.storage.listing(f"{SNAPSHOTS}/{fan}").files
              if n.startswith(prefix))  # names that are no object's are ignored (3.1)
     out = {d for d in found if d is not None}
     if repo.config.version >= 2:

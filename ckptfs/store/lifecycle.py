@@ -29,7 +29,8 @@ def _refuse(e: FormatError, why: str) -> FormatError:
 
 def retired_throughs(storage: Storage, run_id: str) -> list[int]:
     """``through`` values of the run's retired markers, ascending (names only: one listing)."""
-    return sorted(s for s in (parse_seq_name(n) for n in storage.list(retired_dir(run_id)))
+    return sorted(s for s in (parse_seq_name(n) for n in
+                                                storage.listing(retired_dir(run_id)).files)
                   if s is not None)
 
 
@@ -119,26 +120,32 @@ def _is_run_id(name: str) -> bool:
     return bool(RUN_ID.match(name)) and not name.endswith(".")
 
 
-def tombstone_run(name: str) -> tuple[str, bool] | None:
-    """The run a name in ``tombstones/`` belongs to, and whether it is the whole-run tombstone
-    (``<run>.cbor``) rather than the folder of per-snapshot ones (``<run>/``); None if neither."""
-    if name.endswith(".cbor") and _is_run_id(name[:-5]):
-        return name[:-5], True
-    return (name, False) if _is_run_id(name) else None
+def tombstoned(storage: Storage) -> list[tuple[str, bool]]:
+    """(run, whole) for each entry of ``tombstones/`` (one listing): the whole-run tombstone
+    is the file ``<run>.cbor``, the per-snapshot ones are in the folder ``<run>/``. Any other
+    name, and a file where a run's folder belongs or a folder where ``<run>.cbor`` belongs
+    (an editor's ``x.swp``), is not the store's: ignored (format.md 3.1)."""
+    found = storage.listing(TOMBSTONES)
+    return sorted([(n[:-5], True) for n in found.files
+                   if n.endswith(".cbor") and _is_run_id(n[:-5])]
+                  + [(n, False) for n in found.folders if _is_run_id(n)])
+
+
+def snapshot_tombstones(storage: Storage, run_id: str) -> list[int]:
+    """The seqs of the run's per-snapshot tombstones (``tombstones/<run>/<seq>.cbor``, files),
+    ascending; from one listing."""
+    return sorted(s for s in (parse_seq_name(n[:-5]) for n in
+                              storage.listing(f"{TOMBSTONES}/{run_id}").files
+                              if n.endswith(".cbor")) if s)
 
 
 def tombstone_keys(storage: Storage) -> list[tuple[str, int | None]]:
     """(run, seq) of every tombstone in the store, seq None for a whole run; sorted, whole-run
     tombstones first."""
     out: list[tuple[str, int | None]] = []
-    for name in storage.list(TOMBSTONES):
-        found = tombstone_run(name)
-        if found is not None and found[1]:
-            out.append((found[0], None))
-        elif found is not None:
-            out += [(name, s) for s in (parse_seq_name(n[:-5]) for n in
-                                        storage.list(f"{TOMBSTONES}/{name}")
-                                        if n.endswith(".cbor")) if s]
+    for run_id, whole in tombstoned(storage):
+        out += [(run_id, None)] if whole else [(run_id, s) for s in
+                                               snapshot_tombstones(storage, run_id)]
     return sorted(out, key=lambda k: (k[0], -1 if k[1] is None else k[1]))
 
 

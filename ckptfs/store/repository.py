@@ -184,13 +184,16 @@ class Repository:
     # -- runs and records ----------------------------------------------------------------------
     def run_ids(self) -> list[str]:
         self.load_config()  # a store this reader cannot read fails before anything else
-        return [n for n in self.storage.list(RUNS) if RUN_ID.match(n) and not n.endswith(".")]
+        # a run is a folder: a file named like one (an editor's ``x.swp``) is not the
+        # store's, ignored like any such name (format.md 3.1)
+        return [n for n in self.storage.listing(RUNS).folders
+                if RUN_ID.match(n) and not n.endswith(".")]
 
     def record_seqs(self, run_id: str) -> list[int]:
         """Every sequence number with a record file, ascending, strays included."""
         self.load_config()
         out = []
-        for name in self.storage.list(run_dir(run_id)):
+        for name in self.storage.listing(run_dir(run_id)).files:  # a record is a file
             s = parse_seq_name(name)
             if s is not None and s >= 1:
                 out.append(s)

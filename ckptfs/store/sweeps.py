@@ -131,7 +131,7 @@ def lease_blocks(lease: Lease | None, now: int) -> bool:
 
 def generations(storage: Storage) -> list[int]:
     """The lease generations present, ascending (names that are not 20 digits are ignored)."""
-    return sorted(g for g in (parse_seq_name(n) for n in storage.list(LEASE_DIR))
+    return sorted(g for g in (parse_seq_name(n) for n in storage.listing(LEASE_DIR).files)
                   if g is not None)
 
 
