@@ -1,4 +1,7 @@
-"""pytest plugin (entry point ``pytest11``): fixtures for testing code that uses ckptfs.
+"""pytest plugin, opt-in: fixtures for testing code that uses ckptfs.
+
+Load it with ``pytest_plugins = ["ckptfs.pytest_plugin"]`` in a ``conftest.py`` or with
+``pytest -p ckptfs.pytest_plugin``; installing ckptfs does not load it into every pytest run.
 
 The checks themselves live in ``ckptfs.testing`` (no pytest needed there).
 """

@@ -20,6 +20,10 @@ import pytest
 import ckptfs
 from ckptfs.storage import Storage, open_storage
 
+#: the ckptfs pytest plugin is opt-in (issue 31: no entry point loads it into every project's
+#: pytest run); this suite opts in as a user's conftest.py would
+pytest_plugins = ["ckptfs.pytest_plugin"]
+
 S3_BUCKET = "ckptfs-test"
 #: generated fuzz cases and enumerated crash points, per test, for the summary line
 TALLY: collections.Counter[str] = collections.Counter()

@@ -18,7 +18,7 @@ from ckptfs.ops.erase import erase
 from ckptfs.ops.expire import set_expiry
 from ckptfs.ops.lease import MaintenanceLease
 from ckptfs.ops.retention import forget_snapshots
-from conformance.validate import root_of
+from ckptfs_conformance.validate import root_of
 from tests.storeutil import walk
 
 CDDL = (Path(__file__).parent.parent / "spec" / "ckptfs.cddl").read_text()

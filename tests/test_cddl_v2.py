@@ -18,7 +18,7 @@ from ckptfs.format import containers as ct
 from ckptfs.format.names import head_hint_path
 from ckptfs.ops.gc import gc
 from ckptfs.ops.retention import forget_snapshots
-from conformance.validate import container_header, validate_store
+from ckptfs_conformance.validate import container_header, validate_store
 
 pytestmark = pytest.mark.layout(2)
 CDDL = (Path(__file__).parent.parent / "spec" / "ckptfs.cddl").read_text()

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from conformance import render, runner
-from conformance.generate import generate
-from conformance.validate import validate_store
+from ckptfs_conformance import render, runner
+from ckptfs_conformance.generate import generate
+from ckptfs_conformance.validate import validate_store
 
-ADAPTER = f"{shlex.quote(sys.executable)} -m conformance.adapters.ckptfs_adapter"
+ADAPTER = f"{shlex.quote(sys.executable)} -m ckptfs_conformance.adapters.ckptfs_adapter"
 REPO = Path(__file__).resolve().parent.parent
 VECTORS = runner.VECTORS
 
@@ -35,14 +35,14 @@ def test_ckptfs_passes_every_vector() -> None:
     assert len(results) >= 250
     assert set(cats) == {"digest", "cbor", "framing", "chunker", "store-valid", "store-invalid",
                          "lookup", "writer", "typed", "gc"}
-    assert min(n for c, n in cats.items() if c != "gc") >= 8  # gc: conformance/gen_locators.py
+    assert min(n for c, n in cats.items() if c != "gc") >= 8  # gc: ckptfs_conformance/gen_locators.py
 
 
 def test_cli_single_process_mode_and_junit(tmp_path: Path) -> None:
-    """``python -m conformance`` from the repo root, one adapter process per vector."""
+    """``python -m ckptfs_conformance`` from the repo root, one adapter process per vector."""
     junit = tmp_path / "out.xml"
     p = subprocess.run(
-        [sys.executable, "-m", "conformance", "--impl", ADAPTER, "--only", "*-exact",
+        [sys.executable, "-m", "ckptfs_conformance", "--impl", ADAPTER, "--only", "*-exact",
          "--junit", str(junit)], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     suite = ET.parse(junit).getroot().find("testsuite")
@@ -130,7 +130,7 @@ V2_BREAKS = {
 }
 
 
-# complete locators (conformance/gen_locators.py, spec/v2.md 3.5, 9.2)
+# complete locators (ckptfs_conformance/gen_locators.py, spec/v2.md 3.5, 9.2)
 V2_BREAKS.update({
     "v2-no-stray-bodies": {"store-valid/v2-locator-into-stray"},
     "v2-gc-visible-only": {"gc/v2-gc-named-by-locator", "gc/v2-gc-named-through-forward",
@@ -211,9 +211,9 @@ def test_regenerating_gives_identical_vectors(tmp_path: Path) -> None:
                 for f in sorted(root.rglob("*")) if f.is_file()}
 
     want, got = tree(VECTORS), tree(tmp_path / "v")
-    assert sorted(want) == sorted(got), "vectors are stale: run python -m conformance.generate"
+    assert sorted(want) == sorted(got), "vectors are stale: run python -m ckptfs_conformance.generate"
     stale = [k for k in want if want[k] != got[k]]
-    assert not stale, f"vectors are stale ({stale[:5]}): run python -m conformance.generate"
+    assert not stale, f"vectors are stale ({stale[:5]}): run python -m ckptfs_conformance.generate"
 
 
 def test_every_manifest_in_every_vector_matches_the_cddl() -> None:
@@ -235,14 +235,14 @@ def test_cddl_in_vectors_is_the_spec() -> None:
 
 
 def test_readmes_state_the_vector_counts() -> None:
-    """The counts in README.md and conformance/README.md are those of vectors/."""
+    """The counts in README.md and ckptfs_conformance/README.md are those of vectors/."""
     import re
 
     vectors = runner.load_vectors()
     cats: dict[str, int] = {}
     for v in vectors:
         cats[v["category"]] = cats.get(v["category"], 0) + 1
-    text = " ".join((REPO / "conformance" / "README.md").read_text().split())
+    text = " ".join((REPO / "ckptfs_conformance" / "README.md").read_text().split())
     assert f"There are {len(vectors)} vectors:" in text
     for cat, n in cats.items():
         assert re.search(rf"`{cat}` {n}\b", text), cat
@@ -263,7 +263,7 @@ def test_writer_cases_write_version_1_stores_whatever_the_default(
     assert st == {"writer/values": runner.PASS, "writer/values-exact": runner.PASS}
 
 
-# -- issue 16: one broken-adapter rule per rule it settled (conformance/gen_spec16.py) ----------
+# -- issue 16: one broken-adapter rule per rule it settled (ckptfs_conformance/gen_spec16.py) ----------
 _DIGEST_PARSE = {f"digest/parse-{k}" for k in (
     "empty", "leading-space", "no-prefix-colon", "other-algorithm", "short", "trailing-newline",
     "uppercase")}
@@ -302,7 +302,7 @@ SPEC16_BREAKS = {
 
 
 def test_every_issue16_break_rule_is_tested() -> None:
-    from conformance.adapters.ckptfs_adapter import SPEC16_BREAKS as rules
+    from ckptfs_conformance.adapters.ckptfs_adapter import SPEC16_BREAKS as rules
 
     assert set(rules) == set(SPEC16_BREAKS)
 
@@ -349,7 +349,7 @@ def test_reading_any_store_vector_allocates_in_proportion_to_its_bytes() -> None
         return declared if 0 < declared <= ct.MAX_HEADER_SIZE else 0
 
     over = []
-    stores = sorted((REPO / "conformance" / "vectors").glob("store-*/*.store"))
+    stores = sorted((REPO / "ckptfs_conformance" / "vectors").glob("store-*/*.store"))
     assert len(stores) > 200
     for d in stores:
         size = sum(f.stat().st_size + inflated(f) for f in d.rglob("*") if f.is_file())

@@ -1,4 +1,4 @@
-"""The lease vectors (conformance/gen_ledger_lease.py) can fail: a reader that ignores an
+"""The lease vectors (ckptfs_conformance/gen_ledger_lease.py) can fail: a reader that ignores an
 intent's deadline treats a running call as in doubt and fails exactly the vector about it."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ import pytest
 import shlex
 import sys
 
-from conformance import runner
+from ckptfs_conformance import runner
 
 #: format v1 layout on purpose: runs the v1 ledger vectors against v1 stores
 pytestmark = pytest.mark.layout(1)
 
-ADAPTER = f"{shlex.quote(sys.executable)} -m conformance.adapters.ckptfs_adapter"
+ADAPTER = f"{shlex.quote(sys.executable)} -m ckptfs_conformance.adapters.ckptfs_adapter"
 
 
 def test_a_reader_that_ignores_the_lease_deadline_fails_the_lease_vector() -> None:

@@ -16,8 +16,8 @@ from ckptfs.format.ledger import Record
 from ckptfs.format.names import parse_seq_name
 from ckptfs.store.repository import Repository
 from ckptfs.storage import open_storage
-from conformance import generate as G
-from conformance.render import render_ref, render_store, tagged
+from ckptfs_conformance import generate as G
+from ckptfs_conformance.render import render_ref, render_store, tagged
 
 
 @pytest.fixture()
@@ -59,7 +59,7 @@ def test_text_that_is_no_digest_is_a_path_error(text: str) -> None:
 
 
 def test_nan_renders_as_the_canonical_nan() -> None:
-    """conformance/README.md: every NaN is 7ff8000000000000 (payload and sign dropped)."""
+    """ckptfs_conformance/README.md: every NaN is 7ff8000000000000 (payload and sign dropped)."""
     for h in ("f97e01", "f9fe00", "fb7ff8000000000001", "fa7fc00001"):
         v = cbor.decode(bytes.fromhex(h), what="v", allow_bignum=True, check_canonical=False)
         assert tagged(v) == {"$float": "7ff8000000000000"}

@@ -51,6 +51,7 @@ from ckptfs.storage.base import Storage
 from ckptfs.store.lifecycle import (
     read_expiry,
     read_retired,
+    record_names_of,
     read_tombstone,
     snapshot_tombstones,
     tombstoned,
@@ -80,7 +81,8 @@ def _overrides(storage: Storage, run_id: str, names: Sequence[str] | None = None
     """The run's expiry overrides: key None for the run's own, else the snapshot's seq.
     ``names``: the files of the run folder's listing when the caller holds it already."""
     out: dict[int | None, Expiry] = {}
-    for name in storage.listing(run_dir(run_id)).files if names is None else names:
+    for name in (record_names_of(storage, storage.listing(run_dir(run_id))) if names is None
+                 else names):
         if name == EXPIRY:
             seq: int | None = None
         elif name.startswith(EXPIRY + "-") and parse_seq_name(name[len(EXPIRY) + 1:]):
@@ -147,7 +149,7 @@ class RunLife:
         # whether it has retired markers at all (no "retired" folder: no second listing)
         dst.load_config()
         listing = dst.storage.listing(run_dir(run_id))
-        names = listing.files
+        names = record_names_of(dst.storage, listing)
         self.dst_over = _overrides(dst.storage, run_id, names)
         self.marker = read_retired(dst.storage, run_id,
                                    None if RETIRED in listing.folders else [])

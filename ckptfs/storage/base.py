@@ -106,6 +106,9 @@ class Storage(abc.ABC):
     capabilities: Capabilities
     #: ``list_after`` answers from a key in one request per 1,000 names (S3)
     lists_after: bool = False
+    #: a folder is a thing of its own (local disk) rather than the keys below a name (object
+    #: stores): there a folder named like a record occupies the record's name (format.md 9.2)
+    folders_are_real: bool = False
     #: how many staged objects (``stage_parts``) to finish at once, and to hold staged: local
     #: disk fsyncs one pack at a time while the writer stages the next ones in temp files;
     #: object stores upload several at once (each staged pack is held in memory until then)

@@ -59,6 +59,7 @@ def _holds_a_file(folder: str) -> bool:
 class LocalStorage(LocalTemps, Storage):
     """A store in a local folder (any OS, any filesystem: see the module docstring)."""
 
+    folders_are_real = True
     staged_workers = 1  # one fsync at a time, up to 8 packs behind it in temp files
     staged_max = 8
 

@@ -16,7 +16,7 @@ from ckptfs.errors import NotFound
 from ckptfs.format.lifecycle import Retired
 from ckptfs.format.models import RunRecord
 from ckptfs.format.names import EXPIRY, parse_seq_name, run_dir
-from ckptfs.store.lifecycle import read_retired
+from ckptfs.store.lifecycle import read_retired, record_names_of
 from ckptfs.store.records import read_hint, retired_in, seqs_after
 
 if TYPE_CHECKING:
@@ -49,9 +49,8 @@ def look_for_head(repo: Repository, run_id: str) -> HeadLook:
         found = head_from_hint(repo, run_id)
         if found is not None:
             return found
-    children = repo.storage.listing(run_dir(run_id))
-    listing = children.files  # a record is a file: a folder named like one is not the store's
-    retired = read_retired(repo.storage, run_id) if children.names else None
+    listing = record_names_of(repo.storage, repo.storage.listing(run_dir(run_id)))
+    retired = read_retired(repo.storage, run_id) if listing else None
     if retired is None:  # the greatest record name is the head: look from the end
         top = next((n for n in sorted(listing, reverse=True) if parse_seq_name(n)), None)
         return HeadLook(None if top is None else repo.record(run_id, int(top)), None)

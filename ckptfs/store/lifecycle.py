@@ -18,7 +18,7 @@ from ckptfs.format.names import (
     seq_name,
     tombstone_path,
 )
-from ckptfs.storage.base import Storage
+from ckptfs.storage.base import Listing, Storage
 
 
 def _refuse(e: FormatError, why: str) -> FormatError:
@@ -27,11 +27,19 @@ def _refuse(e: FormatError, why: str) -> FormatError:
     return (NonCanonical if isinstance(e, NonCanonical) else CorruptObject)(f"{e}; {why}")
 
 
+def record_names_of(storage: Storage, listing: Listing) -> list[str]:
+    """The names of a run's folder (or its ``retired/``) that may be records or markers.
+    A real folder (local disk) named like one is damage, not junk (format.md 9.2): it is kept
+    in, so that reading it fails with ``storage`` naming the path, where leaving it out would
+    roll the run back to an older head. On an object store such a "folder" is only keys below
+    a name the store never wrote: not the store's, ignored like any such name (3.1)."""
+    return listing.names if storage.folders_are_real else list(listing.files)
+
+
 def retired_throughs(storage: Storage, run_id: str) -> list[int]:
     """``through`` values of the run's retired markers, ascending (names only: one listing)."""
-    return sorted(s for s in (parse_seq_name(n) for n in
-                                                storage.listing(retired_dir(run_id)).files)
-                  if s is not None)
+    names = record_names_of(storage, storage.listing(retired_dir(run_id)))
+    return sorted(s for s in map(parse_seq_name, names) if s is not None)
 
 
 def read_retired(storage: Storage, run_id: str, throughs: list[int] | None = None

@@ -26,6 +26,7 @@ from ckptfs.format.names import (
     seq_name,
 )
 from ckptfs.storage.base import Storage
+from ckptfs.store.lifecycle import record_names_of
 
 
 def parse_record(data: bytes, *, what: str, whole: bool = True
@@ -125,7 +126,7 @@ def scan_records(storage: Storage, run_ids: Iterable[str]) -> Iterator[tuple[str
     """Every record's first bytes (enough for a v2 header in most cases), newest first per run:
     ``(run, seq, bytes)``. O(records) requests: the cost of a lookup by id without an index."""
     for run_id in run_ids:
-        seqs = record_names(storage.listing(run_dir(run_id)).files)
+        seqs = record_names(record_names_of(storage, storage.listing(run_dir(run_id))))
         for seq in reversed(seqs):
             try:
                 yield run_id, seq, storage.read_range(record_path(run_id, seq), 0, ct.HEAD_READ)

@@ -59,6 +59,7 @@ from ckptfs.format.lifecycle import Tombstone
 from ckptfs.store.lifecycle import (
     effective_expiry,
     read_retired,
+    record_names_of,
     read_tombstone,
     retired_throughs,
 )
@@ -193,7 +194,7 @@ class Repository:
         """Every sequence number with a record file, ascending, strays included."""
         self.load_config()
         out = []
-        for name in self.storage.listing(run_dir(run_id)).files:  # a record is a file
+        for name in record_names_of(self.storage, self.storage.listing(run_dir(run_id))):
             s = parse_seq_name(name)
             if s is not None and s >= 1:
                 out.append(s)

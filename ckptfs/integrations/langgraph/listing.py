@@ -22,7 +22,7 @@ import attrs
 
 from ckptfs.format.lifecycle import Retired
 from ckptfs.format.names import SEQ_WIDTH, record_path, run_dir
-from ckptfs.store.lifecycle import read_retired, retired_throughs
+from ckptfs.store.lifecycle import read_retired, record_names_of, retired_throughs
 from ckptfs.store.records import read_hint, retired_in, seqs_after
 from ckptfs.store.repository import Repository
 
@@ -54,7 +54,7 @@ def whole(repo: Repository, run_id: str) -> tuple[list[int], Marks]:
     read before it (a forget that lands in between changes them: the next look lists again)."""
     marks = read_marks(repo, run_id)
     repo.load_config()  # a store this reader cannot read fails before anything else
-    seqs = record_seqs(repo.storage.listing(run_dir(run_id)).files)
+    seqs = record_seqs(record_names_of(repo.storage, repo.storage.listing(run_dir(run_id))))
     if marks.top is not None:
         seqs = [s for s in seqs if marks.top.visible(s)]
     return seqs, marks

@@ -3,7 +3,7 @@ independent implementation had to guess, every place where the spec and the refe
 disagreed, and reader MUSTs that no vector tested before (a reader dropping the check passed).
 
 Each vector breaks one rule (or, for the precedence vectors, exactly two, to pin which is
-reported); ``conformance/README.md`` ("Rule -> vector") lists them by rule, and the adapter has
+reported); ``ckptfs_conformance/README.md`` ("Rule -> vector") lists them by rule, and the adapter has
 a ``--break`` rule per new check (``tests/test_conformance.py`` checks that each fails exactly
 its vectors). Called from generate.py; kept in its own module so that the shared generator only
 gains calls.
@@ -22,13 +22,13 @@ import cbor2
 from ckptfs.format import cbor, framing
 from ckptfs.format.digest import Digest
 from ckptfs.format.names import chunk_path, record_path
-from conformance.render import render_ref, render_store, tagged
+from ckptfs_conformance.render import render_ref, render_store, tagged
 
 Damage = Callable[[Path], Any]
 
 
 def _g() -> Any:
-    from conformance import generate
+    from ckptfs_conformance import generate
 
     return generate
 
@@ -405,7 +405,7 @@ VALID: dict[str, tuple[str, Callable[[Path], list[str]]]] = {
 
 def empty_folders(root: Path) -> list[str]:
     """The folders below ``root`` with nothing in them, as store paths (sorted): a vector
-    lists them because git does not keep them (conformance/README.md). The writer's empty
+    lists them because git does not keep them (ckptfs_conformance/README.md). The writer's empty
     ``tmp/`` is left out: no reader looks there."""
     return sorted(rel for d, subs, files in os.walk(root)
                   if not subs and not files

@@ -655,7 +655,7 @@ def invalid(g: Any, new_store: Any, prng: Any, invalid_stores: Any, t0: int) -> 
 
 def lookups(g: Any, new_store: Any, prng: Any, now: int, t0: int) -> None:
     """Lookups by id, hex prefix and run head in version 2 stores (spec/v2.md 4, 7)."""
-    from conformance.render import render_ref
+    from ckptfs_conformance.render import render_ref
 
     d = g.store_dir("lookup", P + "store")
     base(d, new_store, prng)

@@ -21,7 +21,7 @@ from ckptfs.format.models import NONCE_SIZE
 from ckptfs.format.names import record_path
 
 if TYPE_CHECKING:
-    from conformance.generate import Gen
+    from ckptfs_conformance.generate import Gen
 
 
 def reproducible_nonces(seed: str = "ckptfs-conformance") -> Callable[[], bytes]:
@@ -34,7 +34,7 @@ def reproducible_nonces(seed: str = "ckptfs-conformance") -> Callable[[], bytes]
 def record_nonce_store(p: Path) -> list[str]:
     """Records with a nonce, with a malformed nonce (text; 4 bytes) and without one: readers
     ignore the nonce, all three snapshots read as committed. Returns the paths beyond the CDDL."""
-    from conformance.generate import commit_raw, content_entry, init_store, manifest_map
+    from ckptfs_conformance.generate import commit_raw, content_entry, init_store, manifest_map
 
     init_store(p)
     nonces: list[object] = [bytes(range(NONCE_SIZE)), "not bytes", b"\x00\x01\x02\x03"]
@@ -51,8 +51,8 @@ def record_nonce_store(p: Path) -> list[str]:
 
 def commit_vectors(g: Gen) -> None:
     """store-valid/record-nonce."""
-    from conformance.generate import NOW
-    from conformance.render import render_store
+    from ckptfs_conformance.generate import NOW
+    from ckptfs_conformance.render import render_store
 
     name = "record-nonce"
     d = g.store_dir("store-valid", name)

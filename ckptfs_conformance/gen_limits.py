@@ -20,7 +20,7 @@ REPEAT = MAX_VALUE_SIZE // MAX_CHUNK_SIZE + 1
 
 
 def _zero_chunk(p: Path) -> Digest:
-    from conformance.generate import put_file
+    from ckptfs_conformance.generate import put_file
 
     zeros = bytes(MAX_CHUNK_SIZE)
     d = Digest.of(zeros)
@@ -37,14 +37,14 @@ def _oversized(p: Path) -> dict[str, Any]:
 
 
 def _value_over_limit(p: Path) -> None:
-    from conformance.generate import _with_entry
+    from ckptfs_conformance.generate import _with_entry
 
     _with_entry(p, "huge", {"kind": "value", "type": "application/cbor-seq",
                             "encoding": "cbor-seq", **_oversized(p)})
 
 
 def _ledger_over_limit(p: Path) -> None:
-    from conformance.generate import _head_manifest, _recommit
+    from ckptfs_conformance.generate import _head_manifest, _recommit
 
     _, m, _ = _head_manifest(p)
     m["ledger"] = {"count": 1, **_oversized(p)}

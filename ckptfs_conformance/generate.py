@@ -1,5 +1,5 @@
-"""Generate every conformance vector into conformance/vectors/ (deterministic; never edit the
-output by hand: change this script and run ``python -m conformance.generate``).
+"""Generate every conformance vector into ckptfs_conformance/vectors/ (deterministic; never edit the
+output by hand: change this script and run ``python -m ckptfs_conformance.generate``).
 
 Stores are written by ckptfs itself with a fixed clock and writer name, then (for the invalid
 ones) damaged one defect at a time. Adding vectors for a new feature (retention, migrations)
@@ -32,10 +32,10 @@ from ckptfs.ops.expire import set_expiry
 from ckptfs.ops.retention import forget_snapshots
 from ckptfs.runtime.migrations import Migrations
 from ckptfs.store.lifecycle import write_retired
-from conformance.gen_commit import commit_vectors, reproducible_nonces
-from conformance import gen_hostile, gen_typed
-from conformance.gen_leases import lease_vectors
-from conformance.render import canonical_json, render_store, symbolic, tagged
+from ckptfs_conformance.gen_commit import commit_vectors, reproducible_nonces
+from ckptfs_conformance import gen_hostile, gen_typed
+from ckptfs_conformance.gen_leases import lease_vectors
+from ckptfs_conformance.render import canonical_json, render_store, symbolic, tagged
 
 ROOT = Path(__file__).resolve().parent
 OUT = ROOT / "vectors"
@@ -1125,7 +1125,7 @@ def lookup_vectors(g: Gen, base: Path) -> None:
     lost = cbor.encode(manifest_map("r1", 2, {}, parent=_record(d, 1)["snapshot"]))
     put_file(d, snapshot_path(Digest.of(lost)), framing.frame(lost))
     head = Digest(_record(d)["snapshot"]).text
-    from conformance.render import render_ref
+    from ckptfs_conformance.render import render_ref
     ok = {"by-id": head, "by-run": "r1", "by-run-seq": "r1@1", "other-run": "r2"}
     for name, ref in ok.items():
         g.vector("lookup", name, f"the snapshot named {ref!r}",
@@ -1166,7 +1166,7 @@ def _lifecycle_lookup_store(p: Path) -> dict[str, str]:
 
 
 def lifecycle_lookup_vectors(g: Gen) -> None:
-    from conformance.render import render_ref
+    from ckptfs_conformance.render import render_ref
 
     d = g.store_dir("lookup", "lifecycle")
     ids = _lifecycle_lookup_store(d)
@@ -1345,10 +1345,10 @@ WRITER_CASES: dict[str, tuple[str, bool, list[str], dict[str, Any]]] = {
 
 
 def writer_vectors(g: Gen) -> None:
-    from conformance.adapters.ckptfs_adapter import write_case
+    from ckptfs_conformance.adapters.ckptfs_adapter import write_case
 
     tmp = g.out / "_tmp"
-    from conformance import gen_ledger_lease, gen_spec16
+    from ckptfs_conformance import gen_ledger_lease, gen_spec16
 
     for name, (desc, exact, requires, case) in {**WRITER_CASES,
                                                 **gen_ledger_lease.WRITER_CASES,
@@ -1396,7 +1396,7 @@ def _generate(out: Path) -> dict[str, int]:
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    from conformance import gen_ledger_lease, gen_spec16  # they import this module
+    from ckptfs_conformance import gen_ledger_lease, gen_spec16  # they import this module
 
     gen_ledger_lease.fix_owner()  # effect intents name a fixed owner (spec/ledger.md 4.1)
     g = Gen(out)
@@ -1407,7 +1407,7 @@ def _generate(out: Path) -> dict[str, int]:
     chunker_vectors(g)
     gen_spec16.primitive_vectors(g)  # issue 16: rules the spec left to guesses
     valid_stores(g)
-    commit_vectors(g)  # conformance/gen_commit.py: record nonces
+    commit_vectors(g)  # ckptfs_conformance/gen_commit.py: record nonces
     gen_hostile.depth_valid_store(g, content_entry, manifest_map, commit_raw, init_store, NOW)
     base = out / "_base"
     _base(base)
@@ -1419,14 +1419,14 @@ def _generate(out: Path) -> dict[str, int]:
     gen_hostile.seq_lookup_vectors(g, NOW)
     lifecycle_lookup_vectors(g)
     lifecycle_invalid_stores(g)
-    from conformance.gen_limits import LIMITS_INVALID  # spec/format.md "Limits" (issue 13)
+    from ckptfs_conformance.gen_limits import LIMITS_INVALID  # spec/format.md "Limits" (issue 13)
     invalid_stores(g, base, LIMITS_INVALID)
-    gen_spec16.vectors(g, base)  # issue 16: stores and lookups (conformance/gen_spec16.py)
+    gen_spec16.vectors(g, base)  # issue 16: stores and lookups (ckptfs_conformance/gen_spec16.py)
     shutil.rmtree(base)
     writer_vectors(g)
     lease_vectors(g)
-    gen_typed.vectors(g)  # conformance/gen_typed.py: typed values (format.md 18, issue 17)
-    _v2_vectors(g)  # conformance/gen_v2.py: spec/v2.md
+    gen_typed.vectors(g)  # ckptfs_conformance/gen_typed.py: typed values (format.md 18, issue 17)
+    _v2_vectors(g)  # ckptfs_conformance/gen_v2.py: spec/v2.md
     shutil.copyfile(SPEC_CDDL, out / "ckptfs.cddl")  # the wheel carries no spec/
     for tmp in out.rglob("tmp"):
         if tmp.is_dir() and not any(tmp.iterdir()):
@@ -1436,8 +1436,8 @@ def _generate(out: Path) -> dict[str, int]:
 
 
 def _v2_vectors(g: Gen) -> None:
-    """The vectors of spec/v2.md: version 2 stores (conformance/gen_v2.py)."""
-    from conformance import gen_v2
+    """The vectors of spec/v2.md: version 2 stores (ckptfs_conformance/gen_v2.py)."""
+    from ckptfs_conformance import gen_v2
 
     with gen_v2.layout_v2(T0):
         gen_v2.valid(g, new_store, prng, render_store, NOW, T0)
@@ -1447,8 +1447,8 @@ def _v2_vectors(g: Gen) -> None:
 
 
 def _locator_vectors(g: Gen) -> None:
-    """Complete locators (conformance/gen_locators.py, spec/v2.md 3.5, 9.2)."""
-    from conformance import gen_locators
+    """Complete locators (ckptfs_conformance/gen_locators.py, spec/v2.md 3.5, 9.2)."""
+    from ckptfs_conformance import gen_locators
 
     gen_locators.vectors(g, new_store, prng, render_store, NOW)
 

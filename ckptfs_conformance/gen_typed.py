@@ -26,7 +26,7 @@ import cbor2
 from ckptfs.format import cbor
 from ckptfs.format.typed import tagged as typed
 from ckptfs.runtime.codecs import Codecs
-from conformance.render import canonical_json, tagged
+from ckptfs_conformance.render import canonical_json, tagged
 
 CAT = "typed"
 UTC = dt.timezone.utc

@@ -1,4 +1,4 @@
-"""The conformance adapter for ckptfs itself: the protocol of conformance/README.md over argv
+"""The conformance adapter for ckptfs itself: the protocol of ckptfs_conformance/README.md over argv
 and stdout, or many requests at once with ``batch`` (one JSON request per stdin line).
 
 ``--break RULE`` makes a deliberately broken reader (the suite must catch it):
@@ -7,7 +7,7 @@ records in retired ranges), ``ignore-tombstones`` (as if nothing had been erased
 ``ignore-expiry-overrides`` (only the manifest's ``expires`` counts), ``ignore-lease-deadline``
 (an effect intent's lease never runs: every intent is in doubt at once, as in v1).
 
-Issue 16 added one rule per check it pinned (``SPEC16_BREAKS``, conformance/gen_spec16.py):
+Issue 16 added one rule per check it pinned (``SPEC16_BREAKS``, ckptfs_conformance/gen_spec16.py):
 each skips that check, or applies the other reading of a point the spec used to leave open.
 """
 
@@ -28,8 +28,8 @@ from ckptfs.format.digest import Digest
 from ckptfs.format.lifecycle import Lease
 from ckptfs.runtime.codecs import Codecs
 from ckptfs.store import heads, repository
-from conformance import render
-from conformance.render import canonical_json, render_ref, render_store, tagged, untagged
+from ckptfs_conformance import render
+from ckptfs_conformance.render import canonical_json, render_ref, render_store, tagged, untagged
 
 BREAKS: tuple[str, ...] = (
     "accept-non-canonical", "skip-digests", "ignore-required", "ignore-retired",
@@ -361,10 +361,11 @@ def _break_spec16(rule: str) -> None:
 
         from ckptfs.storage import local
 
-        def list_all(self: Any, prefix: str) -> list[str]:
+        def children_all(self: Any, prefix: str) -> list[tuple[str, bool]]:
             d = self._abs(prefix) if prefix else self.root
-            return sorted(os.listdir(d)) if os.path.isdir(d) else []
-        setattr(local.LocalStorage, "list", list_all)
+            return ([(n, os.path.isdir(os.path.join(d, n))) for n in os.listdir(d)]
+                    if os.path.isdir(d) else [])
+        setattr(local.LocalStorage, "_children", children_all)
     elif rule == "folder-is-missing":  # a folder where a file belongs read as absent
         from ckptfs.errors import StorageError
         from ckptfs.storage import local
@@ -416,7 +417,7 @@ def _write_case(case_path: str, store_dir: str) -> str:
         ("normalization", "normalization"))}) if case.get("chunker") else None
     store = ckptfs.open_store(store_dir, chunker=chunker, clock=lambda: clock["now"],
                               writer=case["writer"])
-    from conformance.gen_commit import reproducible_nonces
+    from ckptfs_conformance.gen_commit import reproducible_nonces
 
     store.repo.nonce = reproducible_nonces()  # the reference profile: reproducible bytes
     if "owner" in case:  # the owner its effect intents name (spec/ledger.md "Leases")

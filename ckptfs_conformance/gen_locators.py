@@ -11,7 +11,7 @@
   pack and no forward beside them, which gc MUST ignore (an implementation that parses every
   name it lists fails there, as ckptfs did before issue 30).
 
-Stores are written by ckptfs with the generator's fixed clock (``conformance.generate``).
+Stores are written by ckptfs with the generator's fixed clock (``ckptfs_conformance.generate``).
 """
 
 from __future__ import annotations

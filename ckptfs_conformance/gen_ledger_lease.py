@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import ckptfs
-from conformance import generate as gen
-from conformance.render import render_store
+from ckptfs_conformance import generate as gen
+from ckptfs_conformance.render import render_store
 
 #: the owners the vectors' effect intents name (set as the generating process's owner)
 OWNER = "ckptfs-conformance/owner-a"

@@ -15,7 +15,7 @@ from typing import Any
 
 import cbor2
 
-from conformance.render import render_store, tagged
+from ckptfs_conformance.render import render_store, tagged
 
 BIGNUM = "c249010000000000000000"  # 2^64: tag 2 around 9 bytes
 

@@ -2,7 +2,7 @@
 
 Results per vector: Pass, Fail (the implementation disagrees with the vector), Skip (it does
 not claim a capability the vector needs) and Error (the harness or adapter broke: a crash, a
-timeout, output that is not the protocol's). See conformance/README.md.
+timeout, output that is not the protocol's). See ckptfs_conformance/README.md.
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ class Driver:
 def materialize(src: dict[str, Any]) -> bytes:
     if "json" in src:
         return json.dumps(src["json"]).encode()
-    from conformance.generate import materialize as m
+    from ckptfs_conformance.generate import materialize as m
 
     return m(src)
 
@@ -238,8 +238,8 @@ def json_diff(want: Any, got: Any, path: str = "$") -> Iterator[str]:
 def judge_written(v: dict[str, Any], out: str, store: Path) -> tuple[str, str]:
     """A writer case: read back with the reference reader, CDDL-check, compare (exactly)."""
     from ckptfs.errors import CkptfsError
-    from conformance.render import render_store, symbolic
-    from conformance.validate import validate_store
+    from ckptfs_conformance.render import render_store, symbolic
+    from ckptfs_conformance.validate import validate_store
 
     if out.strip() != "ok":
         raise AdapterBroke(f"write printed {out[:200]!r}, expected 'ok' or 'error: ...'")
@@ -345,7 +345,7 @@ def summary(results: list[Result]) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="ckptfs-conformance", description=__doc__)
     p.add_argument("--impl", required=True, help="the adapter command, e.g. 'python -m "
-                   "conformance.adapters.ckptfs_adapter'")
+                   "ckptfs_conformance.adapters.ckptfs_adapter'")
     p.add_argument("--only", help="run only vectors whose id matches one of these comma-separated globs "
                    "(or substrings), e.g. 'store-invalid/*,cbor/reject-*'")
     p.add_argument("--capabilities", help=f"comma-separated claims (default all): "
