@@ -383,6 +383,28 @@ class ToolEffects:
         return await asyncio.to_thread(self.call, call_id, name, bridge, *args,
                                        reconcile=reconcile, timeout=timeout, **kwargs)
 
+    def outcomes(self, call_ids: Sequence[str]) -> dict[str, tuple[str, Any]]:
+        """Where each call id stands, from one fresh read of the ledger: ``("none", None)``
+        never issued, ``("running", None)`` issued by a process that may still be calling it,
+        ``("completed", result)``, ``("failed", error message)``, ``("in_doubt", None)``
+        issued by a process that stopped before recording the outcome."""
+        with self._lock:
+            run = self._ledger_run(fresh=True)
+            out: dict[str, tuple[str, Any]] = {}
+            for cid in call_ids:
+                eff = run.ledger.effects.get(cid)
+                if eff is None:
+                    out[cid] = ("none", None)
+                elif eff.status == "completed":
+                    out[cid] = ("completed", fx.result_of(run, eff))
+                elif eff.status == "failed":
+                    out[cid] = ("failed", (eff.error or {}).get("message", ""))
+                elif fx.held_elsewhere(run, eff):
+                    out[cid] = ("running", None)
+                else:
+                    out[cid] = ("in_doubt", None)
+            return out
+
     def get(self, call_id: str) -> Effect | None:
         """Where ``call_id`` stands in the ledger now (None: never issued)."""
         with self._lock:
