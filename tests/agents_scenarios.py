@@ -175,3 +175,90 @@ def oai_race(url: str, sid: str, work: str, name: str) -> None:
         Path(work, f"race-{name}").write_text(out)
 
     asyncio.run(main())
+
+
+# -- Pydantic AI --------------------------------------------------------------------------------
+def _pyd_rule() -> Any:
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+
+    def rule(messages: list[Any], info: Any) -> Any:
+        prompts = [p.content for m in messages for p in m.parts if p.part_kind == "user-prompt"]
+        for m in messages:
+            for p in m.parts:
+                if isinstance(p, ToolReturnPart) and p.tool_name == "pay":
+                    return ModelResponse(parts=[TextPart("payment handled")])
+        if prompts and not any(w in str(prompts[-1]) for w in ("pay", "continue")):
+            return ModelResponse(parts=[TextPart(f"echo: {prompts[-1]}")])
+        return ModelResponse(parts=[ToolCallPart("pay", {"amount": 5},
+                                                 tool_call_id=f"call_{uuid.uuid4().hex[:12]}")])
+
+    return rule
+
+
+def pyd_turn(backend: str, url: str, conv: str, work: str, text: str,
+             kill_ms: float | None = None) -> None:
+    """One ``agent.run(text)`` continuing conversation ``conv``: ``ckptfs`` keeps the messages
+    in CkptfsMessageHistory with the tool wrapped by ``once``; ``file`` / ``ckptfs-harness``
+    use the harness (StepPersistence on FileStepStore / CkptfsStepStore) and continue from
+    the conversation's latest complete snapshot (``continue_run``), as its README shows."""
+    from pydantic_ai import Agent, RunContext
+    from pydantic_ai.models.function import FunctionModel
+
+    globals()["RunContext"] = RunContext  # the tool's annotations are read in this module
+
+    def pay(ctx: RunContext[None], amount: int) -> str:
+        """Pay ``amount``."""
+        _effect(work, f"pay {amount}")
+        if kill_ms is not None:
+            _die_after(kill_ms)
+        return f"paid {amount}"
+
+    async def main() -> None:
+        model = FunctionModel(_pyd_rule())
+        if backend == "ckptfs":
+            from ckptfs.integrations.pydantic_ai import CkptfsMessageHistory
+
+            history = CkptfsMessageHistory(conv, _store(url))
+            agent = Agent(model)
+            agent.tool(history.once(pay))
+            result = await agent.run(text, message_history=await history.load())
+            await history.extend(result.new_messages())
+            n = len(await history.load())
+        else:
+            from pydantic_ai_harness import StepPersistence
+            from pydantic_ai_harness.step_persistence import FileStepStore, continue_run
+
+            from ckptfs.integrations.pydantic_ai import CkptfsStepStore
+
+            store: Any = FileStepStore(url) if backend == "file" else CkptfsStepStore(_store(url))
+            agent = Agent(model, capabilities=[StepPersistence(store=store, agent_name="payer")])
+            agent.tool(pay)
+            runs = await store.list_runs(conversation_id=conv)
+            prior: list[Any] = []
+            for r in reversed(runs):
+                try:
+                    prior = await continue_run(store, run_id=r.run_id)
+                    break
+                except LookupError:
+                    continue
+            result = await agent.run(text, message_history=prior, conversation_id=conv)
+            n = len(result.all_messages())
+        Path(work, "final.json").write_text(json.dumps({"final": result.output, "messages": n}))
+
+    asyncio.run(main())
+
+
+def pyd_started_then_die(url: str, run_id: str, call_id: str) -> None:
+    """Register a harness run, record a tool call's ``started`` in CkptfsStepStore, die."""
+    from pydantic_ai_harness.step_persistence import RunRecord, ToolEffectRecord
+
+    from ckptfs.integrations.pydantic_ai import CkptfsStepStore
+
+    async def main() -> None:
+        store = CkptfsStepStore(_store(url))
+        await store.register_run(RunRecord(run_id=run_id, conversation_id="conv"))
+        await store.record_tool_effect(ToolEffectRecord(tool_call_id=call_id, tool_name="pay",
+                                                        run_id=run_id, status="started"))
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    asyncio.run(main())

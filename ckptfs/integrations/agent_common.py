@@ -49,9 +49,18 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from ckptfs.errors import ConflictError, InvalidArgument, NotFound, SessionConflict
+from ckptfs.errors import (
+    ConflictError,
+    EffectFailed,
+    EffectInDoubt,
+    EffectInProgress,
+    EffectMismatch,
+    InvalidArgument,
+    NotFound,
+    SessionConflict,
+)
 from ckptfs.format.digest import hasher
-from ckptfs.format.ledger import Effect
+from ckptfs.format.ledger import Effect, Record, args_digest
 from ckptfs.runtime import effects as fx
 from ckptfs.runtime.run import Run
 from ckptfs.runtime.store import Store, open_store
@@ -334,6 +343,8 @@ class ToolEffects:
         self.schema = schema
         self._run: Run | None = None
         self._lock = threading.RLock()
+        #: intents this object committed whose outcome it has not recorded yet
+        self._begun: dict[str, Record] = {}
 
     def _ledger_run(self, fresh: bool = False) -> Run:
         if self._run is None or fresh:
@@ -383,6 +394,63 @@ class ToolEffects:
         return await asyncio.to_thread(self.call, call_id, name, bridge, *args,
                                        reconcile=reconcile, timeout=timeout, **kwargs)
 
+    # -- for frameworks that report a call's start and end themselves (the harness) ------
+    def begin(self, call_id: str, name: str, *, scope: str = "",
+              timeout: float = fx.DEFAULT_TIMEOUT) -> None:
+        """Commit the intent of ``call_id`` before the framework calls its tool (no function
+        is called here). Again for a call this object began and has not finished: nothing
+        (an annotation). For a call already issued elsewhere: EffectInDoubt when its process
+        stopped before recording the outcome, EffectInProgress while another process may
+        still be calling it, EffectFailed or EffectMismatch when it ended already: the tool is
+        never run a second time. ``scope`` (e.g. the framework's run id) is digested into the
+        intent's arguments (``in_scope``)."""
+        with self._lock:
+            if call_id in self._begun:
+                return
+            for attempt in range(CONFLICT_RETRIES + 1):
+                run = self._ledger_run(fresh=attempt > 0)
+                eff = run.ledger.effects.get(call_id)
+                if eff is not None:
+                    _refuse_again(run, eff)
+                at = self.store.now()
+                intent = Record(key=call_id, kind="effect", name=name,
+                                args=args_digest((scope,), {}), status="intended", at=at,
+                                attempt=run.attempt, owner=run.owner,
+                                deadline=at + fx.lease_ms(timeout))
+                try:
+                    fx._append(run, intent, boundary="before_effect")
+                except ConflictError:
+                    self._run = None
+                    if attempt == CONFLICT_RETRIES:
+                        raise
+                    continue
+                self._begun[call_id] = intent
+                return
+
+    def finish(self, call_id: str, *, result: Any = None, failed: str | None = None) -> None:
+        """Commit the outcome of a call this object began (``begin``): its result, or the
+        failure's text."""
+        with self._lock:
+            intent = self._begun.pop(call_id, None)
+            if intent is None:
+                raise InvalidArgument(f"tool call {call_id!r} was not begun by this process "
+                                      "(ToolEffects.begin); its outcome cannot be recorded here")
+            run = self._ledger_run()
+            if failed is not None:
+                fx._record_outcome(run, intent, "failed", error=_Failure(failed))
+            else:
+                fx._record_outcome(run, intent, "completed", result=result)
+
+    @staticmethod
+    def in_scope(eff: Effect, scope: str) -> bool:
+        """Whether ``eff`` was begun with this ``scope`` (``begin``)."""
+        return eff.args == args_digest((scope,), {})
+
+    def effects(self, *, fresh: bool = True) -> list[Effect]:
+        """Every call in the ledger, in the order first issued."""
+        with self._lock:
+            return self._ledger_run(fresh=fresh).effects()
+
     def outcomes(self, call_ids: Sequence[str]) -> dict[str, tuple[str, Any]]:
         """Where each call id stands, from one fresh read of the ledger: ``("none", None)``
         never issued, ``("running", None)`` issued by a process that may still be calling it,
@@ -424,6 +492,26 @@ class ToolEffects:
         with self._lock:
             return self._ledger_run(fresh=True).settle_effect(call_id, result=result,
                                                               failed=failed)
+
+
+class _Failure(Exception):
+    """A failure the framework reported as text (recorded as its message)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+def _refuse_again(run: Run, eff: Effect) -> None:
+    """Raise why an issued call must not be run again (``ToolEffects.begin``)."""
+    if eff.status == "completed":
+        raise EffectMismatch(
+            f"tool call {eff.key!r} ({eff.name}) completed already (ckptfs effect ledger of run "
+            f"{run.id!r}); it is not run again. Continue from a history that holds its result.")
+    if eff.status == "failed":
+        raise EffectFailed(eff)
+    if fx.held_elsewhere(run, eff):
+        raise EffectInProgress(eff, run.store.now())
+    raise EffectInDoubt(eff)
 
 
 async def _awaited(aw: Awaitable[Any]) -> Any:
