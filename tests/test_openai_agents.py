@@ -265,3 +265,21 @@ def test_get_items_reads_are_bounded(tmp_path: Path) -> None:
     calls = sum(counting.calls.values())
     print(f"\nget_items(limit=10) on 10,000 items: {calls} storage calls {dict(counting.calls)}")
     assert calls <= 50
+
+
+def test_ckptfs_check_tells_unreadable_run_states(tmp_path: Path) -> None:
+    """``ckptfs check --validate ...:check_run_state`` (the CLI, as a subprocess) passes a
+    store whose RunStates the SDK reads and names the snapshot whose schema it cannot."""
+    url = str(tmp_path / "store")
+    s = CkptfsSession("v", url)
+    s.log.append([{"role": "user", "content": "x"}],
+                 meta={"oai_run_state": {"schema_version": "1.21", "sdk": "0.24.0", "state": {}}})
+    cmd = [sys.executable, "-m", "ckptfs", "check", url, "--validate",
+           "ckptfs.integrations.openai_agents:check_run_state"]
+    ok = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    s.log.append([], meta={"oai_run_state": {"schema_version": "9.0", "sdk": "9.9.9",
+                                             "state": {}}})
+    bad = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "schema 9.0" in bad.stdout + bad.stderr

@@ -61,6 +61,7 @@ from ckptfs.errors import (
 )
 from ckptfs.format.digest import hasher
 from ckptfs.format.ledger import Effect, Record, args_digest
+from ckptfs.format.names import record_path
 from ckptfs.runtime import effects as fx
 from ckptfs.runtime.run import Run
 from ckptfs.runtime.store import Store, open_store
@@ -151,6 +152,11 @@ class ItemLog:
             repo = self.store.repo
             run = self._run
             if run is not None and run.snapshot is not None:
+                # commits are create-only at seq + 1: while no record seq + 1 exists, the
+                # snapshot this log holds is still the head (one existence check)
+                if not repo.storage.exists(record_path(self.run_id, run.seq + 1)):
+                    self._loaded = True
+                    return
                 rec = repo.head(self.run_id)
                 if rec is not None and run.snapshot.digest == rec.snapshot:
                     self._loaded = True

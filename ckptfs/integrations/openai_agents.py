@@ -25,8 +25,9 @@ and the tool is never called again for that call; an in-doubt call waits for a h
 
 Runs interrupted for approval (``needs_approval``): ``await session.save_state(result.to_state())``
 stores the SDK's ``RunState`` (its JSON, with the SDK's schema version) in the session;
-``await session.load_state(agent)`` gives it back in any process, and ``run_state_readable``
-tells whether the installed SDK can read a stored state.
+``await session.load_state(agent)`` gives it back in any process. ``ckptfs check STORE
+--validate ckptfs.integrations.openai_agents:check_run_state`` fails every snapshot whose stored
+RunState the installed SDK cannot read (``run_state_readable``, ``stored_run_states``).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ import asyncio
 import copy
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ckptfs.format import cbor
@@ -260,6 +261,23 @@ def once(tool: FunctionTool, session: CkptfsSession) -> FunctionTool:
     return wrapped
 
 
+def check_run_state(state: Mapping[str, Any]) -> bool:
+    """A ``ckptfs check --validate`` hook: a snapshot holding a stored RunState passes only if
+    the installed SDK reads its schema version (other snapshots pass)::
+
+        ckptfs check STORE --validate ckptfs.integrations.openai_agents:check_run_state
+    """
+    value = state.get(RUN_STATE)
+    if not isinstance(value, dict):
+        return True
+    version = value.get("schema_version")
+    if not run_state_readable(str(version)):
+        raise ValueError(f"stored RunState schema {version} (written by openai-agents "
+                         f"{value.get('sdk')}) is not readable by the installed openai-agents "
+                         f"{SDK_VERSION} (it reads {', '.join(sorted(SUPPORTED_SCHEMA_VERSIONS))})")
+    return True
+
+
 def stored_run_states(store: str | os.PathLike[str] | Store,
                       session_ids: Sequence[str]) -> dict[str, tuple[str, bool] | None]:
     """For each session id: the schema version of its stored RunState and whether the
@@ -280,5 +298,5 @@ def stored_run_states(store: str | os.PathLike[str] | Store,
             st.close()
 
 
-__all__ = ["CkptfsSession", "once", "run_state_readable", "session_run_id", "effects_run_id",
+__all__ = ["CkptfsSession", "once", "run_state_readable", "check_run_state", "session_run_id", "effects_run_id",
            "stored_run_states", "IN_DOUBT_OUTPUT"]

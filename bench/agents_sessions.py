@@ -1,0 +1,155 @@
+"""Issue 34 performance: per-turn cost and store size of a 1,000-turn agent session, ckptfs
+against each framework's own SQLite-backed store, ratios from one run.
+
+A turn does what the framework's runner does to its store:
+
+* OpenAI Agents SDK (``CkptfsSession`` vs ``SQLiteSession`` on a file): ``get_items()`` (the
+  whole history, the SDK's default; ``--limit N`` for a session limit), ``add_items([user])``
+  before the model call, ``add_items([assistant])`` after it;
+* Pydantic AI (``CkptfsMessageHistory`` vs the harness's ``SqliteStepStore``): load the
+  history (``load()`` / ``latest_snapshot``), then store the turn (``extend`` of the two new
+  messages / ``save_snapshot`` of the whole history, as ``StepPersistence`` does).
+
+Messages are bench.data's ~1 KB pseudo-English chat messages (they compress about 3x, like
+chat text). Store size is the sum of file sizes (SQLite: the database with its WAL). Both
+stores are on the same local disk with their default durability. The machine is shared and
+noisy: one run's numbers, not a distribution.
+
+    python bench/agents_sessions.py [--turns 1000] [--limit N] [--dir D]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
+
+from bench.common import fmt, machine_md, table, tree_size, verdict, write_result  # noqa: E402
+from bench.data import message  # noqa: E402
+
+
+_ITEMS: dict[int, dict[str, Any]] = {}
+
+
+def _item(i: int) -> dict[str, Any]:
+    """Message ``i`` as a session item (made once: the timed turns only store and load)."""
+    if i not in _ITEMS:
+        m = message(i)
+        _ITEMS[i] = {"role": "user" if m["role"] == "user" else "assistant",
+                     "content": m["content"]}
+    return _ITEMS[i]
+
+
+async def _oai(session: Any, turns: int, limit: int | None) -> list[float]:
+    out = []
+    for t in range(turns):
+        t0 = time.perf_counter()
+        await session.get_items(limit)
+        await session.add_items([_item(2 * t)])
+        await session.add_items([_item(2 * t + 1)])
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+async def _pyd_ckptfs(history: Any, turns: int, limit: int | None) -> list[float]:
+    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
+
+    out = []
+    for t in range(turns):
+        t0 = time.perf_counter()
+        await history.load(limit)
+        await history.extend([ModelRequest(parts=[UserPromptPart(_item(2 * t)["content"])]),
+                              ModelResponse(parts=[TextPart(_item(2 * t + 1)["content"])])])
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+async def _pyd_sqlite(store: Any, turns: int) -> list[float]:
+    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
+    from pydantic_ai_harness.step_persistence import ContinuableSnapshot
+
+    out = []
+    for t in range(turns):
+        t0 = time.perf_counter()
+        snap = await store.latest_snapshot(run_id="conv")
+        msgs = list(snap.messages) if snap else []
+        msgs += [ModelRequest(parts=[UserPromptPart(_item(2 * t)["content"])]),
+                 ModelResponse(parts=[TextPart(_item(2 * t + 1)["content"])])]
+        await store.save_snapshot(ContinuableSnapshot(run_id="conv", step_index=t,
+                                                      messages=msgs))
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def _size(path: str) -> int:
+    return tree_size(path)[0]
+
+
+def _row(name: str, mine: list[float], theirs: list[float], my_size: int, their_size: int
+         ) -> list[Any]:
+    per_mine = sum(mine) / len(mine) * 1000
+    per_theirs = sum(theirs) / len(theirs) * 1000
+    last_mine = sum(mine[-100:]) / len(mine[-100:]) * 1000
+    last_theirs = sum(theirs[-100:]) / len(theirs[-100:]) * 1000
+    t_ratio = per_mine / per_theirs
+    s_ratio = my_size / their_size
+    return [name, fmt(per_mine), fmt(per_theirs), fmt(t_ratio), verdict(t_ratio, 1.0),
+            fmt(last_mine), fmt(last_theirs), f"{my_size / 1e6:.2f}", f"{their_size / 1e6:.2f}",
+            fmt(s_ratio, 3), verdict(s_ratio, 0.1)]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--turns", type=int, default=1000)
+    ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--dir", default=None)
+    ap.add_argument("--only", choices=["oai", "pyd"], default=None)
+    a = ap.parse_args()
+    base = a.dir or tempfile.mkdtemp(prefix="agents-bench-")
+    for i in range(2 * a.turns):
+        _item(i)
+    rows = []
+    if a.only in (None, "oai"):
+        from agents import SQLiteSession
+
+        from ckptfs.integrations.openai_agents import CkptfsSession
+
+        ck_dir, db_dir = os.path.join(base, "oai-ckptfs"), os.path.join(base, "oai-sqlite")
+        os.makedirs(db_dir, exist_ok=True)
+        mine = asyncio.run(_oai(CkptfsSession("bench", ck_dir), a.turns, a.limit))
+        theirs = asyncio.run(_oai(SQLiteSession("bench", os.path.join(db_dir, "s.db")),
+                                  a.turns, a.limit))
+        rows.append(_row("OpenAI Agents SDK: CkptfsSession / SQLiteSession", mine, theirs,
+                         _size(ck_dir), _size(db_dir)))
+    if a.only in (None, "pyd"):
+        from pydantic_ai_harness.step_persistence import SqliteStepStore
+
+        from ckptfs.integrations.pydantic_ai import CkptfsMessageHistory
+
+        ck_dir, db_dir = os.path.join(base, "pyd-ckptfs"), os.path.join(base, "pyd-sqlite")
+        os.makedirs(db_dir, exist_ok=True)
+        mine = asyncio.run(_pyd_ckptfs(CkptfsMessageHistory("bench", ck_dir), a.turns,
+                                       a.limit))
+        theirs = asyncio.run(_pyd_sqlite(SqliteStepStore(database=os.path.join(db_dir, "runs.db")),
+                                         a.turns))
+        rows.append(_row("Pydantic AI: CkptfsMessageHistory / harness SqliteStepStore", mine,
+                         theirs, _size(ck_dir), _size(db_dir)))
+    text = (f"# Agent sessions: {a.turns} turns (limit {a.limit})\n\n" + machine_md() + "\n\n"
+            + table(["case", "ckptfs ms/turn", "sqlite ms/turn", "ratio", "<= 1.0x",
+                     "ckptfs last 100", "sqlite last 100", "ckptfs MB", "sqlite MB",
+                     "size ratio", "<= 0.1x"], rows) + "\n")
+    print(text)
+    print("written to", write_result(f"agents_sessions_{a.turns}", text))
+
+
+
+if __name__ == "__main__":
+    main()
