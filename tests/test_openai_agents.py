@@ -283,3 +283,47 @@ def test_ckptfs_check_tells_unreadable_run_states(tmp_path: Path) -> None:
     bad = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
     assert bad.returncode == 1, bad.stdout + bad.stderr
     assert "schema 9.0" in bad.stdout + bad.stderr
+
+
+@pytest.mark.parametrize("method", ["run", "run_sync", "run_streamed"])
+def test_runner_methods_and_run_config_limit(tmp_path: Path, method: str) -> None:
+    """Every Runner entry point reads and writes the session; RunConfig(session_settings=)
+    limits the history the model gets (limit=2: the last two items and the new input; 0: only
+    the new input; negative limits read nothing, like the SDK's own sessions)."""
+    from agents import Agent, RunConfig, Runner
+    from agents.memory import SessionSettings
+    from agents.testing import ScriptedModel, assistant_message
+
+    session = CkptfsSession("m", str(tmp_path / "store"))
+    model = ScriptedModel([[assistant_message(f"Reply {i}")] for i in range(1, 6)])
+    agent = Agent(name="t", model=model)
+
+    def turn(text: str, limit: Any = "unset") -> None:
+        cfg = RunConfig() if limit == "unset" else RunConfig(
+            session_settings=SessionSettings(limit=limit))
+        if method == "run_sync":
+            Runner.run_sync(agent, text, session=session, run_config=cfg)
+            return
+
+        async def go() -> None:
+            if method == "run":
+                await Runner.run(agent, text, session=session, run_config=cfg)
+            else:
+                result = Runner.run_streamed(agent, text, session=session, run_config=cfg)
+                async for _ in result.stream_events():
+                    pass
+
+        asyncio.run(go())
+
+    for i in (1, 2, 3):
+        turn(f"Message {i}")
+    assert len(asyncio.run(session.get_items())) == 6
+    turn("Message 4", 2)
+    last = model.last_call.input if model.last_call else []
+    assert [x.get("content") if isinstance(x.get("content"), str) else x["content"][0]["text"]
+            for x in last] == ["Message 3", "Reply 3", "Message 4"]
+    turn("Message 5", 0)
+    last = model.last_call.input if model.last_call else []
+    assert [x.get("content") for x in last] == ["Message 5"]
+    assert asyncio.run(session.get_items(limit=-1)) == []
+    assert len(asyncio.run(session.get_items())) == 10
