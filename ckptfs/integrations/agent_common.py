@@ -61,10 +61,12 @@ from ckptfs.errors import (
 )
 from ckptfs.format.digest import hasher
 from ckptfs.format.ledger import Effect, Record, args_digest
+from ckptfs.format.models import Captured
 from ckptfs.format.names import record_path
 from ckptfs.runtime import effects as fx
 from ckptfs.runtime.run import Run
 from ckptfs.runtime.store import Store, open_store
+from ckptfs.store.entry_reads import decode_value, read_content
 
 #: label keys of an item log's snapshots (module docstring)
 L_TOP = "ag.top"
@@ -243,9 +245,19 @@ class ItemLog:
             if hit is not None:
                 self._pages.move_to_end(seq)
                 return hit
-        snap = self.store.repo.snapshot_at(self.run_id, seq)
-        state = self.store.read(snap, lenient_refs=True)
-        page = state.get(ITEMS)
+        repo = self.store.repo
+        snap = repo.snapshot_at(self.run_id, seq)
+        repo.check_not_expired(snap)
+        entry = snap.manifest.entries.get(ITEMS)
+        page: Any = None
+        if isinstance(entry, Captured) and entry.kind == "value":
+            # only the page is read: the other entries (a session's state, a harness
+            # snapshot's messages) may be far larger and are not needed here
+            where = f"snapshot {snap.id} (run {self.run_id!r} seq {seq}) entry {ITEMS!r}"
+            repo.ensure_located(snap)
+            content = read_content(repo.objects, entry, where=where)
+            page = self.store.codecs.decode(decode_value(entry, content, where=where),
+                                            what=where, content=content)
         if type(page) is not list:
             raise NotFound(f"run {self.run_id!r} seq {seq} has no list entry {ITEMS!r}: it was "
                            "not written by a ckptfs agent adapter")
