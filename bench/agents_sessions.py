@@ -129,6 +129,7 @@ def main() -> None:
                                   a.turns, a.limit))
         rows.append(_row("OpenAI Agents SDK: CkptfsSession / SQLiteSession", mine, theirs,
                          _size(ck_dir), _size(db_dir)))
+        print(rows[-1], flush=True)
     if a.only in (None, "pyd"):
         from pydantic_ai_harness.step_persistence import SqliteStepStore
 
@@ -142,12 +143,13 @@ def main() -> None:
                                          a.turns))
         rows.append(_row("Pydantic AI: CkptfsMessageHistory / harness SqliteStepStore", mine,
                          theirs, _size(ck_dir), _size(db_dir)))
+    name = f"agents_sessions_{a.turns}" + (f"_{a.only}" if a.only else "")
     text = (f"# Agent sessions: {a.turns} turns (limit {a.limit})\n\n" + machine_md() + "\n\n"
             + table(["case", "ckptfs ms/turn", "sqlite ms/turn", "ratio", "<= 1.0x",
                      "ckptfs last 100", "sqlite last 100", "ckptfs MB", "sqlite MB",
                      "size ratio", "<= 0.1x"], rows) + "\n")
     print(text)
-    print("written to", write_result(f"agents_sessions_{a.turns}", text))
+    print("written to", write_result(name, text))
 
 
 
