@@ -247,3 +247,21 @@ def test_tail_requests_on_s3(s3_options: dict[str, Any]) -> None:
     calls.clear()
     assert len(fresh.tail(10)) == 10
     assert sum(calls.values()) <= 3, calls  # the head has not moved: one existence check
+
+
+def _bytes_under(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def test_append_stores_only_the_new_items(tmp_path: Path) -> None:
+    """One append adds about the same bytes to the store after 10 items as after 2,000: the
+    commit holds the new items, not the history."""
+    grew = {}
+    for n in (10, 2000):
+        root = tmp_path / f"s{n}"
+        log = ItemLog(ckptfs.open_store(str(root)), "r")
+        log.append([_item(i) for i in range(n)])
+        before = _bytes_under(root)
+        log.append([_item(n)])
+        grew[n] = _bytes_under(root) - before
+    assert abs(grew[2000] - grew[10]) <= 0.1 * grew[10], grew
