@@ -327,3 +327,31 @@ def test_runner_methods_and_run_config_limit(tmp_path: Path, method: str) -> Non
     assert [x.get("content") for x in last] == ["Message 5"]
     assert asyncio.run(session.get_items(limit=-1)) == []
     assert len(asyncio.run(session.get_items())) == 10
+
+
+def test_parallel_wrapped_calls(tmp_path: Path) -> None:
+    """Two wrapped tool calls in one model response (the SDK runs them concurrently): each
+    runs once, both outcomes are recorded, a resumed session adds nothing."""
+    from agents import Agent, Runner, function_tool
+    from agents.testing import ScriptedModel, assistant_message, function_call
+
+    ran: list[str] = []
+
+    @function_tool
+    async def fetch(name: str) -> str:
+        """Fetch ``name``."""
+        await asyncio.sleep(0.01)
+        ran.append(name)
+        return name.upper()
+
+    session = CkptfsSession("p", str(tmp_path / "store"))
+    model = ScriptedModel([[function_call("fetch", {"name": "a"}, call_id="c_a"),
+                            function_call("fetch", {"name": "b"}, call_id="c_b")],
+                           [assistant_message("done")]])
+    agent = Agent(name="t", model=model, tools=[session.once(fetch)])
+    assert asyncio.run(Runner.run(agent, "go", session=session)).final_output == "done"
+    assert sorted(ran) == ["a", "b"]
+    assert session.effects.outcomes(["c_a", "c_b"]) == {"c_a": ("completed", "A"),
+                                                         "c_b": ("completed", "B")}
+    items = asyncio.run(CkptfsSession("p", str(tmp_path / "store")).get_items())
+    assert [x.get("type", x.get("role")) for x in items].count("function_call_output") == 2
