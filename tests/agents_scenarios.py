@@ -262,3 +262,40 @@ def pyd_started_then_die(url: str, run_id: str, call_id: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
     asyncio.run(main())
+
+
+def pyd_approval(url: str, conv: str, work: str, phase: str) -> None:
+    """Pydantic AI human approval across processes: phase ``ask`` runs until the paying tool
+    (``requires_approval``) waits, keeping the messages in CkptfsMessageHistory; phase
+    ``approve`` (another process) loads them and runs on with the approval."""
+    from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, RunContext
+    from pydantic_ai.models.function import FunctionModel
+
+    from ckptfs.integrations.pydantic_ai import CkptfsMessageHistory
+
+    globals()["RunContext"] = RunContext
+
+    def pay(ctx: RunContext[None], amount: int) -> str:
+        """Pay ``amount``."""
+        _effect(work, f"pay {amount}")
+        return f"paid {amount}"
+
+    async def main() -> None:
+        history = CkptfsMessageHistory(conv, _store(url))
+        agent = Agent(FunctionModel(_pyd_rule()), output_type=[str, DeferredToolRequests])
+        agent.tool(history.once(pay), requires_approval=True)
+        if phase == "ask":
+            result = await agent.run("pay 5", message_history=await history.load())
+            assert isinstance(result.output, DeferredToolRequests)
+            await history.extend(result.new_messages())
+            Path(work, "asked.json").write_text(json.dumps(
+                [c.tool_call_id for c in result.output.approvals]))
+            return
+        asked = json.loads(Path(work, "asked.json").read_text())
+        result = await agent.run(message_history=await history.load(),
+                                 deferred_tool_results=DeferredToolResults(
+                                     approvals={cid: True for cid in asked}))
+        await history.extend(result.new_messages())
+        Path(work, "final.json").write_text(json.dumps({"final": result.output}))
+
+    asyncio.run(main())

@@ -10,6 +10,7 @@ a fresh tool call id per model call), no network:
 * CkptfsStepStore under the harness's StepPersistence: runs, events, snapshots, tool effects;
   a lone ``started`` left by a killed process is reported unresolved and never re-run, where
   FileStepStore re-runs it;
+* human approval (requires_approval, DeferredToolResults) survives a restart;
 * two writers of one conversation: exactly one commits (the two-process race is in
   test_openai_agents.py: the same ItemLog).
 """
@@ -233,3 +234,15 @@ def test_two_processes_one_commits(tmp_path: Path) -> None:
     with pytest.raises(SessionConflict):
         asyncio.run(b.extend([ModelRequest(parts=[UserPromptPart("b")])]))
     assert len(asyncio.run(b.load())) == 1
+
+
+def test_approval_survives_restart(zygote: Zygote, tmp_path: Path) -> None:
+    """A tool that requires approval: one process stops at the request, another approves and
+    runs it, once."""
+    url = str(tmp_path / "store")
+    assert zygote.run("pyd_approval", url, "ap", str(tmp_path), "ask") == 0
+    assert len(json.loads((tmp_path / "asked.json").read_text())) == 1
+    assert sc.payments(str(tmp_path)) == 0
+    assert zygote.run("pyd_approval", url, "ap", str(tmp_path), "approve") == 0
+    assert json.loads((tmp_path / "final.json").read_text())["final"] == "payment handled"
+    assert sc.payments(str(tmp_path)) == 1
