@@ -78,8 +78,9 @@ L_KEY = "ag.key"
 ITEMS = "items"
 #: the longest caller id kept in the ``ag.key`` label (labels hold at most 1024 characters)
 MAX_KEY_LABEL = 1024
-#: pages (snapshots' item lists) one log keeps read, newest use last
-PAGE_CACHE = 4096
+#: pages (snapshots' item lists) one log keeps read, newest use last: enough that a runner
+#: reading the whole history each turn (the Agents SDK default) reads each page once
+PAGE_CACHE = 65_536
 #: how often ``ToolEffects.call`` resumes and tries again when another process committed
 #: to the ledger run first (the ledger then tells what was done: never a second call)
 CONFLICT_RETRIES = 3
