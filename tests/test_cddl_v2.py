@@ -20,7 +20,6 @@ from ckptfs.ops.gc import gc
 from ckptfs.ops.retention import forget_snapshots
 from ckptfs_conformance.validate import container_header, validate_store
 
-pytestmark = pytest.mark.layout(2)
 CDDL = (Path(__file__).parent.parent / "spec" / "ckptfs.cddl").read_text()
 ROOTS = ("v2-record-header", "v2-pack-header", "v2-head-hint", "v2-forward")
 SCHEMAS = {root: pycddl.Schema(f"root = {root}\n{CDDL}") for root in ROOTS}

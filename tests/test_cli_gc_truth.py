@@ -16,7 +16,6 @@ import pytest
 import ckptfs
 from tests.clihelp import cli
 
-pytestmark = pytest.mark.layout(2)
 
 
 def _store(root: str) -> None:

@@ -12,7 +12,6 @@ import pytest
 from ckptfs.storage import open_storage
 from tests.conftest import new_s3_url
 
-pytestmark = pytest.mark.layout(2)
 
 
 def test_a_changed_object_is_kept_and_an_unchanged_one_deleted(s3_options: dict[str, Any]

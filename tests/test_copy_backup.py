@@ -24,7 +24,6 @@ from ckptfs.ops.retention import Policy, forget
 from ckptfs.ops.verify import verify
 from ckptfs.store.lifecycle import read_retired
 
-pytestmark = pytest.mark.layout(2)
 
 RUNS = ("r0", "r1")
 N = 10

@@ -21,7 +21,6 @@ from ckptfs.store.repository import Repository
 from tests.conftest import new_s3_url
 from tests.faults import FaultyStorage
 
-pytestmark = pytest.mark.layout(2)
 
 RUNS = ("a", "b", "c")
 

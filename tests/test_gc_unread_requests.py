@@ -17,7 +17,6 @@ from ckptfs.ops.verify import verify
 from tests.conftest import new_s3_url
 from tests.test_maintenance_requests import Counted
 
-pytestmark = pytest.mark.layout(2)
 
 
 def _history(url: str, opts: dict[str, Any], n: int) -> None:

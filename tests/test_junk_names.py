@@ -31,7 +31,6 @@ from ckptfs.ops.retention import forget_snapshots
 from ckptfs.ops.upgrade import upgrade
 from tests.retention_helpers import age_tree
 
-pytestmark = pytest.mark.layout(2)
 
 SECRET = b"JUNK-TEST-SECRET-"
 

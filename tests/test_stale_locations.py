@@ -23,7 +23,6 @@ from ckptfs.ops.verify import verify
 X = random.Random(7).randbytes(6000).hex()  # one chunk, in a record's bodies
 
 
-@pytest.mark.layout(2)
 def test_a_stale_location_neither_hides_a_chunk_nor_reaches_a_new_record(tmp_path: Path
                                                                           ) -> None:
     root = str(tmp_path / "s")

@@ -13,7 +13,6 @@ import ckptfs
 
 from tests.conftest import new_s3_url
 
-pytestmark = pytest.mark.layout(2)
 
 
 def _roundtrip(url: str, **opts: Any) -> None:

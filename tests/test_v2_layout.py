@@ -22,7 +22,6 @@ from ckptfs.ops.retention import forget_snapshots
 from ckptfs.ops.verify import verify
 from tests.storeutil import walk
 
-pytestmark = pytest.mark.layout(2)
 
 
 def grow(store: ckptfs.Store, run_id: str, n: int, tag: str = "m") -> list[str]:

@@ -13,7 +13,6 @@ import ckptfs
 from ckptfs.ops.verify import verify
 from tests.storeutil import walk
 
-pytestmark = pytest.mark.layout(2)
 
 
 def _store(tmp_path: Path) -> tuple[ckptfs.Store, str]:

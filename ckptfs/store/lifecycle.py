@@ -13,7 +13,6 @@ from ckptfs.format.names import (
     TOMBSTONES,
     expiry_path,
     parse_seq_name,
-    record_path,
     retired_dir,
     seq_name,
     tombstone_path,
@@ -182,14 +181,13 @@ def default_expiry(settings: Mapping[str, Any], created: int) -> int | None:
     return created + ttl
 
 
-def retire(storage: Storage, run_id: str, visible: list[int], drop: set[int], now: int,
-           *, delete_records: bool = True) -> bool:
+def retire(storage: Storage, run_id: str, visible: list[int], drop: set[int], now: int
+           ) -> bool:
     """Forget the snapshots ``drop`` of a run whose retained seqs are ``visible``: publish the
-    retired marker first, then delete the records. The head goes only with the whole run (a
-    writer still holding that head may go on at head + 1; nobody can reuse a lower seq).
-    Returns True when the whole run went. ``delete_records=False`` (format v2, where records
-    hold chunk bodies that later snapshots may use): only the marker is written; the records
-    are then strays, which gc repacks and deletes (spec/v2.md "Maintenance")."""
+    retired marker. The head goes only with the whole run (a writer still holding that head
+    may go on at head + 1; nobody can reuse a lower seq). Returns True when the whole run
+    went. Only the marker is written: records hold chunk bodies that later snapshots may use,
+    so the records are then strays, which gc repacks and deletes (spec/v2.md "Maintenance")."""
     drop = drop & set(visible)
     if not drop:
         return False
@@ -203,6 +201,4 @@ def retire(storage: Storage, run_id: str, visible: list[int], drop: set[int], no
         through = FENCE_ALL
     kept = tuple(s for s in visible if s <= through and s not in drop)
     write_retired(storage, Retired(run=run_id, through=through, kept=kept, created=now))
-    if delete_records:
-        storage.delete_many(record_path(run_id, s) for s in sorted(drop))
     return whole

@@ -1,9 +1,10 @@
 """The commit protocol over a Storage, and every lookup: config, runs, heads, snapshots.
 
-Commit order (spec "Commit protocol"): chunks, then the manifest, then the run record created
-only if absent. Until the record exists nothing of a commit is visible; a second writer racing
-for the same sequence number gets ConflictError and its manifest stays an unreferenced object
-that garbage collection removes.
+Commit order (spec/v2.md "Commit protocol"): packs (bulk only), then the run record, which
+carries the manifest and the new chunk bodies, created only if absent. Until the record exists
+nothing of a commit is visible; a second writer racing for the same sequence number gets
+ConflictError. Version 1 stores are read (loose manifests and chunks) but never changed: a
+change asks for ``ckptfs upgrade`` first (UpgradeRequired).
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ from ckptfs.store.sweeps import Seen, check_window_ms, named_chunks
 from ckptfs.store.heads import HeadLook, look_for_head
 from ckptfs.store.snapshot import Snapshot as Snapshot  # re-exported: its old home
 from ckptfs.store.ids import find_record, ids_with_prefix
-from ckptfs.store.new_store import default_version, initial_settings
+from ckptfs.store.new_store import check_writable, initial_settings, refuse_v1_request
 from ckptfs.store.records import parse_record
 from ckptfs.format.containers import HeadHint, RecordRef
 
@@ -144,9 +145,9 @@ class Repository:
 
     def init(self, chunker: ChunkerParams | None = None,
              settings: dict[str, Any] | None = None, created: int | None = None,
-             version: int | None = None, *, implicit: bool = False) -> StoreConfig:
-        """Create the store config if absent (create-only); return the config in force.
-        ``version``: the store layout (default: 2, or ``CKPTFS_FORMAT_VERSION``).
+             *, implicit: bool = False) -> StoreConfig:
+        """Create the store config if absent (create-only; format version 2); return the config
+        in force.
         ``implicit``: a first checkpoint creates the store, not the caller on purpose; then a
         location that holds anything else is refused (NotAStore), not turned into a store."""
         existing = self.load_config()
@@ -154,17 +155,23 @@ class Repository:
             return existing
         if implicit:
             self._refuse_foreign()
-        version = default_version(version)
+        refuse_v1_request()
         cfg = StoreConfig(chunker=chunker or ChunkerParams(),
                           created=now_ms() if created is None else created,
-                          settings=initial_settings(version, settings), version=version,
-                          required=V2_REQUIRED if version >= 2 else ())
+                          settings=initial_settings(settings), required=V2_REQUIRED)
         try:
             self.storage.create(CONFIG_PATH, cfg.to_bytes())
             self._configured(cfg)
         except FileExistsError:
             self._config = None
             return self.config
+        return cfg
+
+    def check_writable(self) -> StoreConfig:
+        """The config of a store this process may change; UpgradeRequired on a version 1
+        store (read, never changed: ``ckptfs upgrade`` first)."""
+        cfg = self.config
+        check_writable(cfg.version, self.url)
         return cfg
 
     def _refuse_foreign(self) -> None:
@@ -253,22 +260,16 @@ class Repository:
                chunks: list[tuple[Digest, bytes | memoryview]] | None = None,
                results: Iterable[ChunkRef] = ()) -> Snapshot:
         """Write ``chunks`` and the manifest, then create the run record only if absent.
-        ``results``: chunks the ledger's results name (v2 records locate them too)."""
-        cfg = self.config  # a commit needs a store
+        ``results``: chunks the ledger's results name (the record locates them too)."""
+        cfg = self.check_writable()  # a commit needs a version 2 store
         if self._window_error is not None:
             raise self._window_error
-        if cfg.version >= 2:
-            d, rec_bytes, objects, own = self.objects.prepare_v2(
-                manifest, chunks or [], results, nonce=self.nonce(), settings=cfg.settings,
-                parent=self._parent_record(manifest),
-                compress=COMPRESSED_HEADERS in cfg.required)
-        else:
-            d, size, manifest_obj = self.objects.manifest_object(manifest)
-            objects = self.objects.frame_chunks(chunks or []) + [manifest_obj]
-            # the nonce makes this record's bytes ours alone: after a lost answer the storage
-            # layer reads the record back and takes identical bytes as proof that it landed
-            rec_bytes = RunRecord(run=manifest.run, seq=manifest.seq, snapshot=d, size=size,
-                                  created=manifest.created, nonce=self.nonce()).to_bytes()
+        # the nonce makes this record's bytes ours alone: after a lost answer the storage
+        # layer reads the record back and takes identical bytes as proof that it landed
+        d, rec_bytes, objects, own = self.objects.prepare_v2(
+            manifest, chunks or [], results, nonce=self.nonce(), settings=cfg.settings,
+            parent=self._parent_record(manifest),
+            compress=COMPRESSED_HEADERS in cfg.required)
         try:
             self.storage.commit(objects, record_path(manifest.run, manifest.seq), rec_bytes)
             self.objects.known.update(c for c, _ in chunks or [])
@@ -284,11 +285,10 @@ class Repository:
                 f"(the store failed while answering, and then while being read back: {e}). Do "
                 "not continue from this run handle: resume the run once the store is reachable; "
                 f"its head is {manifest.seq} if the commit landed.") from e
-        if cfg.version >= 2:
-            self.objects.locations.wrote_record(RecordRef(manifest.run, manifest.seq),
-                                                {c.raw: x for c, x in own.items()},
-                                                self.objects.last_table)
-            self.ids[d] = (manifest.run, manifest.seq)
+        self.objects.locations.wrote_record(RecordRef(manifest.run, manifest.seq),
+                                            {c.raw: x for c, x in own.items()},
+                                            self.objects.last_table)
+        self.ids[d] = (manifest.run, manifest.seq)
         try:
             # the lease first (spec/v2.md 5.4: a retired-range listing is reused only while no
             # maintenance can have acted since a quiet look that preceded it)
@@ -299,14 +299,12 @@ class Repository:
             # it took
             self.objects.sweeps.after_record(
                 manifest, lambda: ledger_results(self.objects, d, manifest), seen)
-        except ConflictError:
-            if cfg.version >= 2:  # withdrawn: its bodies are gone with it
-                self.objects.locations.forget([RecordRef(manifest.run, manifest.seq)])
-                self.objects.known.discard(own)
-                self.ids.pop(d, None)
+        except ConflictError:  # withdrawn: its bodies are gone with it
+            self.objects.locations.forget([RecordRef(manifest.run, manifest.seq)])
+            self.objects.known.discard(own)
+            self.ids.pop(d, None)
             raise
-        if cfg.version >= 2:
-            self._maybe_hint(manifest, d)
+        self._maybe_hint(manifest, d)
         return Snapshot(d, manifest)
 
     def _reload_record(self, ref: object) -> None:
@@ -346,8 +344,6 @@ class Repository:
         if parent is None:
             return NO_PARENT
         named = named_raws(parent.manifest, self.objects.manifest_bytes.chunk_lists)
-        if self.objects.layout < 2:
-            return ParentChunks(named)
         ref = self._located(RecordRef(parent.run, parent.seq), parent.digest)
         table = self.objects.locations.table(ref)
         return NO_PARENT if table is None else ParentChunks(named, table)
