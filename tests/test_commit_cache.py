@@ -245,7 +245,6 @@ def test_committed_records_are_the_fresh_encoding(tmp_path: Any,
     from ckptfs.format.names import record_path
     from ckptfs.store.records import parse_record
 
-    monkeypatch.setenv("CKPTFS_FORMAT_VERSION", "2")
     rng = random.Random(5)
     store = ckptfs.open_store(str(tmp_path / "s"), chunker=SMALL, clock=lambda: T0, writer="t")
     runs = [store.start_run("r")]

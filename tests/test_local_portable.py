@@ -416,7 +416,7 @@ def test_eight_writers_race_in_filelock_mode(tmp_path: Path, portable: None,
     if how == "rename":
         monkeypatch.setattr(racing, "RACER_PREFIX", [NOLINKS])
     url = str(tmp_path / "store")
-    racing.test_eight_writers_race(2, (url, racing.ATTEMPTS["local"]), tmp_path)
+    racing.test_eight_writers_race((url, racing.ATTEMPTS["local"]), tmp_path)
     locks = os.listdir(Path(url) / "tmp" / LOCKS)
     assert lock_name("runs/shared") in locks  # the writers created under the lock
     with capsys.disabled():
@@ -533,7 +533,7 @@ class TestExfatContract(contract.TestStorageContract):
 def test_eight_writers_race_on_exfat(exfat: Path, tmp_path: Path,
                                      capsys: pytest.CaptureFixture[str]) -> None:
     url = str(exfat / "race")
-    racing.test_eight_writers_race(2, (url, 2), tmp_path)
+    racing.test_eight_writers_race((url, 2), tmp_path)
     with capsys.disabled():
         print(capsys.readouterr().out.strip().replace("local", "exFAT (FUSE), filelock"))
 
