@@ -217,8 +217,10 @@ class ObjectStore:
         """Store chunks not already known to exist, durably now; returns the number written.
         As packs (spec/v2.md), located for the commit that will name them; never into a version
         1 store (UpgradeRequired: a commit there is refused as well)."""
-        check_writable(self.layout, self.storage.url)
         chunks = list(chunks)
+        if not chunks:  # nothing to write: a reader's call (a migrated ledger kept in memory)
+            return 0
+        check_writable(self.layout, self.storage.url)
         framed = frame_bodies((c, b) for c, b in chunks if c not in self.known)
         if framed:
             packs, placed = pack_bodies(framed, target=PACK_TARGET, writer=self.writer)
