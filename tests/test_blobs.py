@@ -17,7 +17,7 @@ import ckptfs
 from ckptfs.errors import CorruptSnapshot, StorageError
 from ckptfs.format import containers as ct
 from ckptfs.format import framing
-from ckptfs.format.cdc import ChunkerParams, cut_lengths, cut_lengths_py
+from ckptfs.format.cdc import ChunkerParams, cut_lengths_py
 from ckptfs.format.containers import PackHeader
 from ckptfs.format.digest import Digest
 from ckptfs.format.models import Captured, ChunkRef
@@ -233,18 +233,6 @@ def test_whole_content_mismatch_is_reported_before_the_stream_ends(tmp_path: Pat
         for piece in read_stream(fresh.repo.objects, bad, where="t"):
             got.append(piece)
     assert b"".join(got) == data  # every chunk verified; the mismatch came at the end
-
-
-@pytest.mark.layout(1)
-def test_v1_stores_take_the_windowed_path_too(tmp_path: Path, small_window: None) -> None:
-    data = _data(120_000, seed=6)
-    s = _store(tmp_path)
-    s.start_run("r").checkpoint({"b": ckptfs.Blob(io.BytesIO(data))})
-    s.close()
-    assert not (tmp_path / "s" / "packs").exists()
-    blob = ckptfs.open_store(str(tmp_path / "s")).read("r")["b"]
-    assert [c.size for c in blob.chunks] == cut_lengths(data, SMALL)
-    assert blob.read() == data
 
 
 def test_a_source_without_readinto_is_read_whole(tmp_path: Path, small_window: None) -> None:

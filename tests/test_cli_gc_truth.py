@@ -11,7 +11,6 @@ import json
 import os
 from pathlib import Path
 
-import pytest
 
 import ckptfs
 from tests.clihelp import cli

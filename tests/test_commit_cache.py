@@ -9,7 +9,6 @@ older manifests, resumes (a new encoder) and edits made in place, so a stale cac
 
 from __future__ import annotations
 
-import os
 import random
 from typing import Any
 

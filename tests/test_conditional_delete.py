@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 
 from ckptfs.storage import open_storage
 from tests.conftest import new_s3_url

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import pytest
 
 import ckptfs
 from ckptfs.ops.copy import copy_runs

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 
 import ckptfs
 from ckptfs.format.models import COMPLETE_LOCATORS

@@ -13,7 +13,6 @@ collection (see ``test_case_count``).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time

@@ -3,7 +3,6 @@ intent's deadline treats a running call as in doubt and fails exactly the vector
 
 from __future__ import annotations
 
-import pytest
 
 import shlex
 import sys
@@ -11,7 +10,6 @@ import sys
 from ckptfs_conformance import runner
 
 #: format v1 layout on purpose: runs the v1 ledger vectors against v1 stores
-pytestmark = pytest.mark.layout(1)
 
 ADAPTER = f"{shlex.quote(sys.executable)} -m ckptfs_conformance.adapters.ckptfs_adapter"
 

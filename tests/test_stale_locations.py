@@ -13,7 +13,6 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-import pytest
 
 import ckptfs
 from ckptfs.ops.gc import gc

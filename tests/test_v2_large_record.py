@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import pytest
 
 import ckptfs
 

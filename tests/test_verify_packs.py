@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
 
 import ckptfs
 from ckptfs.ops.verify import verify
