@@ -89,7 +89,7 @@ class SharedLooks:
         with self._lock:
             if sweeps.seen is None:
                 if self._first is None:
-                    sweeps.before_write([])
+                    sweeps.before_write()
                     self._first = sweeps.seen
                 else:
                     sweeps.seen = self._first
@@ -244,7 +244,7 @@ class RunCopy:
             placed.update(p.placed)
         written: Future[None] | None = None
         if packs:
-            self.dst.objects.sweeps.before_write([])
+            self.dst.objects.sweeps.before_write()
             written = up.submit(self.dst.storage.write_many, packs)
         return _Batch(items, written, placed, sum(len(b) for _, b in packs), self.before)
 
@@ -327,7 +327,7 @@ class RunCopy:
                         created=rec.created, nonce=dst.nonce())
         rec_bytes, placed_own = build_record(
             new, data, framed, where_of, compress=COMPRESSED_HEADERS in dst.config.required)
-        dst.objects.sweeps.before_write([])
+        dst.objects.sweeps.before_write()
         self.life.ready(seq)
         try:
             dst.storage.commit([], record_path(run_id, seq), rec_bytes)

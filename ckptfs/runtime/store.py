@@ -115,7 +115,7 @@ class Store:
         """
         # retention hook (ckptfs.store.sweeps): look at the maintenance lease before relying on
         # the head's chunks, so that the next commit knows whether a sweep may have taken them
-        self.repo.objects.sweeps.before_write(())
+        self.repo.objects.sweeps.before_write()
         snap, look = self.repo.resolve_ref(ref)
         self.repo.check_not_erased(snap.run, look)
         # a run id resolved to its head just now: finding it again costs requests, no safety

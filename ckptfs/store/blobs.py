@@ -84,7 +84,7 @@ def write_stream(objects: ObjectStore, f: IO[bytes], params: ChunkerParams, typ:
     Memory stays bounded by the windows whatever the stream's length: the skip consults sets
     the commit holds anyway."""
     check_writable(objects.layout, objects.storage.url)  # never packs into a version 1 store
-    objects.sweeps.before_write(())  # the writer's first write looks at the lease first
+    objects.sweeps.before_write()  # the writer's first write looks at the lease first
     cdc = native(params)
     out = _Written()
     if cdc is None:

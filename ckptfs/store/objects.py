@@ -127,10 +127,8 @@ class ObjectStore:
     def layout(self, version: int) -> None:
         self._layout = version
 
-    def _unlocatable(self, digests: list[Digest]) -> list[Digest] | None:
-        """v2: the digests no container, forward or loose object holds (None on v1 stores)."""
-        if self.layout < 2:
-            return None
+    def _unlocatable(self, digests: list[Digest]) -> list[Digest]:
+        """The digests no container, forward or loose object holds."""
         return locatable(self.storage, self.locations, digests, fixed=self.last_table)
 
     # -- v2 ----------------------------------------------------------------------------------
@@ -151,7 +149,7 @@ class ObjectStore:
         if len(data) > MAX_MANIFEST_SIZE:
             raise CorruptObject(f"manifest would be {len(data)} bytes, over {MAX_MANIFEST_SIZE}")
         d = Digest.of(data)
-        self.sweeps.before_write([])  # the first write of this writer looks at the lease first
+        self.sweeps.before_write()  # the first write of this writer looks at the lease first
         framed = frame_bodies((c, b) for c, b in chunks if c not in self.known)
         # every chunk it names that this record does not carry is located (raw digests:
         # hashed and looked up in C, ckptfs.store.chunk_sets)
@@ -254,7 +252,7 @@ class ObjectStore:
             # writer, which the commit locates (spec/v2.md 5.2)
             from ckptfs.store.blobs import write_again  # blobs builds on this module
 
-            self.sweeps.before_write(())  # the first write of this writer looks first
+            self.sweeps.before_write()  # the first write of this writer looks first
             write_again(self, refs, where=where)
             return []
         data = self.get_chunks(refs, where=where)
