@@ -1,5 +1,6 @@
-"""The lease vectors (ckptfs_conformance/gen_ledger_lease.py) can fail: a reader that ignores an
-intent's deadline treats a running call as in doubt and fails exactly the vector about it."""
+"""The lease vectors (frozen data; their generator, gen_ledger_lease.py, is in git history) can
+fail: a reader that ignores an intent's deadline treats a running call as in doubt and fails
+exactly the vector about it."""
 
 from __future__ import annotations
 
