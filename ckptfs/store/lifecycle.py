@@ -1,13 +1,17 @@
 """Reading and writing the retention layer's control objects: retired ranges (gaps and
-fences), expiry overrides and tombstones. Unreadable control objects fail closed."""
+fences), expiry overrides and tombstones. Unreadable control objects fail closed. Also what a
+reader says of a record that is not its path's, or of an erased run or snapshot."""
 
 from __future__ import annotations
+
+import time
 
 from collections.abc import Mapping
 from typing import Any
 
-from ckptfs.errors import CorruptObject, FormatError, NonCanonical
+from ckptfs.errors import CorruptObject, CorruptSnapshot, ErasedError, FormatError, NonCanonical
 from ckptfs.format.lifecycle import FENCE_ALL, Expiry, Retired, Tombstone
+from ckptfs.format.models import RunRecord
 from ckptfs.format.names import (
     RUN_ID,
     TOMBSTONES,
@@ -202,3 +206,23 @@ def retire(storage: Storage, run_id: str, visible: list[int], drop: set[int], no
     kept = tuple(s for s in visible if s <= through and s not in drop)
     write_retired(storage, Retired(run=run_id, through=through, kept=kept, created=now))
     return whole
+
+
+def check_record_path(rec: RunRecord, run_id: str, seq: int, what: str) -> None:
+    """A record names the run and seq of its own path (format.md 8.1), else ``corrupt``."""
+    if rec.run != run_id or rec.seq != seq:
+        raise CorruptSnapshot(f"{what}: names run {rec.run!r} seq {rec.seq}, not its own path")
+
+
+def erased_error(stone: Tombstone) -> ErasedError:
+    """What a reader says of a run or snapshot with this tombstone: erased (when, why), or
+    being erased when the erase stopped before its last step (run it again)."""
+    run_id, seq = stone.run, stone.seq
+    what = f"run {run_id!r}" if seq is None else f"snapshot {seq} of run {run_id!r}"
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(stone.requested / 1000))
+    if stone.state != "erased":  # the erase stopped before its last step: not finished
+        return ErasedError(f"{what} is being erased since {at} (reason: {stone.reason!r}) "
+                           "and the erase has not finished; run 'ckptfs erase' on it again "
+                           "to finish it")
+    return ErasedError(f"{what} was erased at {at} (reason: "
+                       f"{stone.reason!r}); only its tombstone remains")

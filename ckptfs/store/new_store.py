@@ -7,7 +7,19 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ckptfs.errors import UpgradeRequired
+from ckptfs.errors import NotAStore, UpgradeRequired
+from ckptfs.format.names import (
+    CHUNKS,
+    CONFIG_PATH,
+    LEASES,
+    MOVED,
+    PACKS,
+    RUNS,
+    SNAPSHOTS,
+    TMP,
+    TOMBSTONES,
+)
+from ckptfs.storage.base import Storage
 
 #: the retired environment variable that chose the layout of new stores: "1" is refused
 FORMAT_ENV = "CKPTFS_FORMAT_VERSION"
@@ -46,3 +58,19 @@ def initial_settings(settings: dict[str, Any] | None) -> dict[str, Any]:
     if "check_window_ms" not in out and text.isdigit():
         out["check_window_ms"] = int(text)
     return out
+
+
+def refuse_foreign(storage: Storage) -> None:
+    """NotAStore when the store's location holds entries ckptfs does not make (a user's
+    files: a wrong path): a first checkpoint must not silently make a store among them.
+    Hidden names (``.DS_Store``) and ``lost+found`` (a mounted disk's root) do not count."""
+    ours = {CONFIG_PATH, CHUNKS, SNAPSHOTS, RUNS, TMP, TOMBSTONES, LEASES, PACKS, MOVED}
+    foreign = sorted(n for n in storage.list("")
+                     if n not in ours and not n.startswith(".") and n != "lost+found")
+    if foreign:
+        shown = ", ".join(repr(n) for n in foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+        raise NotAStore(
+            f"{storage.url}: holds {len(foreign)} entr{'y' if len(foreign) == 1 else 'ies'} "
+            f"that are not a ckptfs store's ({shown}) and no store, so a first checkpoint "
+            "does not make one here. Give the store a folder of its own (a new or empty "
+            "one), or create it here on purpose with 'ckptfs init URL' (Store.init())")

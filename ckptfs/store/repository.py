@@ -38,27 +38,19 @@ from ckptfs.format.models import (
     StoreConfig,
 )
 from ckptfs.format.names import (
-    parse_uint,
-    CHUNKS,
     CONFIG_PATH,
-    LEASES,
-    MOVED,
-    PACKS,
     RUN_ID,
     RUNS,
-    SNAPSHOTS,
-    TMP,
-    TOMBSTONES,
-    check_run_id,
     head_hint_path,
     parse_seq_name,
     record_path,
     run_dir,
 )
 from ckptfs.storage.base import Storage
-from ckptfs.format.lifecycle import Tombstone
 from ckptfs.store.lifecycle import (
+    check_record_path as check_record_path,  # re-exported: its old home
     effective_expiry,
+    erased_error as erased_error,
     read_retired,
     record_names_of,
     read_tombstone,
@@ -70,7 +62,13 @@ from ckptfs.store.sweeps import Seen, check_window_ms, named_chunks
 from ckptfs.store.heads import HeadLook, look_for_head
 from ckptfs.store.snapshot import Snapshot as Snapshot  # re-exported: its old home
 from ckptfs.store.ids import find_record, ids_with_prefix
-from ckptfs.store.new_store import check_writable, initial_settings, refuse_v1_request
+from ckptfs.store.resolve import resolve_ref
+from ckptfs.store.new_store import (
+    check_writable,
+    initial_settings,
+    refuse_foreign,
+    refuse_v1_request,
+)
 from ckptfs.store.records import parse_record
 from ckptfs.format.containers import HeadHint, RecordRef
 
@@ -154,7 +152,7 @@ class Repository:
         if existing is not None:
             return existing
         if implicit:
-            self._refuse_foreign()
+            refuse_foreign(self.storage)
         refuse_v1_request()
         cfg = StoreConfig(chunker=chunker or ChunkerParams(),
                           created=now_ms() if created is None else created,
@@ -173,21 +171,6 @@ class Repository:
         cfg = self.config
         check_writable(cfg.version, self.url)
         return cfg
-
-    def _refuse_foreign(self) -> None:
-        """NotAStore when the store's location holds entries ckptfs does not make (a user's
-        files: a wrong path): a first checkpoint must not silently make a store among them.
-        Hidden names (``.DS_Store``) and ``lost+found`` (a mounted disk's root) do not count."""
-        ours = {CONFIG_PATH, CHUNKS, SNAPSHOTS, RUNS, TMP, TOMBSTONES, LEASES, PACKS, MOVED}
-        foreign = sorted(n for n in self.storage.list("")
-                         if n not in ours and not n.startswith(".") and n != "lost+found")
-        if foreign:
-            shown = ", ".join(repr(n) for n in foreign[:3]) + (", ..." if len(foreign) > 3 else "")
-            raise NotAStore(
-                f"{self.url}: holds {len(foreign)} entr{'y' if len(foreign) == 1 else 'ies'} "
-                f"that are not a ckptfs store's ({shown}) and no store, so a first checkpoint "
-                "does not make one here. Give the store a folder of its own (a new or empty "
-                "one), or create it here on purpose with 'ckptfs init URL' (Store.init())")
 
     # -- runs and records ----------------------------------------------------------------------
     def run_ids(self) -> list[str]:
@@ -505,56 +488,5 @@ class Repository:
 
     def resolve_ref(self, ref: str) -> tuple[Snapshot, HeadLook | None]:
         """``resolve``, and the head search that found it when it was found as its run's head
-        just now (``RUN``, ``RUN@head``; else None): a caller that needs the head then need not
-        find it again, and may check the run's retired range and expiry from that look."""
-        ref = ref.strip()
-        if ref.startswith("blake3:") or (len(ref) == 64 and _is_hex(ref)):
-            return self.snapshot(Digest.parse(ref)), None
-        if "@" in ref:
-            run_id, _, seq_text = ref.rpartition("@")
-            check_run_id(run_id)
-            if seq_text == "head":
-                return self._head_snapshot(run_id)
-            seq = parse_uint(seq_text, what=f"{ref!r:.200}: expected RUN@SEQ, and SEQ")
-            snap = self.snapshot_at(run_id, seq)
-            self._check_retained(run_id, snap.seq)
-            return snap, None
-        if _is_hex(ref) and len(ref) >= 6 and ref not in self.run_ids():
-            matches = self.snapshot_ids(ref)
-            if len(matches) > 1:
-                raise NotFound(f"snapshot prefix {ref!r} is ambiguous ({len(matches)} matches)")
-            if matches:
-                return self.snapshot(matches[0]), None
-        if RUN_ID.match(ref):
-            return self._head_snapshot(ref)
-        raise NotFound(f"{ref!r} names no snapshot or run in {self.url}")
-
-    def _head_snapshot(self, run_id: str) -> tuple[Snapshot, HeadLook]:
-        look = self.head_look(run_id)
-        if look.record is None:
-            raise self.erased(run_id) or NotFound(f"no run {run_id!r} in {self.url}")
-        return self._recorded(look.record), look
-
-
-def _is_hex(s: str) -> bool:
-    return bool(s) and all(c in "0123456789abcdef" for c in s)
-
-
-def check_record_path(rec: RunRecord, run_id: str, seq: int, what: str) -> None:
-    """A record names the run and seq of its own path (format.md 8.1), else ``corrupt``."""
-    if rec.run != run_id or rec.seq != seq:
-        raise CorruptSnapshot(f"{what}: names run {rec.run!r} seq {rec.seq}, not its own path")
-
-
-def erased_error(stone: Tombstone) -> ErasedError:
-    """What a reader says of a run or snapshot with this tombstone: erased (when, why), or
-    being erased when the erase stopped before its last step (run it again)."""
-    run_id, seq = stone.run, stone.seq
-    what = f"run {run_id!r}" if seq is None else f"snapshot {seq} of run {run_id!r}"
-    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(stone.requested / 1000))
-    if stone.state != "erased":  # the erase stopped before its last step: not finished
-        return ErasedError(f"{what} is being erased since {at} (reason: {stone.reason!r}) "
-                           "and the erase has not finished; run 'ckptfs erase' on it again "
-                           "to finish it")
-    return ErasedError(f"{what} was erased at {at} (reason: "
-                       f"{stone.reason!r}); only its tombstone remains")
+        just now (``RUN``, ``RUN@head``; else None): ckptfs.store.resolve."""
+        return resolve_ref(self, ref)
