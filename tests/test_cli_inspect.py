@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from typing import Any
 import pytest
 
 import ckptfs
+from ckptfs.format.names import record_path
 from ckptfs.format.names import CONFIG_PATH
 from tests.clihelp import cli, cli_json, make_demo
 from tests.test_cli_effects import EFFECTS_KEYS
@@ -143,7 +143,7 @@ def test_diff_counts_entries_chunks_and_new_bytes(demo: tuple[str, dict[str, Any
 def test_fork_from_the_cli_records_its_origin_and_shares_chunks(tmp_path: Path) -> None:
     url = str(tmp_path / "s")
     states = make_demo(url)
-    chunks_before = sum(len(f) for _, _, f in os.walk(Path(url) / "chunks"))
+    packs = sorted(p for p in Path(url).rglob("packs/*/*"))
     out = cli_json("fork", url, "agent@3", "retry-3")
     store = ckptfs.open_store(url)
     src = store.get("agent@3")
@@ -151,7 +151,11 @@ def test_fork_from_the_cli_records_its_origin_and_shares_chunks(tmp_path: Path) 
     assert out["boundary"] == src.boundary
     assert store.read("retry-3") == store.read("agent@3")
     assert store.read("retry-3")["messages"] == states["agent@3"]["messages"]
-    assert sum(len(f) for _, _, f in os.walk(Path(url) / "chunks")) == chunks_before
+    # the fork's record locates the chunks where agent@3's are (or carries what it cannot
+    # locate, spec/v2.md 5.2): no pack is written, and the record is no larger than its source's
+    assert sorted(p for p in Path(url).rglob("packs/*/*")) == packs
+    fork_rec = (Path(url) / record_path("retry-3", 1)).stat().st_size
+    assert fork_rec <= (Path(url) / record_path("agent", 3)).stat().st_size + 1024, fork_rec
     p = cli("fork", url, "agent@3", "retry-3", check=3)
     assert "already exists" in p.stderr
 

@@ -15,6 +15,7 @@ from ckptfs.errors import (
     EffectInDoubt,
     EffectMismatch,
 )
+from ckptfs.format import containers as ct
 from ckptfs.format.ledger import LedgerRef
 from ckptfs.runtime.effects import NOT_DONE
 
@@ -206,7 +207,9 @@ def test_appending_a_record_writes_only_the_new_bytes(tmp_path: Any) -> None:
     real = store.repo.storage.commit
 
     def commit(objects: list[tuple[str, bytes]], path: str, data: bytes) -> None:
-        written.extend((p, len(b)) for p, b in objects if p.startswith("chunks/"))
+        # chunk bodies written: packs, and the bodies the record carries (its body area)
+        written.extend((p, len(b)) for p, b in objects)
+        written.append((path, ct.decode(data, what=path).header.body_length))
         real(objects, path, data)
 
     setattr(store.repo.storage, "commit", commit)
