@@ -308,3 +308,77 @@ def vectors(g: Any, new_store: Any, prng: Any, invalid_stores: Any, render_store
     absent = gen_v2._absent_prefix({**ids, "r11": r11})
     lookup(P + "damaged-scan", P + "absent-prefix-beside-damaged", "a prefix no intact record "
            "matches while r2@1 cannot be decoded (it might match): corrupt", absent)
+
+
+# -- version 2 writers (spec/v2.md 5.2.1) ------------------------------------------------------
+def _start(run: str, t: int) -> dict[str, Any]:
+    return {"op": "start", "run": run, "time": t, "schema": {"name": "agent", "version": 1}}
+
+
+def _cp(run: str, t: int, state: dict[str, Any]) -> dict[str, Any]:
+    return {"op": "checkpoint", "run": run, "time": t, "state": state}
+
+
+def writer_cases(prng: Any, t0: int) -> dict[str, tuple[str, list[str], dict[str, Any]]]:
+    """name -> (description, rules checked, case)."""
+    blob = prng("writer-rules-blob", 3000).hex()
+    text = {"value": "the same words again and again; " * 40}
+    return {
+        "one-object-per-commit": (
+            "two commits (the second adds a chunked blob): two run records, nothing else",
+            ["one-object-per-commit"],
+            {"steps": [_start("r", t0), _cp("r", t0 + 1000, {"a": {"value": 1}}),
+                       _cp("r", t0 + 2000, {"a": {"value": 2}, "b": {"blob": blob}})]}),
+        "packs-complete": (
+            "a 12000-byte blob with record_bulk_max 2048 and pack_target 4096: its bodies go "
+            "into packs, each named by its digest, form 0x02, in the store with the record",
+            ["packs-complete"],
+            {"settings": {"record_bulk_max": 2048, "pack_target": 4096},
+             "steps": [_start("r", t0), _cp("r", t0 + 1000, {
+                 "blob": {"blob": prng("writer-rules-pack", 12000).hex()}})]}),
+        "complete-locators": (
+            "a blob committed twice: the second record carries it or locates it, and the "
+            "located bytes are the chunk", ["complete-locators"],
+            {"steps": [_start("r", t0), _cp("r", t0 + 1000, {"blob": {"blob": blob}}),
+                       _cp("r", t0 + 2000, {"blob": {"blob": blob}, "n": {"value": 2}})]}),
+        "features": (
+            "a new store: version 2 requiring complete-locators; a form 0x03 record only where "
+            "the config lists compressed-headers; packs in form 0x02",
+            ["config-features", "form-follows-feature"],
+            {"steps": [_start("r", t0), _cp("r", t0 + 1000, {"text": text})]}),
+        "nonces-unique": (
+            "three commits in two runs: three nonces", ["nonces-unique"],
+            {"steps": [_start("r", t0), _start("s", t0), _cp("r", t0 + 1000, {"a": {"value": 1}}),
+                       _cp("s", t0 + 1000, {"a": {"value": 1}}),
+                       _cp("r", t0 + 2000, {"a": {"value": 2}})]}),
+        "hints-committed": (
+            "two commits: a head hint, where written, names a committed record",
+            ["hints-committed"],
+            {"steps": [_start("r", t0), _cp("r", t0 + 1000, {"a": {"value": 1}}),
+                       _cp("r", t0 + 2000, {"a": {"value": 2}})]}),
+    }
+
+
+def writer_vectors(g: Any, prng: Any, writer: str, now: int, t0: int) -> None:
+    """The writer-rules/* vectors: ckptfs writes each case into a version 2 store; the vector
+    keeps the rendering (config aside) and the rules to check (ckptfs_conformance/
+    writer_rules.py)."""
+    from ckptfs_conformance.adapters.spec32_writer import write_v2
+    from ckptfs_conformance.render import canonical_json, render_store, symbolic
+    from ckptfs_conformance.writer_rules import check
+
+    tmp = g.out / "_tmp32"
+    for name, (desc, rules, case) in writer_cases(prng, t0).items():
+        case = dict(case, writer=writer)
+        path = tmp / f"{name}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(canonical_json(case))
+        d = tmp / name
+        write_v2(str(path), str(d))
+        assert not check(d, rules, case), (name, check(d, rules, case))
+        got = symbolic(render_store(str(d), now))
+        expected = {k: v for k, v in got.items() if k != "config"}
+        g.vector("writer-rules", name, desc, ["write-v2", "{file:case}", "{out}"],
+                 {"store": expected, "now": now, "rules": rules}, ["writer-v2"],
+                 {"case": {"json": case}})
+    shutil.rmtree(tmp)

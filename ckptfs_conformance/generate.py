@@ -1432,6 +1432,9 @@ def _generate(out: Path) -> dict[str, int]:
         if tmp.is_dir() and not any(tmp.iterdir()):
             tmp.rmdir()
     _drop_leases(out)
+    from ckptfs_conformance.coverage import annotate  # issue 32: requirement ids
+
+    annotate(out)
     return g.count
 
 
@@ -1453,6 +1456,7 @@ def _spec32_vectors(g: Gen) -> None:
     from ckptfs_conformance import gen_spec32
 
     gen_spec32.vectors(g, new_store, prng, invalid_stores, render_store, NOW, T0)
+    gen_spec32.writer_vectors(g, prng, WRITER, NOW, T0)
 
 
 def _locator_vectors(g: Gen) -> None:

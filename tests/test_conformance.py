@@ -34,8 +34,8 @@ def test_ckptfs_passes_every_vector() -> None:
         cats[r.id.split("/")[0]] = cats.get(r.id.split("/")[0], 0) + 1
     assert len(results) >= 250
     assert set(cats) == {"digest", "cbor", "framing", "chunker", "store-valid", "store-invalid",
-                         "lookup", "writer", "typed", "gc"}
-    assert min(n for c, n in cats.items() if c != "gc") >= 8  # gc: ckptfs_conformance/gen_locators.py
+                         "lookup", "writer", "typed", "gc", "writer-rules"}
+    assert min(n for c, n in cats.items() if c not in ("gc", "writer-rules")) >= 8  # gc: ckptfs_conformance/gen_locators.py
 
 
 def test_cli_single_process_mode_and_junit(tmp_path: Path) -> None:
@@ -190,6 +190,33 @@ def test_issue32_broken_adapter_fails_exactly_its_vectors(rule: str) -> None:
     st = _statuses(runner.run(f"{ADAPTER} --break {rule}", batch=True, only="*/v2-*"))
     assert runner.ERROR not in st.values()
     assert {i for i, s in st.items() if s == runner.FAIL} == SPEC32_BREAKS[rule]
+
+
+# issue 32: a version 2 writer that breaks one rule of spec/v2.md 5.2.1 fails exactly its vector
+WRITER32_BREAKS = {
+    "writer-v2-extra-object": {"writer-rules/one-object-per-commit"},
+    "writer-v2-drop-packs": {"writer-rules/packs-complete"},
+    "writer-v2-hole": {"writer-rules/complete-locators"},
+    "writer-v2-zheader-without-feature": {"writer-rules/features"},
+    "writer-v2-no-complete-locators": {"writer-rules/features"},
+    "writer-v2-reuse-nonce": {"writer-rules/nonces-unique"},
+    "writer-v2-hint-ahead": {"writer-rules/hints-committed"},
+}
+
+
+def test_every_issue32_writer_break_is_tested() -> None:
+    from ckptfs_conformance.adapters.spec32_writer import SPEC32_WRITER_BREAKS as rules
+
+    assert set(rules) == set(WRITER32_BREAKS)
+
+
+@pytest.mark.parametrize("rule", sorted(WRITER32_BREAKS))
+def test_issue32_broken_writer_fails_exactly_its_vectors(rule: str) -> None:
+    """A version 2 writer whose output breaks one rule fails exactly the vector of that rule
+    (and the reference writer passes them all: test_ckptfs_passes_every_vector)."""
+    st = _statuses(runner.run(f"{ADAPTER} --break {rule}", batch=True, only="writer-rules/*"))
+    assert len(st) == 6 and runner.ERROR not in st.values()
+    assert {i for i, s in st.items() if s == runner.FAIL} == WRITER32_BREAKS[rule]
 
 
 def test_v2_vectors_need_the_v2_capability() -> None:

@@ -29,7 +29,8 @@ from ckptfs.format.lifecycle import Lease
 from ckptfs.runtime.codecs import Codecs
 from ckptfs.store import heads, repository
 from ckptfs_conformance import render
-from ckptfs_conformance.adapters import spec32_breaks
+from ckptfs_conformance.adapters import spec32_breaks, spec32_writer
+from ckptfs_conformance.adapters.spec32_writer import SPEC32_WRITER_BREAKS
 from ckptfs_conformance.adapters.spec32_breaks import SPEC32_BREAKS
 from ckptfs_conformance.render import canonical_json, render_ref, render_store, tagged, untagged
 
@@ -53,6 +54,8 @@ SPEC16_BREAKS = ("by-id-skip-record-size", "skip-record-path", "skip-chunk-diges
 BREAKS += SPEC16_BREAKS
 #: issue 32: one per rule of spec/v2.md its vectors pin (ckptfs_conformance/gen_spec32.py)
 BREAKS += SPEC32_BREAKS
+#: issue 32: broken version 2 writers, one per rule of spec/v2.md 5.2.1 (writer-rules/* vectors)
+BREAKS += SPEC32_WRITER_BREAKS
 
 
 def apply_break(rule: str) -> None:
@@ -84,6 +87,8 @@ def apply_break(rule: str) -> None:
         from ckptfs.format.ledger import Effect
 
         setattr(Effect, "running", lambda self, now: False)
+    elif rule in SPEC32_WRITER_BREAKS:
+        spec32_writer.BROKEN.add(rule)
     elif rule in SPEC32_BREAKS:
         spec32_breaks.apply(rule[3:])
     elif rule.startswith("v2-"):
@@ -525,6 +530,7 @@ def _typed_roundtrip(data: bytes, unknown: Literal["error", "raw"]) -> str:
 
 
 OPS: dict[str, Callable[..., str]] = {
+    "write-v2": lambda case, store: spec32_writer.write_v2(case, store),  # issue 32
     "digest": lambda f: Digest.of(_read(f)).text,
     "parse-digest": lambda text: Digest.parse(text).text,
     "cbor-decode": lambda f: canonical_json(render.tagged(cbor.decode(_read(f), what="input"))),
