@@ -166,6 +166,29 @@ VALID_DESC = {
 }
 
 
+def _v1_store(p: Path, new_store: Any, prng: Any) -> None:
+    """A version 1 store with one snapshot (the config vectors of format.md 2 damage it)."""
+    before = os.environ["CKPTFS_FORMAT_VERSION"]
+    os.environ["CKPTFS_FORMAT_VERSION"] = "1"
+    try:
+        s, c = new_store(p)
+        s.start_run("r1").checkpoint({"blob": ckptfs.Blob(prng("v1-feat", 3000)), "n": 1},
+                                     "start")
+        s.close()
+    finally:
+        os.environ["CKPTFS_FORMAT_VERSION"] = before
+
+
+#: format.md 2 (issue 32, gap 27): a missing or non-text hash is damage, another text unknown
+CONFIG_INVALID: dict[str, tuple[str, str, Callable[[Path], Any]]] = {
+    "config-hash-missing": ("corrupt", "a store config without 'hash' (a required key; format.md "
+                            "2: corrupt, not unsupported-feature)",
+                            lambda p: _config(p, lambda c: c.pop("hash"))),
+    "config-hash-not-text": ("corrupt", "a store config whose 'hash' is the integer 1",
+                             lambda p: _config(p, lambda c: c.update(hash=1))),
+}
+
+
 def _valid_builds(new_store: Any, prng: Any) -> dict[str, Callable[[Path], Any]]:
     def base(p: Path) -> None:
         gen_v2.base(p, new_store, prng)
@@ -195,15 +218,7 @@ def _valid_builds(new_store: Any, prng: Any) -> dict[str, Callable[[Path], Any]]
         gen_v2.flip(f, 13 + hlen + 5)  # a byte of the header digest
 
     def v1_config(p: Path) -> None:
-        before = os.environ["CKPTFS_FORMAT_VERSION"]
-        os.environ["CKPTFS_FORMAT_VERSION"] = "1"
-        try:
-            s, c = new_store(p)
-            r = s.start_run("r1")
-            r.checkpoint({"blob": ckptfs.Blob(prng("v1-feat", 3000)), "n": 1}, "start")
-            s.close()
-        finally:
-            os.environ["CKPTFS_FORMAT_VERSION"] = before
+        _v1_store(p, new_store, prng)
         _config(p, lambda c: c.update(required=sorted(
             set(c["required"]) | {"compressed-headers", "complete-locators"})))
         assert cbor2.loads((p / "ckptfs.cbor").read_bytes())["version"] == 1
@@ -258,6 +273,11 @@ def vectors(g: Any, new_store: Any, prng: Any, invalid_stores: Any, render_store
         "missing", "r1@1 is gone and its forward has good rows but one malformed row (a "
         "31-byte digest): the whole forward is damaged, none of its rows is used (spec/v2.md "
         "8)", _bad_forward_row)}, prefix=P, requires=V2)
+    shutil.rmtree(tmp)
+
+    tmp = g.out / "_spec32v1"
+    _v1_store(tmp, new_store, prng)
+    invalid_stores(g, tmp, CONFIG_INVALID, requires=["reader"])
     shutil.rmtree(tmp)
 
     for name, build in _valid_builds(new_store, prng).items():

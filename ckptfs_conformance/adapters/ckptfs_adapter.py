@@ -90,7 +90,10 @@ def apply_break(rule: str) -> None:
     elif rule in SPEC32_WRITER_BREAKS:
         spec32_writer.BROKEN.add(rule)
     elif rule in SPEC32_BREAKS:
-        spec32_breaks.apply(rule[3:])
+        if rule.startswith("v2-"):
+            spec32_breaks.apply(rule[3:])
+        else:
+            spec32_breaks.apply_other(rule)
     elif rule.startswith("v2-"):
         _break_v2(rule[3:])
     elif rule in SPEC16_BREAKS:

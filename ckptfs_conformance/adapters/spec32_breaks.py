@@ -15,7 +15,7 @@ SPEC32_BREAKS: tuple[str, ...] = tuple("v2-" + r for r in (
     "allow-prefix-twice", "lenient-nonce", "skip-manifest-path", "verify-by-prefix",
     "forward-good-rows", "check-pack-header", "zheader-needs-feature", "refuse-bad-window",
     "refuse-v2-features-in-v1", "check-table-size", "serve-stray-by-id",
-    "prefix-counts-strays", "scan-skips-damage"))
+    "prefix-counts-strays", "scan-skips-damage")) + ("hash-missing-unsupported",)
 
 
 def apply(rule: str) -> None:
@@ -178,6 +178,24 @@ def apply(rule: str) -> None:
         setattr(ids.Scan, "fail_closed", lambda self, what: None)
     else:
         raise SystemExit(f"unknown --break rule v2-{rule!r}")
+
+
+def apply_other(rule: str) -> None:
+    """The issue-32 rules outside spec/v2.md."""
+    if rule == "hash-missing-unsupported":  # [format.md 2] any hash but blake3 unsupported
+        from ckptfs.format.models import StoreConfig
+
+        parse = StoreConfig.from_bytes.__func__  # type: ignore[attr-defined]
+
+        def config(cls: Any, data: bytes, *, what: str = "store config") -> Any:
+            from ckptfs.format import cbor
+
+            m = cbor.decode(data, what=what)
+            if isinstance(m, dict) and type(m.get("hash")) is not str \
+                    and m.get("format") == "ckptfs" and m.get("version") in (1, 2):
+                raise UnsupportedFeature(f"{what}: hash {m.get('hash')!r} is not supported")
+            return parse(cls, data, what=what)
+        setattr(StoreConfig, "from_bytes", classmethod(config))
 
 
 def _locators(lenient_rows: bool) -> Any:
