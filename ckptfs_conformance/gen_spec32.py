@@ -287,14 +287,15 @@ def vectors(g: Any, new_store: Any, prng: Any, invalid_stores: Any, render_store
                  {"output": render_store(str(d), now), "compare": "json"}, V2,
                  store=f"{P}{name}.store")
 
-    def lookup(store: str, name: str, desc: str, ref: str, requires: list[str] = V2) -> None:
+    def lookup(store: str, name: str, desc: str, ref: str, requires: list[str] = V2,
+               **extra: Any) -> None:
         d = g.store_dir("lookup", store)
         try:
             expect: dict[str, Any] = {"output": render_ref(str(d), ref, now), "compare": "json"}
         except CkptfsError as e:
             expect = {"error": e.category}
         g.vector("lookup", name, desc, ["snapshot", "{store}", str(now), ref], expect,
-                 requires, store=f"{store}.store")
+                 requires, store=f"{store}.store", **extra)
 
     d = g.store_dir("lookup", P + "other-body")
     _other_body_store(d, new_store, prng)
@@ -319,15 +320,17 @@ def vectors(g: Any, new_store: Any, prng: Any, invalid_stores: Any, render_store
     d = g.store_dir("lookup", P + "damaged-scan")
     gen_v2.base(d, new_store, prng)
     r11 = Digest(gen_v2._snap_id(d, "r1", 1))
+    DAMAGED = [record_path("r2", 1)]
     gen_v2.flip(d / record_path("r2", 1), 20)  # a byte of the header: its digest fails
     lookup(P + "damaged-scan", P + "absent-id-beside-damaged", "by id: an id no intact record "
            "holds, while the visible record r2@1 cannot be decoded (it may be the one): "
-           "corrupt, never not-found on a guess (spec/v2.md 7)", Digest.of(b"nothing").text)
+           "corrupt, never not-found on a guess (spec/v2.md 7)", Digest.of(b"nothing").text, damaged=DAMAGED)
     lookup(P + "damaged-scan", P + "by-id-beside-damaged", "by id: r1@1, found in an intact "
-           "record; damage elsewhere does not matter (spec/v2.md 7)", r11.text)
+           "record; damage elsewhere does not matter (spec/v2.md 7)", r11.text, damaged=DAMAGED)
     absent = gen_v2._absent_prefix({**ids, "r11": r11})
     lookup(P + "damaged-scan", P + "absent-prefix-beside-damaged", "a prefix no intact record "
-           "matches while r2@1 cannot be decoded (it might match): corrupt", absent)
+           "matches while r2@1 cannot be decoded (it might match): corrupt", absent,
+           damaged=DAMAGED)
 
 
 # -- version 2 writers (spec/v2.md 5.2.1) ------------------------------------------------------
