@@ -69,6 +69,10 @@ REQ_VECTORS: dict[str, tuple[str, ...]] = {
                                             "store-invalid/config-truncated",
                                             "store-invalid/two-config-*"),
     "format.tree.ignore-such-names": ("store-valid/garbage-ignored",),
+    "format.tree.ignore-entirely": ("store-valid/garbage-ignored",),  # its tmp files
+    "format.store.ignore-other-keys": ("store-valid/unknown-optional-keys",),
+    "format.store.ignore-settings-know": ("store-valid/unknown-optional-keys",),
+    "format.chunking.depend-cuts": ("store-valid/chunked-inline-mix",),
     "format.tree.ignore-names-run": ("store-valid/record-name-over-u64", "lookup/seq-over-u64"),
     "format.tree.ignore": ("store-valid/garbage-ignored",),
     "format.tree.ignore-fail-because": ("store-valid/garbage-ignored",
