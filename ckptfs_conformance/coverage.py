@@ -66,20 +66,26 @@ def unmarked_sentences(spec: Path = SPEC) -> list[str]:
     return out
 
 
-def annotate(out: Path, spec: Path = SPEC) -> None:
-    """Write ``requirements.json`` and each vector's ``requirements`` (from req_map)."""
+def annotate(out: Path, frozen: frozenset[str] = frozenset(), spec: Path = SPEC) -> None:
+    """Write each vector's ``requirements`` (from req_map) and ``requirements.json``: every
+    requirement with its reason if untestable and the vectors that test it. Frozen vectors
+    (``frozen``: paths relative to ``out``, data the generator never rewrites) are named in
+    ``requirements.json`` only."""
     from ckptfs_conformance.req_map import REQ_VECTORS
 
-    reqs = spec_requirements(spec)
-    (out / "requirements.json").write_text(json.dumps(
-        [attrs.asdict(r) for r in reqs], indent=1, sort_keys=True) + "\n")
+    by: dict[str, list[str]] = {}
     for f in sorted(out.glob("*/*.json")):
         v = json.loads(f.read_text())
         names = sorted(r for r, globs in REQ_VECTORS.items()
                        if any(fnmatch.fnmatchcase(v["id"], g) for g in globs))
-        if names:
+        for r in names:
+            by.setdefault(r, []).append(v["id"])
+        if names and f.relative_to(out).as_posix() not in frozen:
             v["requirements"] = names
             f.write_text(json.dumps(v, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+    (out / "requirements.json").write_text(json.dumps(
+        [{**attrs.asdict(r), "vectors": sorted(by.get(r.id, ()))}
+         for r in spec_requirements(spec)], indent=1, sort_keys=True) + "\n")
 
 
 @attrs.frozen
@@ -98,12 +104,13 @@ class Row:
 
 def coverage(root: Path = VECTORS) -> list[Row]:
     """Each requirement of ``root/requirements.json`` with the vectors under ``root`` naming it."""
-    reqs = [Requirement(**r) for r in json.loads((root / "requirements.json").read_text())]
-    by: dict[str, list[str]] = {}
+    listed = json.loads((root / "requirements.json").read_text())
+    by: dict[str, set[str]] = {r["id"]: set(r.get("vectors", ())) for r in listed}
     for f in sorted(root.glob("*/*.json")):
         v: dict[str, Any] = json.loads(f.read_text())
         for r in v.get("requirements", ()):
-            by.setdefault(r, []).append(v["id"])
+            by.setdefault(r, set()).add(v["id"])
+    reqs = [Requirement(r["id"], r["file"], r.get("untestable")) for r in listed]
     return [Row(r, tuple(sorted(by.get(r.id, ())))) for r in reqs]
 
 

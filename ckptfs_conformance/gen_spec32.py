@@ -167,16 +167,12 @@ VALID_DESC = {
 
 
 def _v1_store(p: Path, new_store: Any, prng: Any) -> None:
-    """A version 1 store with one snapshot (the config vectors of format.md 2 damage it)."""
-    before = os.environ["CKPTFS_FORMAT_VERSION"]
-    os.environ["CKPTFS_FORMAT_VERSION"] = "1"
-    try:
-        s, c = new_store(p)
-        s.start_run("r1").checkpoint({"blob": ckptfs.Blob(prng("v1-feat", 3000)), "n": 1},
-                                     "start")
-        s.close()
-    finally:
-        os.environ["CKPTFS_FORMAT_VERSION"] = before
+    """A version 1 store with one snapshot: a copy of the frozen vector store
+    ``store-valid/value-scalars`` (ckptfs writes no version 1 store; the config vectors of
+    format.md 2 damage the copy)."""
+    from ckptfs_conformance.generate import OUT
+
+    shutil.copytree(OUT / "store-valid" / "value-scalars.store", p)
 
 
 #: format.md 2 (issue 32, gap 27): a missing or non-text hash is damage, another text unknown
