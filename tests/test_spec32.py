@@ -33,3 +33,18 @@ def test_a_reader_refuses_a_record_with_two_rows_of_one_prefix() -> None:
     with pytest.raises(FormatError, match="second row"):
         getattr(ct, "_locators")({"containers": [["r", 1]], "chunks": [row, list(row)]}, "r")
     getattr(ct, "_locators")({"containers": [["r", 1]], "chunks": [row]}, "r")
+
+
+def test_the_commit_path_refuses_two_chunks_of_one_prefix() -> None:
+    """The writer's own record encoder (record_bytes: the table and its row cache) refuses
+    what make_locators refuses."""
+    from ckptfs.format import record_bytes
+
+    a, b = _pair()
+    where = {a.raw: ct.Location(ct.RecordRef("r", 1), 100, 10),
+             b.raw: ct.Location(ct.RecordRef("r", 1), 110, 10)}
+    with pytest.raises(FormatError, match="share their first 8 bytes"):
+        record_bytes.locator_table(where)
+    with pytest.raises(FormatError, match="share their first 8 bytes"):
+        record_bytes.LocatorRows().table(where)
+    assert record_bytes.LocatorRows().table({a.raw: where[a.raw]})
