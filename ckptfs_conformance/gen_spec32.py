@@ -166,6 +166,14 @@ VALID_DESC = {
 }
 
 
+def _pad_v1_record(p: Path) -> None:
+    f = p / REC1
+    m = cbor2.loads(f.read_bytes())
+    assert isinstance(m, dict) and "snapshot" in m, "r1@1 must be a version 1 record"
+    m["x-pad"] = b"\x00" * 70000
+    f.write_bytes(cbor.encode(m))
+
+
 def _v1_store(p: Path, new_store: Any, prng: Any) -> None:
     """A version 1 store with one snapshot: a copy of the frozen vector store
     ``store-valid/value-scalars`` (ckptfs writes no version 1 store; the config vectors of
@@ -269,6 +277,14 @@ def vectors(g: Any, new_store: Any, prng: Any, invalid_stores: Any, render_store
         "missing", "r1@1 is gone and its forward has good rows but one malformed row (a "
         "31-byte digest): the whole forward is damaged, none of its rows is used (spec/v2.md "
         "8)", _bad_forward_row)}, prefix=P, requires=V2)
+    shutil.rmtree(tmp)
+
+    tmp = g.out / "_spec32up"
+    gen_v2.upgraded(tmp, new_store, prng)
+    invalid_stores(g, tmp, {"v1-record-over-64kib": (
+        "corrupt", "an upgraded store whose version 1 record r1@1 carries an unknown key padding "
+        "it to 70000 bytes: format.md's 64 KiB limit of a version 1 record holds in a version 2 "
+        "store (spec/v2.md 10)", _pad_v1_record)}, prefix=P, requires=V2)
     shutil.rmtree(tmp)
 
     tmp = g.out / "_spec32v1"

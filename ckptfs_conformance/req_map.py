@@ -54,6 +54,7 @@ REQ_VECTORS: dict[str, tuple[str, ...]] = {
     "v2.forwards.follow-most-hops": (SV + "forward-four-hops", SI + "forward-five-hops"),
     "v2.forwards.use-well-formed": (SI + "forward-bad-row", SI + "forward-damaged"),
     "v2.garbage.keep-named-container": ("gc/v2-gc-named-*",),
+    "v2.version.corrupt-there-too": (SI + "v1-record-over-64kib",),
     # -- spec/format.md ----------------------------------------------------------------------
     "format.overview.reject-anything-larger": ("store-invalid/inline-too-large",
                                                "store-invalid/value-over-64mib",

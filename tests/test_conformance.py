@@ -175,6 +175,7 @@ SPEC32_BREAKS = {
     "v2-scan-skips-damage": {"lookup/v2-absent-id-beside-damaged",
                              "lookup/v2-absent-prefix-beside-damaged"},
     "check-record-created": {"store-valid/v2-record-created-differs"},  # issue 16's rule, in v2
+    "v2-no-v1-record-limit": {"store-invalid/v2-v1-record-over-64kib"},
     # format.md 2: a missing or non-text hash is corrupt, not an unknown algorithm
     "hash-missing-unsupported": {"store-invalid/config-hash-missing",
                                  "store-invalid/config-hash-not-text"},

@@ -15,7 +15,8 @@ SPEC32_BREAKS: tuple[str, ...] = tuple("v2-" + r for r in (
     "allow-prefix-twice", "lenient-nonce", "skip-manifest-path", "verify-by-prefix",
     "forward-good-rows", "check-pack-header", "zheader-needs-feature", "refuse-bad-window",
     "refuse-v2-features-in-v1", "check-table-size", "serve-stray-by-id",
-    "prefix-counts-strays", "scan-skips-damage")) + ("hash-missing-unsupported",)
+    "prefix-counts-strays", "scan-skips-damage", "no-v1-record-limit")) + (
+        "hash-missing-unsupported",)
 
 
 def apply(rule: str) -> None:
@@ -174,6 +175,10 @@ def apply(rule: str) -> None:
             scan.fail_closed(prefix)
             return out
         setattr(repository, "ids_with_prefix", every)
+    elif rule == "no-v1-record-limit":  # [10] a v1 record in a v2 store read at any size
+        from ckptfs.format import models
+
+        setattr(models, "MAX_RECORD_SIZE", 1 << 30)
     elif rule == "scan-skips-damage":  # [7] an undecodable record is skipped, not corrupt
         setattr(ids.Scan, "fail_closed", lambda self, what: None)
     else:
