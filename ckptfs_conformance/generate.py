@@ -270,6 +270,9 @@ def _generate(out: Path) -> dict[str, int]:
         if tmp.is_dir() and not any(tmp.iterdir()):
             tmp.rmdir()
     _drop_leases(out)
+    from ckptfs_conformance.coverage import annotate  # issue 32: requirement ids
+
+    annotate(out, frozenset(keep))
     return g.count
 
 
@@ -282,6 +285,16 @@ def _v2_vectors(g: Gen) -> None:
         gen_v2.invalid(g, new_store, prng, invalid_stores, T0)
         gen_v2.lookups(g, new_store, prng, NOW, T0)
         _locator_vectors(g)
+        _spec32_vectors(g)
+
+
+def _spec32_vectors(g: Gen) -> None:
+    """Issue 32: reader vectors of spec/v2.md rules no vector isolated before
+    (ckptfs_conformance/gen_spec32.py)."""
+    from ckptfs_conformance import gen_spec32
+
+    gen_spec32.vectors(g, new_store, prng, invalid_stores, render_store, NOW, T0)
+    gen_spec32.writer_vectors(g, prng, WRITER, NOW, T0)
 
 
 def _locator_vectors(g: Gen) -> None:

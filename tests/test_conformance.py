@@ -34,8 +34,8 @@ def test_ckptfs_passes_every_vector() -> None:
         cats[r.id.split("/")[0]] = cats.get(r.id.split("/")[0], 0) + 1
     assert len(results) >= 250
     assert set(cats) == {"digest", "cbor", "framing", "chunker", "store-valid", "store-invalid",
-                         "lookup", "writer", "typed", "gc"}
-    assert min(n for c, n in cats.items() if c != "gc") >= 8  # gc: ckptfs_conformance/gen_locators.py
+                         "lookup", "writer", "typed", "gc", "writer-rules"}
+    assert min(n for c, n in cats.items() if c not in ("gc", "writer-rules")) >= 8  # gc: ckptfs_conformance/gen_locators.py
 
 
 def test_cli_single_process_mode_and_junit(tmp_path: Path) -> None:
@@ -81,6 +81,7 @@ LIFECYCLE_BREAKS = {
         "lookup/lifecycle-by-id-halted", "store-invalid/lifecycle-fence-truncated",
         "store-valid/v2-hints", "lookup/v2-hint-forgot",  # a hint at a stray (spec/v2.md 4)
         "store-valid/v2-locator-into-stray",  # the stray r@1 served as a snapshot
+        "lookup/v2-by-id-stray", "lookup/v2-by-prefix-stray-not-counted",  # issue 32
         *(f"store-invalid/lifecycle-retired-{k}" for k in (
             "truncated", "through-lies", "other-run", "kept-zero", "noncanonical"))},
     "ignore-tombstones": {
@@ -120,7 +121,8 @@ V2_BREAKS = {
         "bomb", "no-content-size", "not-zstd", "trailing-bytes")},
     "v2-no-item-budget": {"store-invalid/v2-zheader-item-bomb"},
     "v2-lenient-body-table": {f"store-invalid/v2-{k}" for k in (
-        "bodies-duplicate-digest", "bodies-gap", "bodies-size-zero", "body-length-lies")},
+        "bodies-duplicate-digest", "bodies-gap", "bodies-size-zero", "body-length-lies",
+        "bodies-unneeded-size-zero", "bodies-unneeded-stored-one")},
     "v2-no-forwards": {"store-invalid/v2-forward-wrong-bytes", "store-valid/v2-forward-four-hops",
                        "store-valid/v2-forwards"},
     "v2-unbounded-forwards": {"store-invalid/v2-forward-five-hops"},
@@ -147,6 +149,79 @@ def test_v2_broken_adapter_fails_exactly_the_matching_vectors(rule: str) -> None
     st = _statuses(runner.run(f"{ADAPTER} --break {rule}", batch=True, only="*/v2-*"))
     assert runner.ERROR not in st.values()
     assert {i for i, s in st.items() if s == runner.FAIL} == V2_BREAKS[rule]
+
+
+# issue 32 (ckptfs_conformance/gen_spec32.py): a reader that skips one more rule of spec/v2.md,
+# or reads a point the spec used to leave open the other way, fails exactly its vectors
+SPEC32_BREAKS = {
+    "v2-lenient-form": {"store-invalid/v2-record-form-0", "store-invalid/v2-record-form-1"},
+    "v2-any-kind": {"store-invalid/v2-record-kind-unknown"},
+    "v2-lenient-body-ranges": {f"store-invalid/v2-bodies-{k}" for k in (
+        "size-zero", "unneeded-size-zero", "unneeded-stored-one")},
+    "v2-lenient-locators": {f"store-invalid/v2-locator-{k}" for k in (
+        "index-out-of-range", "unneeded-index-out-of-range", "unneeded-stored-one")},
+    "v2-allow-prefix-twice": {"store-invalid/v2-locator-prefix-twice"},
+    "v2-lenient-nonce": {f"store-invalid/v2-record-nonce-{k}" for k in ("15", "absent", "text")},
+    "v2-skip-manifest-path": {"store-invalid/v2-record-manifest-other-seq"},
+    "v2-verify-by-prefix": {"lookup/v2-locator-names-other-body"},
+    "v2-forward-good-rows": {"store-invalid/v2-forward-bad-row"},
+    "v2-check-pack-header": {"store-valid/v2-pack-header-damaged"},
+    "v2-zheader-needs-feature": {"store-valid/v2-zheader-without-feature"},
+    "v2-refuse-bad-window": {"store-valid/v2-config-window-out-of-range"},
+    "v2-refuse-v2-features-in-v1": {"store-valid/v2-v1-config-with-v2-features"},
+    "v2-check-table-size": {"store-valid/v2-bodies-size-differs"},
+    "v2-serve-stray-by-id": {"lookup/v2-by-id-stray"},
+    "v2-prefix-counts-strays": {"lookup/v2-by-prefix-stray-not-counted"},
+    "v2-scan-skips-damage": {"lookup/v2-absent-id-beside-damaged",
+                             "lookup/v2-absent-prefix-beside-damaged"},
+    "check-record-created": {"store-valid/v2-record-created-differs"},  # issue 16's rule, in v2
+    "v2-no-v1-record-limit": {"store-invalid/v2-v1-record-over-64kib"},
+    # format.md 2: a missing or non-text hash is corrupt, not an unknown algorithm
+    "hash-missing-unsupported": {"store-invalid/config-hash-missing",
+                                 "store-invalid/config-hash-not-text"},
+}
+
+
+def test_every_issue32_break_rule_is_tested() -> None:
+    from ckptfs_conformance.adapters.spec32_breaks import SPEC32_BREAKS as rules
+
+    assert set(rules) | {"check-record-created"} == set(SPEC32_BREAKS)
+
+
+@pytest.mark.parametrize("rule", sorted(SPEC32_BREAKS))
+def test_issue32_broken_adapter_fails_exactly_its_vectors(rule: str) -> None:
+    """Among the version 2 vectors, the broken reader fails exactly the ones of its rule."""
+    st = _statuses(runner.run(f"{ADAPTER} --break {rule}", batch=True,
+                              only="*/v2-*,store-invalid/config-*"))
+    assert runner.ERROR not in st.values()
+    assert {i for i, s in st.items() if s == runner.FAIL} == SPEC32_BREAKS[rule]
+
+
+# issue 32: a version 2 writer that breaks one rule of spec/v2.md 5.2.1 fails exactly its vector
+WRITER32_BREAKS = {
+    "writer-v2-extra-object": {"writer-rules/one-object-per-commit"},
+    "writer-v2-drop-packs": {"writer-rules/packs-complete"},
+    "writer-v2-hole": {"writer-rules/complete-locators"},
+    "writer-v2-zheader-without-feature": {"writer-rules/features"},
+    "writer-v2-no-complete-locators": {"writer-rules/features"},
+    "writer-v2-reuse-nonce": {"writer-rules/nonces-unique"},
+    "writer-v2-hint-ahead": {"writer-rules/hints-committed"},
+}
+
+
+def test_every_issue32_writer_break_is_tested() -> None:
+    from ckptfs_conformance.adapters.spec32_writer import SPEC32_WRITER_BREAKS as rules
+
+    assert set(rules) == set(WRITER32_BREAKS)
+
+
+@pytest.mark.parametrize("rule", sorted(WRITER32_BREAKS))
+def test_issue32_broken_writer_fails_exactly_its_vectors(rule: str) -> None:
+    """A version 2 writer whose output breaks one rule fails exactly the vector of that rule
+    (and the reference writer passes them all: test_ckptfs_passes_every_vector)."""
+    st = _statuses(runner.run(f"{ADAPTER} --break {rule}", batch=True, only="writer-rules/*"))
+    assert len(st) == 6 and runner.ERROR not in st.values()
+    assert {i for i, s in st.items() if s == runner.FAIL} == WRITER32_BREAKS[rule]
 
 
 def test_v2_vectors_need_the_v2_capability() -> None:

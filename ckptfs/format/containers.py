@@ -359,12 +359,16 @@ def _locators(v: Any, what: str) -> tuple[tuple[ContainerRef, ...], tuple[Locato
     containers = tuple(container_ref(c, f"{what} locator container {i}")
                        for i, c in enumerate(v["containers"]))
     out = []
+    prefixes: set[bytes] = set()
     for i, x in enumerate(v["chunks"]):
         if not (isinstance(x, list) and len(x) == 4 and type(x[0]) is bytes
                 and len(x[0]) == LOCATOR_PREFIX and all(type(n) is int for n in x[1:])):
             raise FormatError(f"{what} locator {i}: must be [prefix, container, start, stored]")
         if not 0 <= x[1] < len(containers) or x[2] < 0 or not 2 <= x[3] <= MAX_STORED_SIZE:
             raise FormatError(f"{what} locator {i}: container index or range out of bounds")
+        if x[0] in prefixes:  # spec/v2.md 3.5: a reader never chooses between two rows
+            raise FormatError(f"{what} locator {i}: a second row with prefix {x[0].hex()}")
+        prefixes.add(x[0])
         out.append(Locator(x[0], x[1], x[2], x[3]))
     return containers, tuple(out)
 
@@ -443,10 +447,17 @@ def make_locators(where: Mapping[Digest, Location]
     index: dict[ContainerRef, int] = {}
     out = []
     # sorted by the raw bytes (the same order as Digest's): a C-level key sort, not attrs __lt__
+    last = b""
     for d in sorted(where, key=_raw):
         loc = where[d]
         i = index.setdefault(loc.container, len(index))
-        out.append(Locator(d.raw[:LOCATOR_PREFIX], i, loc.start, loc.stored))
+        prefix = d.raw[:LOCATOR_PREFIX]
+        if prefix == last:  # sorted: a shared prefix is adjacent (spec/v2.md 3.5, 2^-64 a pair)
+            raise FormatError(f"chunks {d} and the one before it share their first "
+                              f"{LOCATOR_PREFIX} bytes, which no record may locate both by; "
+                              "the commit is refused (commit again with different content)")
+        last = prefix
+        out.append(Locator(prefix, i, loc.start, loc.stored))
     return tuple(index), tuple(out)
 
 

@@ -471,8 +471,11 @@ class StoreConfig:
         version = _get(m, "version", int, what)
         if version not in SUPPORTED_VERSIONS:
             raise unsupported_version(what, version)
-        if m.get("hash") != "blake3":
-            raise UnsupportedFeature(f"{what}: hash {m.get('hash')!r} is not supported (blake3)")
+        hash_name = m.get("hash")
+        if type(hash_name) is not str:  # a required key of type text (format.md 2): damage
+            raise FormatError(f"{what}: 'hash' must be a text (absent or another type)")
+        if hash_name != "blake3":
+            raise UnsupportedFeature(f"{what}: hash {hash_name!r:.40} is not supported (blake3)")
         required = check_features(_get(m, "required", list, what), what)
         optional = _get(m, "optional", list, what)
         if not all(type(f) is str for f in optional):

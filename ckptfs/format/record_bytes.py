@@ -18,6 +18,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ckptfs.errors import FormatError
 from ckptfs.format import cbor
 from ckptfs.format import containers as ct
 from ckptfs.format.cbor_parts import array_bytes, map_bytes, uint_head
@@ -41,6 +42,7 @@ def locator_table(where: Mapping[bytes, Location]) -> dict[str, Any]:
     ref object as a rule), then equal refs that are distinct objects are merged, keeping the
     first use of each: the same numbering as numbering by equality."""
     raws = sorted(where)
+    check_prefixes(raws)
     locs = [where[r] for r in raws]
     conts = [loc.container for loc in locs]
     first = dict(zip(map(id, conts), conts))  # id -> ref, in order of first use
@@ -84,6 +86,18 @@ def encode_record(*, run: str, seq: int, snapshot: Digest, created: int, nonce: 
 _ROW = b"\x84" + uint_head(2, ct.LOCATOR_PREFIX)  # [prefix (8 bytes), ...]
 
 
+def check_prefixes(raws: Sequence[bytes]) -> None:
+    """FormatError when two of the sorted raw digests ``raws`` share their locator prefix:
+    no record may locate both by it (spec/v2.md 3.5; readers refuse such a record), so the
+    commit is refused (2^-64 a pair; committing other content avoids it)."""
+    n = ct.LOCATOR_PREFIX
+    for a, b in zip(raws, raws[1:]):
+        if a[:n] == b[:n]:
+            raise FormatError(f"chunks {a.hex()} and {b.hex()} share their first {n} bytes, "
+                              "which no record may locate both by; the commit is refused "
+                              "(commit again with different content)")
+
+
 def _uints(*ns: int) -> bytes | None:
     """The canonical encodings of unsigned integers ``ns``, joined (None if one is not)."""
     if not all(type(n) is int and 0 <= n < 1 << 64 for n in ns):
@@ -120,7 +134,11 @@ class LocatorRows:
         by_id: dict[int, bytes] = {}
         encs: list[bytes] = []
         out: list[bytes] = []
+        last = b""
         for raw in sorted(where):
+            if raw[:ct.LOCATOR_PREFIX] == last:
+                check_prefixes(sorted(where))  # raises: two chunks share a locator prefix
+            last = raw[:ct.LOCATOR_PREFIX]
             loc = where[raw]
             hit = rows.get(raw)
             if hit is None or hit[0] is not loc:

@@ -61,7 +61,7 @@ from ckptfs.store.objects import ObjectStore, ledger_results
 from ckptfs.store.sweeps import Seen, check_window_ms, named_chunks
 from ckptfs.store.heads import HeadLook, look_for_head
 from ckptfs.store.snapshot import Snapshot as Snapshot  # re-exported: its old home
-from ckptfs.store.ids import find_record, ids_with_prefix
+from ckptfs.store.ids import Scan, find_record, ids_with_prefix
 from ckptfs.store.resolve import resolve_ref
 from ckptfs.store.new_store import (
     check_writable,
@@ -377,8 +377,9 @@ class Repository:
     def snapshot(self, d: Digest, *, size: int | None = None, check_committed: bool = True) -> Snapshot:
         """The committed snapshot with id ``d`` (its record must point at it)."""
         cfg = self.config
+        scan = Scan()
         if cfg.version >= 2:
-            found = find_record(self, d)
+            found = find_record(self, d, scan)
             if found is not None:
                 rec = self.record(*found)
                 if rec.snapshot == d:
@@ -391,6 +392,7 @@ class Repository:
         try:
             m = self.objects.get_manifest(d, size)
         except MissingObject:
+            scan.fail_closed(f"snapshot {d}")  # a damaged visible record may be its record
             raise NotFound(f"no snapshot {d} in {self.url}") from None
         if check_committed:
             try:

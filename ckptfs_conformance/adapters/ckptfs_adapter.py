@@ -29,6 +29,9 @@ from ckptfs.format.lifecycle import Lease
 from ckptfs.runtime.codecs import Codecs
 from ckptfs.store import heads, repository
 from ckptfs_conformance import render
+from ckptfs_conformance.adapters import spec32_breaks, spec32_writer
+from ckptfs_conformance.adapters.spec32_writer import SPEC32_WRITER_BREAKS
+from ckptfs_conformance.adapters.spec32_breaks import SPEC32_BREAKS
 from ckptfs_conformance.render import canonical_json, render_ref, render_store, tagged, untagged
 
 BREAKS: tuple[str, ...] = (
@@ -49,6 +52,10 @@ SPEC16_BREAKS = ("by-id-skip-record-size", "skip-record-path", "skip-chunk-diges
                  "empty-folder-is-run",
                  "request-of-last-record")
 BREAKS += SPEC16_BREAKS
+#: issue 32: one per rule of spec/v2.md its vectors pin (ckptfs_conformance/gen_spec32.py)
+BREAKS += SPEC32_BREAKS
+#: issue 32: broken version 2 writers, one per rule of spec/v2.md 5.2.1 (writer-rules/* vectors)
+BREAKS += SPEC32_WRITER_BREAKS
 
 
 def apply_break(rule: str) -> None:
@@ -67,7 +74,9 @@ def apply_break(rule: str) -> None:
     elif rule == "ignore-required":
         models.check_features = lambda required, what: tuple(required or ())
     elif rule == "ignore-retired":  # every record counts: strays are served
-        for module in (repository, heads):  # heads: the head search (s3req14 moved it there)
+        from ckptfs.store import ids  # lookups by id and prefix (issue 32)
+
+        for module in (repository, heads, ids):  # heads: the head search (s3req14 moved it)
             setattr(module, "read_retired", lambda storage, run_id: None)
     elif rule == "ignore-tombstones":  # nothing was ever erased
         for module in (repository, render):
@@ -78,6 +87,13 @@ def apply_break(rule: str) -> None:
         from ckptfs.format.ledger import Effect
 
         setattr(Effect, "running", lambda self, now: False)
+    elif rule in SPEC32_WRITER_BREAKS:
+        spec32_writer.BROKEN.add(rule)
+    elif rule in SPEC32_BREAKS:
+        if rule.startswith("v2-"):
+            spec32_breaks.apply(rule[3:])
+        else:
+            spec32_breaks.apply_other(rule)
     elif rule.startswith("v2-"):
         _break_v2(rule[3:])
     elif rule in SPEC16_BREAKS:
@@ -529,6 +545,7 @@ def _typed_roundtrip(data: bytes, unknown: Literal["error", "raw"]) -> str:
 
 
 OPS: dict[str, Callable[..., str]] = {
+    "write-v2": lambda case, store: spec32_writer.write_v2(case, store),  # issue 32
     "digest": lambda f: Digest.of(_read(f)).text,
     "parse-digest": lambda text: Digest.parse(text).text,
     "cbor-decode": lambda f: canonical_json(render.tagged(cbor.decode(_read(f), what="input"))),
