@@ -20,6 +20,7 @@ from ckptfs.errors import (
     CorruptSnapshot,
     ErasedError,
     ExpiredError,
+    FormatError,
     MissingObject,
     NotAStore,
     NotFound,
@@ -243,11 +244,23 @@ class Repository:
 
     def head(self, run_id: str) -> RunRecord | None:
         """The record with the highest visible sequence number (ckptfs.store.heads)."""
-        return look_for_head(self, run_id).record
+        return self.head_look(run_id).record
 
     def head_look(self, run_id: str) -> HeadLook:
         """``head``, with the run's retired marker and expiry overrides seen on the way."""
-        return look_for_head(self, run_id)
+        try:
+            return look_for_head(self, run_id)
+        except (FormatError, MissingObject) as e:
+            raise self._damaged_head(run_id, e) from e
+
+    def _damaged_head(self, run_id: str, e: CkptfsError) -> CkptfsError:
+        """``e`` (the head record of ``run_id`` is damaged) with what to do about it: a reader
+        never falls back to an older record (format.md 8.3), so only a repair helps."""
+        return type(e)(
+            f"{e}. This is the head of run {run_id!r}, so the run cannot be resumed (a reader "
+            "never falls back to an older record): 'ckptfs repair "
+            f"{self.url} {run_id}' makes its last good snapshot the head again, keeping the "
+            f"damaged record; or fork an older snapshot (store.fork('{run_id}@SEQ', NEW_RUN))")
 
     def commit(self, manifest: Manifest,
                chunks: list[tuple[Digest, bytes | memoryview]] | None = None,
@@ -537,7 +550,10 @@ class Repository:
         look = self.head_look(run_id)
         if look.record is None:
             raise self.erased(run_id) or NotFound(f"no run {run_id!r} in {self.url}")
-        return self._recorded(look.record), look
+        try:
+            return self._recorded(look.record), look
+        except (FormatError, MissingObject) as e:
+            raise self._damaged_head(run_id, e) from e
 
 
 def _is_hex(s: str) -> bool:
