@@ -138,6 +138,13 @@ class Repository:
     def config(self) -> StoreConfig:
         cfg = self.load_config()
         if cfg is None:
+            bucket = self.storage.missing_container()
+            if bucket is not None:
+                raise NotAStore(
+                    f"{self.url}: the bucket {bucket!r} does not exist (or this account cannot "
+                    f"see it), so there is no store here; fix the URL or the credentials, or "
+                    f"create the bucket and a store in it with 'ckptfs init {self.url} "
+                    "--create-bucket'")
             raise NotAStore(
                 f"{self.url}: no ckptfs store here (no {CONFIG_PATH}); create one with "
                 "'ckptfs init URL' or by writing a first checkpoint")
