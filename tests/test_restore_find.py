@@ -198,3 +198,19 @@ def test_find_requests_per_run_on_s3(s3_options: dict[str, Any]) -> None:
         print(steps, dict(ops))
     assert counts[0] == counts[1], counts  # not the runs' length
     assert counts[1] <= 2 + 3 * 8, counts  # config and run listing, then ~3 per run
+
+
+@pytest.mark.parametrize("command", ["restore", "find"])
+def test_progress_on_a_terminal_only(tmp_path: Path, command: str) -> None:
+    """Bytes read on a terminal (restore streams blobs of any size), nothing in a pipe."""
+    from tests.test_cli_operator_ux import _under_pty
+
+    url = str(tmp_path / "s")
+    make_demo(url)
+    argv = {"restore": ["agent@4", str(tmp_path / "out")], "find": ["--all"]}[command]
+    rc, out, term = _under_pty(command, url, *argv)
+    assert rc == 0, (out, term)
+    assert f"{command} read:" in term and "B/s" in term and "objects" in term, term
+    assert "Traceback" not in term
+    again = {"restore": ["agent@4", str(tmp_path / "out2")], "find": ["--all"]}[command]
+    assert cli(command, url, *again).stderr == ""

@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         return usage_error("find", "--limit must be at least 1")
     store = human.open_existing(args.store)
     query = Query(labels, tuple(args.entry), tuple(args.runs))
-    with Progress("find", mode=args.progress) as bar:
+    with Progress("find", mode=args.progress, snapshots=False) as bar:
         bar.watch(store.storage)
         report = find(store.repo, query, all_snapshots=args.all_snapshots, limit=args.limit,
                       progress=bar.snapshot)

@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
 
     store = human.open_existing(args.store)
     snap = store.repo.resolve(human.thread_snapshot(store, args.thread, args.ns, args.snapshot))
-    with Progress("restore", mode=args.progress, total=len(snap.manifest.entries)) as bar:
+    with Progress("restore", mode=args.progress, snapshots=False) as bar:
         bar.watch(store.storage)
         written = restore(store.repo, snap, args.dir, force=args.force,
                           allow_expired=args.allow_expired, raw=args.raw, progress=bar.snapshot)
