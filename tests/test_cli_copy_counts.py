@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -50,3 +51,21 @@ def test_copy_progress_json_counts_bytes_written(tmp_path: Path) -> None:
     # every byte of the destination's files but its config (and lease) went through writes
     assert 0.9 * size <= last["bytes_written"] <= size, (last, size)
     assert last["bytes_read"] > 0 and last["objects_read"] > 0
+
+
+@pytest.mark.layout(2)
+def test_copy_to_s3_progress_counts_bytes(tmp_path: Path, s3_options: dict[str, Any]) -> None:
+    """Runs copied side by side into a bucket each have their own report, merged at the end:
+    the progress note said '0 B copied' until then, that is on every line."""
+    from tests.conftest import new_s3_url
+
+    src = str(tmp_path / "src")
+    make_demo(src)
+    dst = new_s3_url()
+    p = cli("copy", src, dst, "--progress", "json")
+    lines = [json.loads(x) for x in p.stderr.splitlines() if x.startswith("{")]
+    last = lines[-1]
+    assert last["done"] and last["bytes_written"] > 20_000, last
+    assert not last["note"].endswith(" 0 B copied"), last
+    copied = int(last["note"].rsplit(" B copied", 1)[0].split()[-1])
+    assert copied > 20_000, last
