@@ -9,16 +9,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
 
 import ckptfs
 from tests.clihelp import cli, make_demo
 
 
-@pytest.mark.parametrize("layout", [1, 2])
-def test_a_first_copy_finds_nothing_already_there(tmp_path: Path, layout: int,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CKPTFS_FORMAT_VERSION", str(layout))
+def test_a_first_copy_finds_nothing_already_there(tmp_path: Path) -> None:
     src, dst = str(tmp_path / "src"), str(tmp_path / "dst")
     make_demo(src)
     rep = json.loads(cli("copy", src, dst, "--json").stdout)
@@ -53,7 +49,6 @@ def test_copy_progress_json_counts_bytes_written(tmp_path: Path) -> None:
     assert last["bytes_read"] > 0 and last["objects_read"] > 0
 
 
-@pytest.mark.layout(2)
 def test_copy_to_s3_progress_counts_bytes(tmp_path: Path, s3_options: dict[str, Any]) -> None:
     """Runs copied side by side into a bucket each have their own report, merged at the end:
     the progress note said '0 B copied' until then, that is on every line."""

@@ -21,7 +21,7 @@ from tests.clihelp import cli
 
 
 def _damage(root: Path, run: str, seq: int) -> None:
-    """Flip one byte in the middle of the record (its header, in both layouts)."""
+    """Flip one byte of the record's header."""
     p = root / record_path(run, seq)
     b = bytearray(p.read_bytes())
     b[min(12, len(b) // 2)] ^= 0x01
@@ -42,10 +42,7 @@ def _store(root: Path, *, steps: int = 5) -> ckptfs.Store:
     return s
 
 
-@pytest.mark.parametrize("layout", [1, 2])
-def test_damaged_head_is_flagged_and_repaired(tmp_path: Path, layout: int,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CKPTFS_FORMAT_VERSION", str(layout))
+def test_damaged_head_is_flagged_and_repaired(tmp_path: Path) -> None:
     root = tmp_path / "s"
     _store(root)
     _damage(root, "r", 5)
@@ -100,12 +97,11 @@ def test_damaged_head_is_flagged_and_repaired(tmp_path: Path, layout: int,
     assert "forgot the damaged record @5" in gone.stdout
     gc = cli("gc", url, "--grace", "0s")
     assert "problem" not in gc.stdout, gc.stdout
-    assert not (root / record_path("r", 5)).exists() or layout == 1
+    assert not (root / record_path("r", 5)).exists()
     rep = json.loads(cli("verify", url, "--json").stdout)
     assert rep["ok"] and rep["repaired"] == [] and rep["problems"] == []
 
 
-@pytest.mark.layout(2)
 def test_repair_keeps_the_effect_ledger_and_forgets_at_once(tmp_path: Path) -> None:
     root = tmp_path / "s"
     s = ckptfs.open_store(str(root))
@@ -127,7 +123,6 @@ def test_repair_keeps_the_effect_ledger_and_forgets_at_once(tmp_path: Path) -> N
     assert rep["ok"], rep
 
 
-@pytest.mark.layout(2)
 def test_repair_refuses_what_it_cannot_do(tmp_path: Path) -> None:
     root = tmp_path / "s"
     s = ckptfs.open_store(str(root))

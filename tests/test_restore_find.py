@@ -156,7 +156,6 @@ def test_find_by_label_entry_and_run(tmp_path: Path) -> None:
     cli("find", url, "--label", "=x", check=2)
 
 
-@pytest.mark.layout(2)
 def test_find_a_damaged_head_is_a_problem_not_the_end(tmp_path: Path) -> None:
     url = str(tmp_path / "s")
     _labelled(url)
@@ -168,7 +167,6 @@ def test_find_a_damaged_head_is_a_problem_not_the_end(tmp_path: Path) -> None:
     assert "2 matches among 5 heads of 6 runs" in out.stdout and "! agent-1" in out.stdout
 
 
-@pytest.mark.layout(2)
 def test_find_requests_per_run_on_s3(s3_options: dict[str, Any]) -> None:
     """Heads only: a bounded number of requests per run, whatever each run's length."""
     counts = []
