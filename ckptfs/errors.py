@@ -319,3 +319,9 @@ class StateMismatch(CkptfsError):
 
     category = "state-mismatch"
 
+
+class RestoreRefused(CkptfsError):
+    """``ckptfs restore``: the target is not a folder it may write into (a file, a link, or a
+    folder that is not empty, without ``--force``)."""
+
+    category = "restore"

@@ -681,6 +681,7 @@ def lookups(g: Any, new_store: Any, prng: Any, now: int, t0: int) -> None:
             assert e.category == cat, (ref, e.category)
         g.vector("lookup", P + name, desc, ["snapshot", "{store}", str(now), ref],
                  {"error": cat}, V2, store=f"{P}store.store")
+    _repaired_lookups(g, new_store, prng, now)
     h = g.store_dir("lookup", P + "hints")
     beyond = hints(h, new_store, prng, t0)
     hint_desc = {"stale": "hint at seq 1, head 3", "ahead": "hint at seq 9 (absent), head 2",
@@ -693,6 +694,40 @@ def lookups(g: Any, new_store: Any, prng: Any, now: int, t0: int) -> None:
                  {"output": render_ref(str(h), run, now), "compare": "json"},
                  V2 + ["lifecycle"] if run == "forgot" else V2, store=f"{P}hints.store",
                  beyond_cddl=beyond)
+
+
+def _repaired_lookups(g: Any, new_store: Any, prng: Any, now: int) -> None:
+    """A run whose head r@3 was damaged (a byte of its header flipped) and then repaired:
+    r@4 holds r@2's content again and names r@3 in its ``repair`` key (format.md 8.4)."""
+    from ckptfs.ops.repair import repair_run
+    from ckptfs_conformance.render import render_ref
+
+    d = g.store_dir("lookup", P + "repaired")
+    s, c = new_store(d)
+    r = s.start_run("r")
+    for i in range(1, 4):
+        r.checkpoint({"n": i, "doc": ckptfs.Blob(prng(f"v2-repair{i}", 3000))}, f"step{i}")
+        c.tick()
+    flip(d / "runs" / "r" / f"{3:020d}", 12)
+    repair_run(s.repo, "r", writer=s.writer_name, now=c.tick())
+    s.close()
+    for name, ref, desc in (
+            ("repaired-head", "r", "the head of a repaired run: r@4, the repair record, whose "
+             "manifest holds r@2's entries, parent r@2 and the extension key repair = "
+             "{damaged: [3], from: 2} (format.md 8.4)"),
+            ("repaired-good", "r@2", "the last good snapshot a repair committed again")):
+        g.vector("lookup", P + name, desc, ["snapshot", "{store}", str(now), ref],
+                 {"output": render_ref(str(d), ref, now), "compare": "json"}, V2,
+                 store=f"{P}repaired.store", damaged=[f"runs/r/{3:020d}"])
+    try:
+        render_ref(str(d), "r@3", now)
+        raise AssertionError("r@3: ckptfs accepts it")
+    except CkptfsError as e:
+        assert e.category == "corrupt", e
+    g.vector("lookup", P + "repaired-set-aside", "the damaged record a repair set aside stays "
+             "in place and stays damaged (format.md 8.4: nothing is deleted)",
+             ["snapshot", "{store}", str(now), "r@3"], {"error": "corrupt"}, V2,
+             store=f"{P}repaired.store", damaged=[f"runs/r/{3:020d}"])
 
 
 def _absent_prefix(ids: dict[str, Digest]) -> str:

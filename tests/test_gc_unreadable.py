@@ -81,5 +81,7 @@ def test_gc_reports_an_unreadable_record_and_goes_on(tmp_path: Path, how: str, s
     assert not Path(root, "tmp", "crashed-writer.part").exists()
     assert _containers(root) == before  # nothing deleted: the mark is incomplete
     # the expired run is forgotten: no snapshot of c is listed any more
-    rows = {r["run"]: r for r in json.loads(cli("ls", root, "--json").stdout)["runs"]}
+    # ls exits 1 while a run's head cannot be read (issue 35.3)
+    ls = cli("ls", root, "--json", check=1 if seq == 4 else 0)
+    rows = {r["run"]: r for r in json.loads(ls.stdout)["runs"]}
     assert rows["c"]["snapshots"] == 0 and rows["m"]["snapshots"] == 2, rows

@@ -53,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
     dst = _stores.open_store(args.dst)
     with Progress("copy", mode=args.progress) as bar:
         bar.watch(src.storage)
+        if dst.storage is not src.storage:
+            bar.watch_writes(dst.storage)
         report = copy_runs(src.repo, dst.repo, runs=args.runs, progress=bar, mirror=args.mirror,
                            dry_run=args.dry_run)
     if args.json:

@@ -5,14 +5,17 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ckptfs.cli import EXIT_OK, EXIT_USAGE, human, print_json
+from ckptfs.cli import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, human, print_json
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = sub.add_parser("log", help="a run's history: parents, resumes, attempts, forks",
                        description="Print every snapshot of RUN in order with its boundary, "
                                    "where the run was forked from, where each attempt resumed, "
-                                   "which runs fork from it, and the effects each snapshot records.")
+                                   "which runs fork from it, and the effects each snapshot records. "
+                                   "Records that cannot be read are listed after the tree; exit "
+                                   "status 1 when the run's head is one of them (the run cannot "
+                                   "be resumed: 'ckptfs repair' makes it resumable again).")
     p.add_argument("store", metavar="STORE")
     p.add_argument("run_id", metavar="RUN", nargs="?",
                    help="the run (or give --thread for a LangGraph thread)")
@@ -43,10 +46,11 @@ def run(args: argparse.Namespace) -> int:
         log["snapshots"] = log["snapshots"][-args.latest:]
     if args.json:
         print_json(log)
-        return EXIT_OK
-    for line in render(log):
-        print(line)
-    return EXIT_OK
+    else:
+        for line in render(log):
+            print(line)
+    # a run whose newest record cannot be read cannot be resumed: scripts must notice
+    return EXIT_PROBLEMS if log["head_damaged"] else EXIT_OK
 
 
 def render(log: dict[str, Any]) -> list[str]:
@@ -70,6 +74,9 @@ def render(log: dict[str, Any]) -> list[str]:
             first = s["seq"] - gap
             span = f"@{first}" if gap == 1 else f"@{first}..@{s['seq'] - 1}"
             lines.append(f"┆ {span} forgotten ({gap} snapshot{'s' if gap != 1 else ''})")
+        if s.get("repaired"):
+            lines.append(f"│ ⚒ repair: {', '.join(f'@{d}' for d in s['repaired'])} damaged, set "
+                         f"aside; @{s['seq']} holds the last good snapshot again")
         elbow = "└─" if i == len(snaps) - 1 else "├─"
         lines.append(f"{elbow} @{s['seq']:<4} {s['boundary']:<14} {human.short(s['snapshot'])}  "
                      f"{human.when(s['created'])}  {s['entry_count']} entries  "
@@ -89,4 +96,6 @@ def render(log: dict[str, Any]) -> list[str]:
             lines.append(f"{bar}└─ fork: {f['run']} @{f['seq']} {human.short(f['snapshot'])}")
     for p in log["problems"]:
         lines.append(f"! {human.clean(p)}")
+    for p in log.get("repaired", ()):
+        lines.append(f"  repaired {human.clean(p)}")
     return lines

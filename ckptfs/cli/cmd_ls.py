@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
-from ckptfs.cli import EXIT_OK, human, print_json
+from ckptfs.cli import EXIT_OK, EXIT_PROBLEMS, human, print_json
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = sub.add_parser("ls", help="list runs: head, length, last boundary, age, size",
                        description="List the runs of STORE: head snapshot and sequence number, "
                                    "number of snapshots, boundary of the head, its age and the "
-                                   "bytes of state it holds.")
+                                   "bytes of state it holds. Exit status 1 when a run's head "
+                                   "cannot be read (the run cannot be resumed until 'ckptfs "
+                                   "repair').")
     p.add_argument("store", metavar="STORE")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)
@@ -23,9 +26,11 @@ def run(args: argparse.Namespace) -> int:
 
     store = human.open_existing(args.store)
     rows = list_runs(store.repo)
+    # a run whose head cannot be read cannot be resumed: exit 1, as verify, so scripts notice
+    rc = EXIT_PROBLEMS if any(r["status"] == "damaged" for r in rows) else EXIT_OK
     if args.json:
         print_json({"store": store.url, "runs": rows})
-        return EXIT_OK
+        return rc
     if not rows:
         print(f"no runs in {store.url}")
         return EXIT_OK
@@ -39,7 +44,13 @@ def run(args: argparse.Namespace) -> int:
          for r, t in zip(rows, threads)],
         ["RUN", *(["THREAD"] if any(threads) else []), "HEAD", "SNAPS", "SNAPSHOT", "BOUNDARY",
          "ATTEMPT", "AGE", "STATE", ""]))
-    return EXIT_OK
+    for r in rows:
+        if r["status"] == "damaged":
+            print(f"run {human.clean(r['run'])}: its head @{r['head_seq']} cannot be read, so the "
+                  f"run cannot be resumed; 'ckptfs repair {human.clean(store.url)} "
+                  f"{human.clean(r['run'])}' makes its last good snapshot the head again",
+                  file=sys.stderr)
+    return rc
 
 
 def _thread(row: dict[str, Any]) -> str:

@@ -64,6 +64,26 @@ def _print_problems(problems: list[Any], verbose: bool) -> None:
         print(f"{category:>12}  {human.clean(label)}  {human.clean(message)}")
 
 
+def summary(report: Any) -> str:
+    """The last line: what was checked, in the units an operator knows. In a version 2 store
+    small data is held in the manifests, which are hashed against their snapshot ids: then
+    there may be no chunk at all, and the line says what was checked instead of "0 chunks"."""
+    parts = [human.count(report.runs, "run"),
+             f"{human.count(report.snapshots, 'snapshot')} ({human.count(report.records, 'record')}"
+             f" read, {human.size(report.manifest_bytes)} of manifests hashed)"]
+    if report.inline_entries:
+        parts.append(f"{human.count(report.inline_entries, 'entry', 'entries')} held in their "
+                     "manifests (checked with them)")
+    if report.chunks_checked or not report.inline_entries:
+        read = f", {human.size(report.bytes_read)} read" if report.bytes_read else ""
+        parts.append(f"{human.count(report.chunks_checked, 'chunk')} checked{read}")
+    else:
+        parts.append("no chunks: all data is inline")
+    if report.repaired:
+        parts.append(f"{len(report.repaired)} repaired record(s) kept as evidence")
+    return ", ".join(parts) + f", {len(report.problems)} problem(s)"
+
+
 def run(args: argparse.Namespace) -> int:
     import ckptfs
     from ckptfs.ops.verify import verify
@@ -83,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
         print_json(report.to_json())
     else:
         _print_problems(report.problems, args.verbose)
+        for r in report.repaired:
+            print(f"{'repaired':>12}  {human.clean(f'{r.run}@{r.seq}')}  {human.clean(r.message)}")
         for path in report.foreign[:SHOWN] if not args.verbose else report.foreign:
             print(f"{'note':>12}  {human.clean(path)}  not an object of the store (a file left "
                   "by another tool?): every ckptfs command ignores it; remove it if unwanted")
@@ -91,7 +113,5 @@ def run(args: argparse.Namespace) -> int:
                   "lists them)")
         inline = (f", {human.count(report.inline_entries, 'entry', 'entries')} held in their "
                   "manifests (checked with them)" if report.inline_entries else "")
-        print(f"{human.count(report.runs, 'run')}, {human.count(report.snapshots, 'snapshot')}"
-              f"{inline}, {human.count(report.chunks_checked, 'chunk')} checked, "
-              f"{len(report.problems)} problem(s)", file=sys.stdout)
+        print(summary(report), file=sys.stdout)
     return EXIT_OK if report.ok else EXIT_PROBLEMS

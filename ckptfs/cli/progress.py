@@ -11,7 +11,8 @@ the command opened (``watch``); it changes nothing they do.
 ``--progress json`` writes one JSON object per line to stderr, at most five a second and one
 last with ``"done": true``: ``{"progress": LABEL, "done": bool, "snapshots": n,
 "snapshots_total": n|null, "bytes_read": n, "objects_read": n, "objects_deleted": n,
-"elapsed_s": s, "bytes_per_s": r, "eta_s": s|null, "note": text}``.
+"elapsed_s": s, "bytes_per_s": r, "eta_s": s|null, "note": text}``, and for copy
+``"bytes_written": n``: the bytes sent to the destination (chunks, packs, records).
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ class Progress:
         self.total = total
         self.done = 0
         self.bytes = self.objects = self.deleted = 0
+        #: bytes handed to the watched destination's writes (``watch_writes``), else None
+        self.written: int | None = None
         self.note = ""
         self._t0 = time.monotonic()
         self._last = 0.0
@@ -128,9 +131,55 @@ class Progress:
         def gone(_: Any, __: tuple[Any, ...]) -> None:
             self.deleted += 1
 
+        def ranged(out: Any, _: tuple[Any, ...]) -> None:
+            self.bytes += out if isinstance(out, int) else len(out)
+            self.objects += 1
+
         counted("read", one)
         counted("read_many", many)
+        counted("read_range", ranged)  # v2 bodies and record headers are read by range
+        counted("read_range_into", ranged)
+        counted("read_ranges", many)
         counted("delete", gone)
+
+    def watch_writes(self, storage: object) -> None:
+        """Count the bytes ``storage`` is given to write from now on (copy's destination):
+        the JSON lines then carry ``bytes_written``, the bar a ``written`` figure."""
+        if self.mode == "none":
+            return
+        self.written = 0
+        depth = threading.local()
+
+        def counted(name: str, size: Callable[[tuple[Any, ...]], int]) -> None:
+            inner = getattr(storage, name, None)
+            if inner is None:
+                return
+
+            def call(*a: Any, **k: Any) -> Any:
+                if name == "write_many":  # an iterable is read once: keep it for the count
+                    a = (list(a[0]), *a[1:])
+                level = getattr(depth, "n", 0)
+                depth.n = level + 1
+                try:
+                    out = inner(*a, **k)
+                finally:
+                    depth.n = level
+                if level == 0:
+                    with self._lock:
+                        self.written = (self.written or 0) + size(a)
+                    self._show()
+                return out
+
+            setattr(storage, name, call)
+
+        def parts(ps: Any) -> int:
+            return sum(len(p) for p in ps)
+
+        counted("write", lambda a: len(a[1]))
+        counted("create", lambda a: len(a[1]))
+        counted("write_many", lambda a: sum(len(d) for _, d in a[0]))
+        counted("write_parts", lambda a: parts(a[1]))
+        counted("commit", lambda a: sum(len(d) for _, d in a[0]) + len(a[2]))
 
     # -- drawing -----------------------------------------------------------------------------
     def _show(self, final: bool = False) -> None:
@@ -151,6 +200,8 @@ class Progress:
                     snaps.refresh()
                 read.n = self.bytes
                 extra = f"{self.objects} objects"
+                if self.written is not None:
+                    extra += f", {_size(self.written)} written"
                 if self.deleted:
                     extra += f", {self.deleted} deleted"
                 read.set_postfix_str(extra, refresh=False)
@@ -165,11 +216,14 @@ class Progress:
         eta = None
         if self.total and 0 < self.done < self.total and elapsed > 0:
             eta = round(elapsed / self.done * (self.total - self.done), 1)
-        return {"progress": self.label, "done": final, "snapshots": self.done,
-                "snapshots_total": self.total, "bytes_read": self.bytes,
-                "objects_read": self.objects, "objects_deleted": self.deleted,
-                "elapsed_s": round(elapsed, 3), "bytes_per_s": round(rate), "eta_s": eta,
-                "note": self.note}
+        out = {"progress": self.label, "done": final, "snapshots": self.done,
+               "snapshots_total": self.total, "bytes_read": self.bytes,
+               "objects_read": self.objects, "objects_deleted": self.deleted,
+               "elapsed_s": round(elapsed, 3), "bytes_per_s": round(rate), "eta_s": eta,
+               "note": self.note}
+        if self.written is not None:
+            out["bytes_written"] = self.written
+        return out
 
     def close(self) -> None:
         if self.mode == "none":
@@ -185,6 +239,12 @@ class Progress:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _size(n: int) -> str:
+    from ckptfs.cli.human import size
+
+    return size(n)
 
 
 def _columns(stream: TextIO) -> int:

@@ -17,7 +17,7 @@ from typing import Any
 import blake3
 import cbor2
 
-from ckptfs.errors import FormatError, NonCanonical
+from ckptfs.errors import FormatError, InvalidArgument, NonCanonical
 from ckptfs.format.typed import TYPED_TAG, is_tagged
 
 #: The nesting limit of every decoded item (spec/format.md 5.3). Depth counts every array, map
@@ -426,9 +426,11 @@ def _bad(what: str, path: str, why: str, decoded: bool) -> None:
     where = f"{what}{path}" if path else what
     if decoded:
         raise FormatError(f"{where}: {why} is not allowed in ckptfs CBOR")
-    raise TypeError(
-        f"{where}: cannot checkpoint a {why}. ckptfs stores plain data only (None, bool, int, "
-        "float, str, bytes, list, dict with str keys); wrap raw bytes or files in ckptfs.Blob, "
-        "external data in ckptfs.Ref, and convert other types yourself (nothing is converted "
-        "silently)."
+    raise InvalidArgument(  # a TypeError too, as callers expect
+        f"{where}: cannot checkpoint a {why}. ckptfs stores plain data (None, bool, int, "
+        "float, str, bytes, list, dict with str keys) and the types registered with the "
+        "store's ckptfs.Codecs (built in: datetime, date, time, timedelta, UUID, Decimal, "
+        "tuple, set, frozenset, paths; your own classes with codecs.register(Cls, "
+        "name='myapp.Name')); wrap raw bytes or files in ckptfs.Blob, external data in "
+        "ckptfs.Ref, and convert anything else yourself (nothing is converted silently)."
     )

@@ -106,10 +106,11 @@ def copy_runs(src: Repository, dst: Repository, *, runs: Iterable[str] | None = 
     total = sum(len(src.seqs(r)) for r in run_ids)
     done = [0]
 
-    def tick(run_id: str, n: int) -> None:
+    def tick(run_id: str, n: int, copied: int | None = None) -> None:
         done[0] += n
         if progress and n:
-            progress(done[0], total, f"{run_id}  {report.bytes_copied} B copied")
+            b = report.bytes_copied if copied is None else copied
+            progress(done[0], total, f"{run_id}  {b} B copied")
 
     # one listing of the destination's tombstones, not a read per run (an erase there after
     # it is the erase's to reconcile with writers: spec/retention.md 4.2, 5)
@@ -151,7 +152,7 @@ def _copy_run(src: Repository, dst: Repository, run_id: str, now: int, report: C
 
 def _copy_parallel(src: Repository, dst: Repository, run_ids: list[str], now: int,
                    report: CopyReport, shared: _Shared,
-                   tick: Callable[[str, int], None], workers: int) -> None:
+                   tick: Callable[[str, int, int | None], None], workers: int) -> None:
     """Runs copied side by side into a destination on an object store (spec/retention.md
     section 9 orders the records of one run, not those of different runs): each run is one
     job with its own report (merged in run order) and its own ledger reader; a job's records
@@ -162,17 +163,17 @@ def _copy_parallel(src: Repository, dst: Repository, run_ids: list[str], now: in
     lock = threading.Lock()
 
     def locked_tick(run_id: str, n: int) -> None:
-        with lock:
-            tick(run_id, n)
+        with lock:  # the runs' reports are merged at the end: the bytes so far are theirs
+            tick(run_id, n, report.bytes_copied + sum(s.bytes_copied for s in subs))
 
     looks = SharedLooks()  # one first look for all the runs, and after-looks reused by all
+    subs = [CopyReport() for _ in run_ids]
 
     def job(run_id: str, sub: CopyReport) -> None:
         # its own LedgerScanner (one run's)
         _copy_run(src, dst, run_id, now, sub, shared, LedgerScanner(src.objects), locked_tick,
                   looks)
 
-    subs = [CopyReport() for _ in run_ids]
     failed: BaseException | None = None
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ckptfs-copy-run") as pool:
         futures = [pool.submit(job, r, sub) for r, sub in zip(run_ids, subs)]

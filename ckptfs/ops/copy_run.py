@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import collections
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import attrs
@@ -83,6 +83,17 @@ class SharedLooks:
         #: packing) that threads share anyway, so one batch ready at a time puts the first
         #: pack on the wire a batch's time after the start, not all runs' batches' time
         self.preparing = threading.Lock()
+        #: every chunk this copy has counted (copied or already there), so that a chunk that
+        #: several snapshots share counts once: a first copy into an empty destination says
+        #: nothing is "already there" (issue 35 item 6)
+        self._counted: set[Digest] = set()
+
+    def count_new(self, ds: Iterable[Digest]) -> int:
+        """How many of ``ds`` this copy has not counted yet (they are counted now)."""
+        with self._lock:
+            new = [d for d in ds if d not in self._counted]
+            self._counted.update(new)
+            return len(new)
 
     def first(self, sweeps: SweepGuard) -> None:
         """Give this thread's writer state the first look (taken now by the first caller)."""
@@ -291,7 +302,12 @@ class RunCopy:
             return d in self.pending or self._relied(d) is not None
 
         need = [c for d, c in refs.items() if not held(d)]
-        report.chunks_present += len(refs) - len(need)  # type: ignore[attr-defined]
+        sending = {c.digest for c in need}
+        self.looks.count_new(sending)  # counted as copied when their container is written
+        # held by the destination before this copy (a chunk this copy sent for an earlier
+        # snapshot is not "already there": it was counted when copied)
+        report.chunks_present += self.looks.count_new(  # type: ignore[attr-defined]
+            d for d in refs if d not in sending)
         try:
             got = self.bodies.gather(need, held, where=f"{src.url}: {where}")
         except MissingObject as e:

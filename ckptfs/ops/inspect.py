@@ -18,6 +18,7 @@ from ckptfs.format.models import Captured, Entry, Manifest, Reference
 from ckptfs.format.names import check_run_id
 from ckptfs.format.typed import is_tagged
 from ckptfs.ops.lg_values import LgObject
+from ckptfs.ops.repair import repaired_seqs
 from ckptfs.store.blobs import stored_blob
 from ckptfs.store.entry_reads import decode_value, read_content
 
@@ -76,6 +77,8 @@ def list_runs(repo: Repository, *, now_ms: int | None = None) -> list[dict[str, 
                            schema=str(m.schema), state_bytes=state_bytes(m),
                            labels=dict(m.labels))
         row["status"], row["status_detail"] = _run_status(repo, run_id, bool(seqs))
+        if row["error"] is not None and row["status"] == "live":
+            row["status"] = "damaged"  # its head cannot be read: ckptfs repair
         out.append(row)
     return out
 
@@ -110,13 +113,15 @@ def run_log(repo: Repository, run_id: str, *, allow_expired: bool = False) -> di
     by_id: dict[str, dict[str, Any]] = {}
     problems: list[str] = []
     loaded: list[Snapshot] = []
+    damaged: dict[int, str] = {}
     for seq in seqs:
         try:
             s = repo.snapshot_at(run_id, seq)
         except CkptfsError as e:
-            problems.append(f"@{seq}: {e.category}: {e}")
+            damaged[seq] = f"{e.category}: {e}"
             continue
         row = snapshot_json(s)
+        row["repaired"] = list(repaired_seqs(s.manifest))
         row["forks"] = []
         snaps.append(row)
         by_id[s.id] = row
@@ -124,9 +129,21 @@ def run_log(repo: Repository, run_id: str, *, allow_expired: bool = False) -> di
     for row, effects in zip(snaps, _record_rows(repo, loaded, allow_expired)):
         row["effects"] = effects
     prev_seq = 0
-    for row in snaps:  # forgotten (or erased) snapshots just before this one
-        row["forgotten_before"] = row["seq"] - prev_seq - 1
+    for row in snaps:  # forgotten (or erased) snapshots just before this one (not unreadable)
+        row["forgotten_before"] = row["seq"] - prev_seq - 1 - sum(
+            prev_seq < d < row["seq"] for d in damaged)
         prev_seq = row["seq"]
+    set_aside = {d for row in snaps for d in row["repaired"]}
+    repaired = [f"@{seq}: {why}; set aside by 'ckptfs repair' and kept as evidence"
+                for seq, why in damaged.items() if seq in set_aside]
+    for seq, why in damaged.items():
+        if seq in set_aside:
+            continue
+        advice = ""
+        if seq == seqs[-1]:
+            advice = (f". It is the run's head, so the run cannot be resumed: 'ckptfs repair "
+                      f"{repo.url} {run_id}' makes its last good snapshot the head again")
+        problems.append(f"@{seq}: {why}{advice}")
     forked_from = None
     if snaps and snaps[0]["parent"] and snaps[0]["parent"] not in by_id:
         forked_from = _origin(repo, snaps[0]["parent"])
@@ -144,7 +161,8 @@ def run_log(repo: Repository, run_id: str, *, allow_expired: bool = False) -> di
     return {"run": run_id, "schema": snaps[-1]["schema"] if snaps else None,
             "forked_from": forked_from,
             "attempts": max((r["attempt"] for r in snaps), default=0),
-            "snapshots": snaps, "problems": problems}
+            "snapshots": snaps, "problems": problems, "repaired": repaired,
+            "head_damaged": seqs[-1] in damaged and seqs[-1] not in set_aside}
 
 
 def _origin(repo: Repository, snapshot_id: str) -> dict[str, Any]:

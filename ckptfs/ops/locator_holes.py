@@ -30,6 +30,8 @@ class Hole:
     run: str
     seq: int
     why: str
+    #: the record (or its snapshot) could not be read at all
+    unreadable: bool = False
 
 
 def locator_holes(repo: Repository, *, runs: Iterable[str] | None = None,
@@ -48,7 +50,7 @@ def locator_holes(repo: Repository, *, runs: Iterable[str] | None = None,
         listing = cache.listing(repo.storage, run_id)
         for got in cache.records(repo, listing, listing.visible):
             if got.error is not None or got.record is None:
-                holes.append(Hole(run_id, got.seq, f"unreadable ({got.error})"))
+                holes.append(Hole(run_id, got.seq, f"unreadable ({got.error})", True))
                 continue
             c = got.container
             if c is None:
@@ -61,7 +63,7 @@ def locator_holes(repo: Repository, *, runs: Iterable[str] | None = None,
             try:
                 need = snapshot_chunks(repo, repo._recorded(got.record), ledgers=ledgers)
             except CkptfsError as e:
-                holes.append(Hole(run_id, got.seq, f"unreadable ({e})"))
+                holes.append(Hole(run_id, got.seq, f"unreadable ({e})", True))
                 continue
             for what, ref in need:
                 d = ref.digest

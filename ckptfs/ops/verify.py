@@ -21,11 +21,16 @@ from ckptfs.format.containers import ContainerRef
 from ckptfs.ops import gc_locators
 from ckptfs.ops.chunks import snapshot_chunks
 from ckptfs.ops.locator_holes import locator_holes
+from ckptfs.ops.repair import repaired_seqs
 from ckptfs.ops.verify_links import check_hard_links
 from ckptfs.store.containers import locatable
 from ckptfs.store.ledgers import LedgerScanner
 from ckptfs.store.listing import foreign_names
 from ckptfs.store.repository import Repository, Snapshot
+
+
+#: categories of a damaged record (as opposed to an erased, unreachable or newer one)
+DAMAGE = ("corrupt", "missing", "non-canonical")
 
 
 @attrs.frozen
@@ -51,7 +56,14 @@ class VerifyReport:
     #: snapshot's id is the BLAKE3 of its manifest bytes; they have no chunk to check
     inline_entries: int = 0
     bytes_read: int = 0
+    #: run records read and checked, and the bytes of the manifests they name, each hashed
+    #: against its snapshot id (in a v2 store whose data is inline, that is all there is)
+    records: int = 0
+    manifest_bytes: int = 0
     problems: list[Problem] = attrs.field(factory=list)
+    #: damaged records that a later repair record of their run set aside (``ckptfs repair``):
+    #: kept as evidence, reported as notes, not problems (format.md 8.4)
+    repaired: list[Problem] = attrs.field(factory=list)
     #: files in the store's object folders that are no object (a ``.DS_Store``, an rsync
     #: partial): ignored by every reader and by maintenance, named for the operator to remove
     foreign: list[str] = attrs.field(factory=list)
@@ -65,8 +77,10 @@ class VerifyReport:
     def to_json(self) -> dict[str, object]:
         return {"ok": self.ok, "runs": self.runs, "snapshots": self.snapshots,
                 "chunks_checked": self.chunks_checked, "inline_entries": self.inline_entries,
-                "bytes_read": self.bytes_read,
-                "problems": [p.to_json() for p in self.problems], "foreign": self.foreign}
+                "bytes_read": self.bytes_read, "records": self.records,
+                "manifest_bytes": self.manifest_bytes,
+                "problems": [p.to_json() for p in self.problems],
+                "repaired": [p.to_json() for p in self.repaired], "foreign": self.foreign}
 
 
 def verify(repo: Repository, *, runs: Iterable[str] | None = None,
@@ -86,15 +100,22 @@ def verify(repo: Repository, *, runs: Iterable[str] | None = None,
     ledgers = LedgerScanner(repo.objects)
     for run_id in (runs if runs is not None else repo.run_ids()):
         report.runs += 1
-        for seq in repo.seqs(run_id):
+        seqs = repo.seqs(run_id)
+        first = len(report.problems)
+        repaired: set[int] = set()
+        for seq in seqs:
             report.snapshots += 1
             if progress:
                 progress(f"{run_id}@{seq}")
             try:
-                snap = repo.snapshot_at(run_id, seq)
+                rec = repo.record(run_id, seq)
+                snap = repo._recorded(rec)
             except CkptfsError as e:
                 report.problems.append(Problem(e.category, run_id, seq, None, str(e)))
                 continue
+            report.records += 1
+            report.manifest_bytes += rec.size
+            repaired.update(repaired_seqs(snap.manifest))
             if snap.manifest.run != run_id or snap.manifest.seq != seq:
                 report.problems.append(Problem(
                     "corrupt", run_id, seq, snap.id,
@@ -111,6 +132,7 @@ def verify(repo: Repository, *, runs: Iterable[str] | None = None,
                     report.problems.append(Problem(e.category, run_id, seq, snap.id, str(e)))
                 else:
                     _check_chunks(repo, results, checked, read_data, report, snap, ledgers)
+        _sort_run(report, first, seqs, repaired, repo.url)
     if repo.objects.layout >= 2 and gc_locators.applies(repo):
         _check_holes(repo, runs, report)
     if read_data is True and repo.objects.layout >= 2 and runs is None:
@@ -124,18 +146,45 @@ def verify(repo: Repository, *, runs: Iterable[str] | None = None,
     return report
 
 
+def _sort_run(report: VerifyReport, first: int, seqs: list[int], repaired: set[int],
+              url: str) -> None:
+    """The problems of one run (from index ``first``): those of records a later repair set
+    aside become notes; an unreadable head says how to make the run resumable again."""
+    mine = report.problems[first:]
+    del report.problems[first:]
+    for p in mine:
+        if p.seq in repaired and p.snapshot is None:
+            report.repaired.append(attrs.evolve(p, message=(
+                f"{p.message}; set aside by 'ckptfs repair' (a later record holds the last "
+                "good snapshot) and kept as evidence. gc frees no data while it is there: "
+                f"'ckptfs repair {url} {p.run} --forget' forgets it")))
+        elif seqs and p.seq == seqs[-1] and p.snapshot is None and p.category in DAMAGE:
+            report.problems.append(attrs.evolve(p, message=(
+                f"{p.message}. It is the run's head, so the run cannot be resumed: 'ckptfs "
+                f"repair {url} {p.run}' makes its last good snapshot the head again (the "
+                "damaged record is kept)")))
+        else:
+            report.problems.append(p)
+
+
 def _check_holes(repo: Repository, runs: Iterable[str] | None, report: VerifyReport) -> None:
     """In a store that requires complete locators, a visible record that neither carries nor
     locates a chunk its snapshot needs is damage even while the chunk still reads through
     another place this process knows (spec/v2.md 3.5): gc may delete that place unread."""
     _, holes = locator_holes(repo, runs=runs)
+    # a record that could not be read is reported once, by the snapshot checks above
+    seen = {(p.run, p.seq) for p in (*report.problems, *report.repaired)}
     for h in holes:
+        if h.unreadable and (h.run, h.seq) in seen:
+            continue
         report.problems.append(Problem(
             "corrupt", h.run, h.seq, None,
             f"run record {h.run}@{h.seq}: {h.why}, although the store requires complete "
             "locators: gc may delete the container that holds it without reading it, and a "
-            "reader of this snapshot alone does not find it. Commit the run again (a commit "
-            "carries what its parent does not locate) or copy the store."))
+            "reader of this snapshot alone does not find it. 'ckptfs copy' of the store "
+            "into a new one writes complete records; if it is the run's head, resuming the "
+            "run and committing again also does (a commit carries what its parent does not "
+            "locate)."))
 
 
 def _check_pack_names(repo: Repository, report: VerifyReport) -> None:

@@ -292,5 +292,11 @@ class Storage(abc.ABC):
         """Modification time (seconds since the epoch) of ``path``, or None."""
         return None
 
+    def missing_container(self) -> str | None:
+        """Why the place the store would live does not exist (an object store's bucket), or
+        None when it does or this backend cannot tell. Asked only after the store's config
+        was not found, so that "no store here" is not said of a bucket that is not there."""
+        return None
+
     def close(self) -> None:
         """Release resources; the default has none."""

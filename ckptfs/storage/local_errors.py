@@ -47,7 +47,13 @@ def wrap(e: OSError, path: str) -> StorageError:
     todo = (f"; {hint}: read commands (ls, show, verify, du, the dry runs) still work, and to "
             "write, remount it read-write, fix its permissions or copy it ('ckptfs copy') to "
             "a writable place" if hint else "")
-    return StorageError(f"{path}: {e.strerror or e} (errno {e.errno}); the store is unchanged"
+    # the file the system call named (absolute: the store's folder included), so that the
+    # message says where, not only which of the store's folders ("tmp" under /proc, say)
+    where = e.filename if isinstance(e.filename, str) and e.filename else path
+    if e.errno == errno.ENOENT and not todo and isinstance(e.filename, str):
+        todo = ("; its folder cannot be created or was removed meanwhile: check that the "
+                "store's path names a folder on a file system that can hold one")
+    return StorageError(f"{where}: {e.strerror or e} (errno {e.errno}); the store is unchanged"
                         f"{todo}")
 
 

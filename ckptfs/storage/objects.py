@@ -155,14 +155,30 @@ class FsspecStorage(BatchDeletes):
                                          durable=True)
         self._probed = True
 
+    def missing_container(self) -> str | None:
+        """The bucket (first segment of the root) when it does not exist: one request, made
+        only on the way to a "no store here" error. Any other answer (it exists, access
+        denied, a backend without buckets) is None: the caller says what it says anyway."""
+        if self.protocol not in ("s3", "s3a", "gs", "gcs", "az", "abfs", "abfss"):
+            return None
+        bucket = self.root.split("/", 1)[0]
+        if not bucket:
+            return None
+        try:
+            if self.fs.exists(bucket):
+                return None
+        except Exception:  # noqa: BLE001 - cannot tell: say nothing more
+            return None
+        return bucket
+
     def _refused(self, e: StorageError) -> StorageError:
         """The one clear error for a store location that refuses the first write."""
         cause = e.__cause__
         if isinstance(cause, FileNotFoundError):
             return StorageError(
                 f"{self.url}: the bucket (or container) does not exist, or this account cannot "
-                f"see it ({cause}); create it first (for S3: 'aws s3 mb s3://BUCKET') or fix the "
-                "URL. Nothing was written.")
+                f"see it ({cause}); create it first ('ckptfs init {self.url} --create-bucket', "
+                "or for S3 'aws s3 mb s3://BUCKET') or fix the URL. Nothing was written.")
         return StorageError(
             f"{self.url}: writing was refused: {cause or e}. Check the credentials: "
             "storage_options in Python, or the environment (for s3:// AWS_ACCESS_KEY_ID/"

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Literal
 
 import attrs
 
-from ckptfs.errors import NotFound
+from ckptfs.errors import FormatError, MissingObject, NotFound
 from ckptfs.format.lifecycle import Retired
 from ckptfs.format.models import RunRecord
 from ckptfs.format.names import EXPIRY, parse_seq_name, run_dir
@@ -44,7 +44,17 @@ def find_head(repo: Repository, run_id: str) -> RunRecord | None:
 
 
 def look_for_head(repo: Repository, run_id: str) -> HeadLook:
-    """``find_head``, with the retired marker and expiry overrides it saw on the way."""
+    """``find_head``, with the retired marker and expiry overrides it saw on the way. A
+    damaged head record raises its error with what to do (``ckptfs repair``)."""
+    try:
+        return _look(repo, run_id)
+    except (FormatError, MissingObject) as e:
+        from ckptfs.store.resolve import damaged_head  # resolve imports this module
+
+        raise damaged_head(repo, run_id, e) from e
+
+
+def _look(repo: Repository, run_id: str) -> HeadLook:
     if repo.config.version >= 2:
         found = head_from_hint(repo, run_id)
         if found is not None:

@@ -136,6 +136,13 @@ class Repository:
     def config(self) -> StoreConfig:
         cfg = self.load_config()
         if cfg is None:
+            bucket = self.storage.missing_container()
+            if bucket is not None:
+                raise NotAStore(
+                    f"{self.url}: the bucket {bucket!r} does not exist (or this account cannot "
+                    f"see it), so there is no store here; fix the URL or the credentials, or "
+                    f"create the bucket and a store in it with 'ckptfs init {self.url} "
+                    "--create-bucket'")
             raise NotAStore(
                 f"{self.url}: no ckptfs store here (no {CONFIG_PATH}); create one with "
                 "'ckptfs init URL' or by writing a first checkpoint")
@@ -233,7 +240,7 @@ class Repository:
 
     def head(self, run_id: str) -> RunRecord | None:
         """The record with the highest visible sequence number (ckptfs.store.heads)."""
-        return look_for_head(self, run_id).record
+        return self.head_look(run_id).record
 
     def head_look(self, run_id: str) -> HeadLook:
         """``head``, with the run's retired marker and expiry overrides seen on the way."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ckptfs.errors import NotFound
+from ckptfs.errors import CkptfsError, FormatError, MissingObject, NotFound
 from ckptfs.format.digest import Digest
 from ckptfs.format.names import RUN_ID, check_run_id, parse_uint
 from ckptfs.store.heads import HeadLook
@@ -46,7 +46,21 @@ def _head_snapshot(repo: Repository, run_id: str) -> tuple[Snapshot, HeadLook]:
     look = repo.head_look(run_id)
     if look.record is None:
         raise repo.erased(run_id) or NotFound(f"no run {run_id!r} in {repo.url}")
-    return repo._recorded(look.record), look
+    try:
+        return repo._recorded(look.record), look
+    except (FormatError, MissingObject) as e:  # the head's manifest: as a damaged record
+        raise damaged_head(repo, run_id, e) from e
+
+
+def damaged_head(repo: Repository, run_id: str, e: CkptfsError) -> CkptfsError:
+    """``e`` (the head record of ``run_id``, or its manifest, is damaged) with what to do
+    about it: a reader never falls back to an older record (format.md 8.3), so only a repair
+    (format.md 8.4) makes the run resumable again."""
+    return type(e)(
+        f"{e}. This is the head of run {run_id!r}, so the run cannot be resumed (a reader "
+        f"never falls back to an older record): 'ckptfs repair {repo.url} {run_id}' makes its "
+        "last good snapshot the head again, keeping the damaged record; or fork an older "
+        f"snapshot (store.fork('{run_id}@SEQ', NEW_RUN))")
 
 
 def _is_hex(s: str) -> bool:
