@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -159,6 +160,34 @@ class Store:
         return Run(self, new_run_id, target, head=None, resumed_from=None,
                    attempt=1, state=state, writer=writer, fork_of=snap, ledger=ledger,
                    ledger_writer=ledger_writer, new_run=True, extra=_provenance(snap, chain))
+
+    # -- the async API: the same calls in a worker thread (ckptfs.runtime.aio) ---------------
+    async def astart_run(self, run_id: str | None = None, *, schema: SchemaLike | None = None,
+                         expires_at: Any = None) -> Run:
+        """``start_run`` without blocking the event loop (it reads the store)."""
+        return await asyncio.to_thread(self.start_run, run_id, schema=schema,
+                                       expires_at=expires_at)
+
+    async def aresume(self, ref: str, *, lenient_refs: bool = False,
+                      schema: SchemaLike | None = None, migrations: Migrations | None = None,
+                      allow_expired: bool = False, ref_policy: RefPolicy | None = None) -> Run:
+        """``resume`` without blocking the event loop: the restore reads in a worker thread.
+        The Run it returns has the async calls ``acheckpoint``, ``aappend``, ``aeffect``."""
+        return await asyncio.to_thread(self.resume, ref, lenient_refs=lenient_refs,
+                                       schema=schema, migrations=migrations,
+                                       allow_expired=allow_expired, ref_policy=ref_policy)
+
+    async def afork(self, ref: str, new_run_id: str, *, lenient_refs: bool = False,
+                    schema: SchemaLike | None = None, migrations: Migrations | None = None,
+                    ref_policy: RefPolicy | None = None) -> Run:
+        """``fork`` without blocking the event loop."""
+        return await asyncio.to_thread(self.fork, ref, new_run_id, lenient_refs=lenient_refs,
+                                       schema=schema, migrations=migrations,
+                                       ref_policy=ref_policy)
+
+    async def aread(self, ref: str | Snapshot, **kwargs: Any) -> dict[str, Any]:
+        """``read`` (same keywords) without blocking the event loop."""
+        return await asyncio.to_thread(self.read, ref, **kwargs)
 
     # -- schema migrations -------------------------------------------------------------------
     def _plan(self, snap: Snapshot, schema: SchemaLike | None,
