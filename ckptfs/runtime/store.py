@@ -258,16 +258,20 @@ class Store:
     def read(self, ref: str | Snapshot, *, lenient_refs: bool = True,
              allow_expired: bool = False, schema: SchemaLike | None = None,
              migrations: Migrations | None = None,
-             ref_policy: RefPolicy | None = None) -> dict[str, Any]:
+             ref_policy: RefPolicy | None = None, raw_types: bool = False) -> dict[str, Any]:
         """The state of a snapshot, every chunk verified. References are checked where the
         reference policy allows and marked (``Ref.missing``) where they fail or are not checked.
 
         With ``schema`` and ``migrations`` the state is migrated in memory as ``resume`` would.
+        ``raw_types``: a typed value whose type name is not registered comes back as a
+        ``ckptfs.TypedValue`` (its stored form) whatever the codecs say, for tools that show
+        state without the application's classes.
         """
         snap, look = (ref, None) if isinstance(ref, Snapshot) else self.repo.resolve_ref(ref)
         _, chain = self._plan(snap, schema, migrations)
         state, _ = self._restore(snap, lenient_refs=lenient_refs, allow_expired=allow_expired,
-                                 ref_policy=ref_policy, raw_types=bool(chain), look=look)
+                                 ref_policy=ref_policy, raw_types=raw_types or bool(chain),
+                                 look=look)
         return self._migrate(snap, chain, state)
 
     def ledger(self, ref: str | Snapshot, *, allow_expired: bool = False,

@@ -255,7 +255,12 @@ class CkptfsSaver(AsyncTwins, RunLookup, BaseCheckpointSaver[int]):
 
     # -- reading -----------------------------------------------------------------------------
     def _tuple(self, idx: _RunIndex, snap: Snapshot, thread_id: Any) -> CheckpointTuple:
-        state = self.store.read(snap)
+        # a class this saver was not given (allowed_types) comes back in its stored form, a
+        # ckptfs.TypedValue, with a warning naming the argument: listing and inspecting a
+        # thread never needs the application's classes
+        state = self.store.read(snap, raw_types=True)
+        if TYPED_FEATURE in snap.manifest.required:
+            self._packer.report_raw(state)
         ns = idx.ns or ""
         values = {}
         for name, entry in snap.manifest.entries.items():
