@@ -321,7 +321,7 @@ class Store:
                 why = check_reference(entry, policy=policy)
                 if why is not None:
                     problems.append((name, why))
-                state[name] = to_ref(entry, why)
+                state[name] = to_ref(entry, why, policy)
             elif isinstance(entry, Captured) and entry.kind == "blob":
                 state[name] = stored_blob(self.repo.objects, entry, where=where)
             else:
