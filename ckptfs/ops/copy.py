@@ -38,6 +38,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 
 import attrs
 
+from ckptfs import observe
 from ckptfs.errors import (
     CkptfsError,
     ConflictError,
@@ -162,6 +163,7 @@ def copy_runs(src: Repository, dst: Repository, *, runs: Iterable[str] | None = 
     run_ids = select_runs(src, runs)
     if dry_run:
         return plan_copy(src, dst, run_ids, mirror=mirror, now=now, report=CopyReport())
+    t0_ns = observe.now_ns()
     report = CopyReport(mirror=mirror)
     now = int(time.time() * 1000) if now is None else now
     report.config_created = ensure_config(src, dst)
@@ -186,6 +188,8 @@ def copy_runs(src: Repository, dst: Repository, *, runs: Iterable[str] | None = 
         else:
             for run_id in run_ids:
                 _copy_run(src, dst, run_id, now, report, index, reader, tick)
+    observe.maintenance("copy", t0_ns, runs=report.runs, snapshots=report.snapshots_copied,
+                        bytes_copied=report.bytes_copied, conflicts=len(report.conflicts))
     return report
 
 

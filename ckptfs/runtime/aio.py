@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import functools
 import inspect
 from collections.abc import Callable
@@ -43,7 +44,11 @@ class Serial:
         ``on_cancel``: given the result when the call succeeded but the caller was cancelled
         meanwhile (what the caller would have cleaned up)."""
         loop = asyncio.get_running_loop()
-        fut = loop.run_in_executor(self._executor(), functools.partial(fn, *args, **kwargs))
+        # in the caller's context (contextvars: a tracing span current in the caller is the
+        # parent of what the commit reports), as asyncio.to_thread does
+        ctx = contextvars.copy_context()
+        fut = loop.run_in_executor(self._executor(), ctx.run,
+                                   functools.partial(fn, *args, **kwargs))
         try:
             return await asyncio.shield(fut)
         except asyncio.CancelledError:

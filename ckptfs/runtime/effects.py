@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from ckptfs import observe
 from ckptfs.errors import (
     ApprovalPending,
     BoundaryError,
@@ -223,6 +224,8 @@ def issue(run: Run, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any],
             return Known(result_of(run, known))
         if known.status == "failed":
             raise EffectFailed(known)
+        observe.instant("effect.in_doubt", run=run.id, key=known.key, name=known.name,
+                        attempt=run.attempt, reconcile=reconcile is not None)
         if reconcile is None:
             raise EffectInDoubt(known)
         found = reconcile(known)
@@ -241,6 +244,8 @@ def issue(run: Run, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any],
     try:
         _append(run, intent, boundary="before_effect")
         if run.store.now() >= deadline:  # the commit outlasted the lease: another
+            observe.instant("effect.in_doubt", run=run.id, key=key, name=name,
+                            attempt=run.attempt, reconcile=False)
             raise EffectInDoubt(run.ledger.effects[key], (  # process may re-issue it now
                 f"effect {key!r} ({name}): its intent was committed only after its lease ran "
                 f"out ({lease} ms), so the call was not started: another process may already "
