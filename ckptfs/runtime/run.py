@@ -270,7 +270,7 @@ class Run:
         async with self._serial.effect_lock():
             got = await self._serial.call(
                 fx.issue, self, name, args, call, key=key, reconcile=reconcile, timeout=timeout,
-                wait=wait, on_cancel=lambda g: fx.release(self, g) if isinstance(g, Record) else None)
+                wait=wait, on_cancel=self._release_issued)
             if isinstance(got, fx.Known):
                 return got.value
             try:
@@ -284,6 +284,11 @@ class Run:
                                                result=result)
             finally:
                 fx.release(self, got)
+
+    def _release_issued(self, got: fx.Known | Record) -> None:
+        """``aeffect`` was cancelled while its intent was committed: the effect is in doubt."""
+        if isinstance(got, Record):
+            fx.release(self, got)
 
     def settle_effect(self, key: str, *, result: Any = fx.NOT_DONE,
                       failed: str | BaseException | None = None) -> Effect:

@@ -23,6 +23,31 @@ if TYPE_CHECKING:
     from ckptfs.integrations.langgraph.saver import CkptfsSaver
 
 
+class Opened:
+    """What ``CkptfsSaver.from_url`` returns: a context manager for ``with`` and for
+    ``async with``, whose value is the saver (opened on entering, closed on leaving)."""
+
+    def __init__(self, make: Callable[[], CkptfsSaver]) -> None:
+        self._make = make
+        self._saver: CkptfsSaver | None = None
+
+    def __enter__(self) -> CkptfsSaver:
+        self._saver = self._make()
+        return self._saver
+
+    def __exit__(self, *exc: object) -> None:
+        if self._saver is not None:
+            self._saver.close()
+
+    async def __aenter__(self) -> CkptfsSaver:
+        self._saver = await asyncio.to_thread(self._make)
+        return self._saver
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._saver is not None:
+            await asyncio.to_thread(self._saver.close)
+
+
 def forget_effect_run(saver: CkptfsSaver, config: RunnableConfig, run: object) -> None:
     """Another process moved the thread's ledger: resume it next time."""
     from ckptfs.integrations.langgraph.threads import drop_effect_run

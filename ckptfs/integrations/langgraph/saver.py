@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 import os
 import heapq
@@ -35,7 +34,7 @@ from ckptfs.format.models import Captured, Entry, Manifest
 from ckptfs.format.names import LABEL_KEY
 from ckptfs.format.typed import FEATURE as TYPED_FEATURE
 from ckptfs.integrations.langgraph import fold, listing, threads
-from ckptfs.integrations.langgraph.aio import AsyncTwins
+from ckptfs.integrations.langgraph.aio import AsyncTwins, Opened
 from ckptfs.integrations.langgraph.index import RunLookup
 from ckptfs.integrations.langgraph.layout import (
     CHAIN,
@@ -68,45 +67,22 @@ from ckptfs.store.entry_reads import decode_value, read_content
 from ckptfs.store.repository import Snapshot, now_ms
 
 
-class Opened:
-    """What ``CkptfsSaver.from_url`` returns: a context manager for ``with`` and for
-    ``async with``, whose value is the saver (opened on entering, closed on leaving)."""
-
-    def __init__(self, make: Callable[[], CkptfsSaver]) -> None:
-        self._make = make
-        self._saver: CkptfsSaver | None = None
-
-    def __enter__(self) -> CkptfsSaver:
-        self._saver = self._make()
-        return self._saver
-
-    def __exit__(self, *exc: object) -> None:
-        if self._saver is not None:
-            self._saver.close()
-
-    async def __aenter__(self) -> CkptfsSaver:
-        self._saver = await asyncio.to_thread(self._make)
-        return self._saver
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self._saver is not None:
-            await asyncio.to_thread(self._saver.close)
-
-
 class CkptfsSaver(AsyncTwins, RunLookup, BaseCheckpointSaver[int]):
     """LangGraph ``BaseCheckpointSaver`` over a ckptfs store (a URL, a path or a ``Store``).
 
     Thread-safe: calls for one thread id are serialised by a lock; different threads proceed in
-    parallel. Async methods run the sync ones in a worker thread.
+    parallel. Async methods run the sync ones in worker threads (``alist`` item by item).
     """
 
-    def __init__(self, store: Store | str | os.PathLike[str], *, serde: SerializerProtocol | None = None,
+    def __init__(self, store: Store | str | os.PathLike[str], *,
+                 serde: SerializerProtocol | None = None,
                  allowed_types: Iterable[type | tuple[str, ...]] = (),
                  codecs: Codecs | None = None, appends: bool = True,
                  fold_writes: bool = True, fold_delay: float | None = None,
                  **storage_options: Any) -> None:
-        """``store``: a ckptfs Store, or a URL or path (``str`` or ``pathlib.Path``) to open (with ``storage_options`` and
-        ``codecs``, the ckptfs.Codecs of the types values may hold). ``allowed_types``:
+        """``store``: a ckptfs Store, or a URL or path (``str`` or ``pathlib.Path``) to open
+        (with ``storage_options`` and ``codecs``, the ckptfs.Codecs of the types values may
+        hold). ``allowed_types``:
         classes to restore as themselves: each dataclass, attrs class, pydantic model or Enum
         is registered on the store's codecs under ``module.QualName`` (stored as a ckptfs
         typed value), and every entry also goes to the serializer's msgpack allow-list.
