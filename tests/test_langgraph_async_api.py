@@ -6,18 +6,24 @@ has read the rest."""
 from __future__ import annotations
 
 import asyncio
+import operator
 import pathlib
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 import pytest
 
 pytest.importorskip("langgraph")
 
+from langchain_core.runnables import RunnableConfig  # noqa: E402
 from langgraph.checkpoint.base import empty_checkpoint  # noqa: E402
 
 from ckptfs.integrations.langgraph import CkptfsSaver  # noqa: E402
 from tests.test_async_api import Held  # noqa: E402
+
+
+class State(TypedDict):
+    done: Annotated[list[str], operator.add]
 
 
 def cfg(tid: str, cid: str | None = None) -> Any:
@@ -122,3 +128,41 @@ def test_list_still_filters_and_limits_lazily(tmp_path: Path) -> None:
         assert [t.config for t in saver.list(cfg("t"), limit=2)] == configs[:-3:-1]
         assert [t.metadata["step"] for t in saver.list(cfg("t"), filter={"step": 3})] == [3]
         assert [t.config for t in saver.list(cfg("t"), before=configs[2])] == configs[1::-1]
+
+
+def test_a_real_graph_with_async_tools_performs_each_effect_once(tmp_path: Path) -> None:
+    """LangGraph's own async runner: two tool calls of one step in parallel (a fan-out), each
+    an ``aeffect`` of the same thread; a second ``ainvoke`` of the thread replays them."""
+    from langgraph.graph import END, START, StateGraph
+
+    sent: list[str] = []
+
+    async def send(to: str) -> str:
+        sent.append(to)
+        await asyncio.sleep(0)
+        return f"sent to {to}"
+
+    async def main() -> list[str]:
+        async with CkptfsSaver.from_url(str(tmp_path / "s")) as saver:
+            def tool(to: str) -> Any:
+                async def node(state: State, config: RunnableConfig) -> dict[str, list[str]]:
+                    return {"done": [await saver.aeffect(config, "send", send, to,
+                                                         key=f"mail-{to}")]}
+                return node
+
+            g = StateGraph(State)
+            g.add_node("a", tool("ann"))
+            g.add_node("b", tool("bob"))
+            g.add_edge(START, "a")
+            g.add_edge(START, "b")
+            g.add_edge("a", END)
+            g.add_edge("b", END)
+            app = g.compile(checkpointer=saver)
+            conf = {"configurable": {"thread_id": "t"}}
+            first = await app.ainvoke({"done": []}, conf)
+            second = await app.ainvoke({"done": []}, conf)
+            return sorted(first["done"]) + sorted(second["done"])
+
+    got = asyncio.run(main())
+    assert sorted(sent) == ["ann", "bob"]
+    assert got.count("sent to ann") == 3 and got.count("sent to bob") == 3
