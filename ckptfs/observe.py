@@ -25,6 +25,9 @@ import attrs
 Field = Union[str, int, float, bool]
 
 _logs = {k: logging.getLogger(f"ckptfs.{k}") for k in ("commit", "effects", "maintenance")}
+# a library's loggers print nothing until the application configures logging (no "last
+# resort" lines on stderr for a conflict the caller handles)
+logging.getLogger("ckptfs").addHandler(logging.NullHandler())
 
 
 @attrs.frozen

@@ -166,3 +166,19 @@ def test_async_commits_are_children_of_the_callers_span(tmp_path: Path, otel: An
     parent = asyncio.run(main())
     commit = [s for s in spans.get_finished_spans() if s.name == "ckptfs.commit"][0]
     assert commit.parent is not None and commit.parent.span_id == parent
+
+
+def test_nothing_is_printed_until_the_application_configures_logging(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    code = ("import ckptfs, sys\n"
+            f"url = {str(tmp_path / 's')!r}\n"
+            "ckptfs.open_store(url).start_run('r').checkpoint({'a': 1})\n"
+            "a, b = ckptfs.open_store(url).resume('r'), ckptfs.open_store(url).resume('r')\n"
+            "a.checkpoint({'a': 2})\n"
+            "try:\n    b.checkpoint({'a': 3})\nexcept ckptfs.errors.ConflictError:\n"
+            "    print('conflict handled')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, cwd=Path(__file__).resolve().parent.parent)
+    assert out.stdout == "conflict handled\n" and out.stderr == "", out.stderr
