@@ -129,13 +129,24 @@ class MissingReference(CkptfsError):
 
     category = "missing-reference"
 
-    def __init__(self, problems: list[tuple[str, str]]) -> None:
+    def __init__(self, problems: list[tuple[str, str]], advice: str | None = None) -> None:
         self.problems = problems
         lines = "; ".join(f"{name}: {why}" for name, why in problems)
         super().__init__(
-            f"{len(problems)} reference(s) cannot be restored: {lines}. "
-            "Restore the referenced data, or resume with lenient_refs=True to get them marked missing."
+            f"{len(problems)} reference(s) cannot be restored: {lines}. " + (advice or
+            "Restore the referenced data, or resume with lenient_refs=True to get them marked "
+            "missing.")
         )
+
+
+class ReferenceChanged(MissingReference):
+    """A reference's data, read through ``Ref.open``/``Ref.read``, is not what was recorded."""
+
+    def __init__(self, uri: str, why: str) -> None:
+        self.problems = [(uri, why)]
+        CkptfsError.__init__(
+            self, f"reference {uri} {why}: the data it names is not the data recorded with "
+            "the snapshot. Restore the original data, or record a new Ref.of(...) of it.")
 
 
 class BoundaryError(CkptfsError):

@@ -6,13 +6,15 @@ runtime, never here.
 
 from __future__ import annotations
 
+import io
 import os
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 import attrs
 
-from ckptfs.format.digest import Digest
+from ckptfs.errors import ReferenceChanged
+from ckptfs.format.digest import Digest, hasher
 from ckptfs.format.when import epoch_seconds
 
 
@@ -97,18 +99,37 @@ class StoredBlob:
     __hash__ = None  # type: ignore[assignment]
 
 
+def _absolute(uri: object) -> str:
+    """A local path relative to the working directory made absolute, now: the store outlives
+    the directory the Ref was made in, and a relative path would be resolved against whatever
+    directory a later restore runs in. Joined, not normalised (``..`` stays visible to the
+    reference checks, which refuse it). URLs and absolute paths are kept as they are."""
+    if not isinstance(uri, str):
+        raise TypeError(f"Ref takes a URI or path as str, not {type(uri).__name__}")
+    scheme, sep, _ = uri.partition("://")
+    if sep and len(scheme) > 1:
+        return uri
+    path = uri[5:] if uri.startswith("file:") else uri
+    if not path or path.startswith("/"):
+        return uri
+    return os.path.join(os.getcwd(), path)
+
+
 @attrs.frozen
 class Ref:
     """A reference to external data, not captured: checked on restore, fails closed.
 
-    ``digest`` (``blake3:<hex>``) and ``size`` are verified when given; ``expires_at`` is when
+    ``digest`` (``blake3:<hex>``) and ``size`` are verified when given (``Ref.of(path)``
+    computes both); ``expires_at`` is when
     the reference is treated as gone: what ``checkpoint(expires_at=)`` takes (seconds since the
     epoch, an aware datetime, or a timedelta counted from when the Ref is made), kept as
     seconds (float); epoch milliseconds and other implausible values are refused.
     ``capture=True`` stores the bytes now (as a Blob) for data that will not outlive the run.
+    A relative local path is made absolute when the Ref is made (``_absolute``).
+    ``open()``/``read()`` give the data, verified against ``digest`` and ``size``.
     """
 
-    uri: str
+    uri: str = attrs.field(converter=_absolute)
     digest: Digest | None = attrs.field(default=None, converter=_to_digest)
     size: int | None = None
     expires_at: float | None = attrs.field(default=None, converter=epoch_seconds)
@@ -117,3 +138,101 @@ class Ref:
     storage_options: dict[str, Any] = attrs.field(factory=dict, eq=False, repr=False)
     #: set on restore with lenient_refs=True: why the reference could not be verified
     missing: str | None = attrs.field(default=None, eq=False)
+    #: how a restored Ref opens its target (the restore's reference policy applies); None
+    #: for a Ref the caller made: its URI is the caller's own choice
+    opener: Callable[[], IO[bytes]] | None = attrs.field(default=None, eq=False, repr=False)
+
+    @classmethod
+    def of(cls, path_or_uri: str | os.PathLike[str], *,
+           storage_options: dict[str, Any] | None = None, **kwargs: Any) -> Ref:
+        """A Ref whose ``digest`` and ``size`` are those of the data now (read once,
+        streamed): a restore then verifies that the data did not change, not only that it
+        exists. ``path_or_uri``: a local path (made absolute) or any fsspec URL
+        (``storage_options`` for its filesystem); ``kwargs``: ``expires_at``, ``labels``."""
+        ref = cls(os.fspath(path_or_uri), storage_options=dict(storage_options or {}),
+                  **kwargs)
+        h = hasher()
+        size = 0
+        with ref._open_target() as f:
+            while piece := f.read(1 << 20):
+                h.update(piece)
+                size += len(piece)
+        return attrs.evolve(ref, digest=Digest(h.digest()), size=size)
+
+    def _open_target(self) -> IO[bytes]:
+        if self.opener is not None:
+            return self.opener()
+        scheme, sep, _ = self.uri.partition("://")
+        if not (sep and len(scheme) > 1):
+            return open(self.uri[5:] if self.uri.startswith("file:") else self.uri, "rb")
+        import fsspec  # a network reference: only when asked for
+
+        f: IO[bytes] = fsspec.open(self.uri, "rb", **self.storage_options).open()
+        return f
+
+    def open(self) -> IO[bytes]:
+        """The referenced data as a binary file object, read as a stream and verified: reading
+        it to its end raises ReferenceChanged when its size or digest is not the recorded one
+        (a Ref without a digest is not verified). A restored Ref opens only what the
+        restore's reference policy allows (``ref_policy=``), as its checks do."""
+        f = self._open_target()
+        if self.digest is None and self.size is None:
+            return f
+        return io.BufferedReader(VerifiedReader(f, self.uri, self.digest, self.size))
+
+    def read(self) -> bytes:
+        """All the referenced bytes, verified (``open``)."""
+        with self.open() as f:
+            return f.read()
+
+
+class VerifiedReader(io.RawIOBase):
+    """Reads a reference's data and checks its size and digest as the bytes pass: no byte
+    past the declared size is handed out, and the end of the data raises ReferenceChanged
+    when it is not what was recorded."""
+
+    def __init__(self, f: IO[bytes], uri: str, digest: Digest | None,
+                 size: int | None) -> None:
+        super().__init__()
+        self._f, self._uri, self._digest, self._size = f, uri, digest, size
+        self._h = hasher()
+        self._got = 0
+        self._done = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._done:
+            return 0
+        want = len(buffer)
+        if self._size is not None:
+            want = min(want, self._size - self._got + 1)  # one more: a longer target shows
+        piece = self._f.read(want) if want else b""
+        if not piece:
+            self._finish()
+            return 0
+        self._got += len(piece)
+        if self._size is not None and self._got > self._size:
+            self._fail(f"is longer than the recorded {self._size} bytes")
+        self._h.update(piece)
+        buffer[:len(piece)] = piece
+        return len(piece)
+
+    def _finish(self) -> None:
+        self._done = True
+        if self._size is not None and self._got != self._size:
+            self._fail(f"is {self._got} bytes, expected {self._size}")
+        if self._digest is not None and Digest(self._h.digest()) != self._digest:
+            self._fail(f"has changed (digest differs from {self._digest})")
+
+    def _fail(self, why: str) -> None:
+        self._done = True
+        shown = self._uri if len(self._uri) <= 200 else self._uri[:200] + "..."
+        raise ReferenceChanged(shown, why)
+
+    def close(self) -> None:
+        try:
+            self._f.close()
+        finally:
+            super().close()

@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import attrs
 
+from ckptfs import observe
 from ckptfs.errors import ConflictError
 from ckptfs.ops.copy_plan import ensure_config, plan_copy, select_runs
 from ckptfs.ops.copy_run import RunCopy, SharedLooks
@@ -100,6 +101,7 @@ def copy_runs(src: Repository, dst: Repository, *, runs: Iterable[str] | None = 
     run_ids = select_runs(src, runs)
     if dry_run:
         return plan_copy(src, dst, run_ids, mirror=mirror, now=now, report=CopyReport())
+    t0_ns = observe.now_ns()
     report = CopyReport(mirror=mirror)
     now = int(time.time() * 1000) if now is None else now
     report.config_created = ensure_config(src, dst)
@@ -123,6 +125,8 @@ def copy_runs(src: Repository, dst: Repository, *, runs: Iterable[str] | None = 
         ledgers = LedgerScanner(src.objects)  # the source's ledgers, read once along each run
         for run_id in run_ids:
             _copy_run(src, dst, run_id, now, report, shared, ledgers, tick)
+    observe.maintenance("copy", t0_ns, runs=report.runs, snapshots=report.snapshots_copied,
+                        bytes_copied=report.bytes_copied, conflicts=len(report.conflicts))
     return report
 
 

@@ -24,6 +24,7 @@ from collections.abc import Iterable
 
 import attrs
 
+from ckptfs import observe
 from ckptfs.errors import CkptfsError, MissingObject, NotFound
 from ckptfs.format.digest import Digest
 from ckptfs.format.lifecycle import FENCE_ALL, Retired, Tombstone
@@ -91,6 +92,7 @@ def erase_run(repo: Repository, run_id: str, *, reason: str, seq: int | None = N
     keeps = frozenset(keep)
     if keeps and (seq is None or seq in keeps):
         raise ValueError("erase keeps other seqs only when it erases one snapshot, not that one")
+    t0_ns = observe.now_ns()
     st = repo.storage
     repo.check_writable()  # a version 1 store is upgraded first
     grace = grace_of(repo)
@@ -169,6 +171,8 @@ def erase_run(repo: Repository, run_id: str, *, reason: str, seq: int | None = N
                           chunks_kept_shared=len(victim_chunks & protected))
         st.replace(tombstone_path(run_id, seq), stone.to_bytes())
         at = [int(u.written * 1000) + grace for u in unresolved if u.written is not None]
+        observe.maintenance("erase", t0_ns, run=run_id, seq=-1 if seq is None else seq,
+                            snapshots=len(targets), bytes_deleted=nbytes)  # never the reason
         return EraseReport(stone, unresolved,
                            (max(at) if at else t0 + grace) if unresolved else None,
                            tuple(sorted(set(linked))))

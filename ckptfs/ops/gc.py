@@ -15,6 +15,7 @@ import time
 
 import attrs
 
+from ckptfs import observe
 from ckptfs.errors import CkptfsError
 from ckptfs.format.digest import Digest
 from ckptfs.format.names import CHUNKS, SNAPSHOTS, TMP
@@ -165,6 +166,7 @@ def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
        now: int | None = None, lease_ttl_ms: int = DEFAULT_TTL_MS,
        break_lease: bool = False) -> GcReport:
     """Collect the store's garbage; see the module docstring for the order and the rules."""
+    t0_ns = observe.now_ns()
     st = repo.storage
     repo.check_writable()  # a version 1 store is upgraded first (dry runs included)
     grace = grace_of(repo) if grace_ms is None else grace_ms
@@ -273,6 +275,9 @@ def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
                 if not dry_run:
                     st.delete(path)
         report.bytes_freed += report.containers.bytes_freed  # one total (issue 35, item 2)
+    observe.maintenance("gc", t0_ns, dry_run=dry_run, bytes_freed=report.bytes_freed,
+                        snapshots_expired=len(report.expired), bytes_kept=report.bytes_kept_young,
+                        problems=len(report.problems))
     return report
 
 

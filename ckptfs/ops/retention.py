@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
 
+from ckptfs import observe
 from ckptfs.errors import CkptfsError
 from ckptfs.format.digest import Digest
 from ckptfs.ops.lease import MaintenanceLease
@@ -189,10 +190,13 @@ def forget(repo: Repository, policy: Policy, *, runs: Iterable[str] | None = Non
 
     if dry_run:
         return plan()
+    t0_ns = observe.now_ns()
     with MaintenanceLease(repo.storage, deletes=False, config=repo.config) as lease:  # records only
         report = plan()
         report.problems += _retire_all(repo, lease, _group(report.forgotten), now)
-        return report
+    observe.maintenance("forget", t0_ns, snapshots=len(report.forgotten),
+                        runs_removed=len(report.runs_removed), problems=len(report.problems))
+    return report
 
 
 def _plan_by_seq(repo: Repository, policy: Policy, runs: Iterable[str] | None,
@@ -224,8 +228,11 @@ def forget_snapshots(repo: Repository, drop: Mapping[str, Iterable[int]], *,
         return
     repo.check_writable()
     now = int(time.time() * 1000) if now is None else now
+    t0_ns = observe.now_ns()
     with MaintenanceLease(repo.storage, deletes=False, config=repo.config) as lease:  # records only
         problems = _retire_all(repo, lease, {r: set(s) for r, s in drop.items()}, now)
+    observe.maintenance("forget", t0_ns, snapshots=sum(len(set(s)) for s in drop.values()),
+                        problems=len(problems))
     if problems:
         raise CkptfsError("forget: " + "; ".join(problems))
 

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from ckptfs import observe
 from ckptfs.errors import (
     ApprovalPending,
     BoundaryError,
@@ -178,6 +179,36 @@ def perform(run: Run, name: str, fn: Callable[..., Any], args: tuple[Any, ...],
             pass_key: str | None = None) -> Any:
     """``run.effect``: the recorded outcome for ``key``, or call ``fn`` between two commits
     (with the key as keyword ``pass_key`` when given; it is not among the digested args)."""
+    got = issue(run, name, args, kwargs, key=key, reconcile=reconcile, timeout=timeout,
+                wait=wait)
+    if isinstance(got, Known):
+        return got.value
+    try:
+        try:
+            result = fn(*args, **kwargs, **({pass_key: key} if pass_key else {}))
+        except Exception as e:  # BaseException (SIGINT, exit) leaves the effect in doubt
+            record_outcome(run, got, "failed", error=e)
+            raise
+        return record_outcome(run, got, "completed", result=result)
+    finally:
+        release(run, got)
+
+
+@attrs.frozen
+class Known:
+    """What ``issue`` found: the key's outcome is known (recorded, waited for, reconciled),
+    and the function is not called."""
+
+    value: Any
+
+
+def issue(run: Run, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any], *,
+          key: str, reconcile: Callable[[Effect], Any] | None = None,
+          timeout: float = DEFAULT_TIMEOUT, wait: bool | float = False) -> Known | Record:
+    """The first half of ``perform``: the known outcome for ``key``, or the committed intent
+    of a call that the caller now makes, then records (``record_outcome``) and in every case
+    ends with ``release``. Split so that ``Run.aeffect`` awaits the call on its event loop
+    and runs only the commits in a worker thread, under exactly the same rules."""
     lease = lease_ms(timeout)
     patience = _wait_seconds(wait)
     digest = args_digest(args, kwargs)
@@ -187,48 +218,54 @@ def perform(run: Run, name: str, fn: Callable[..., Any], args: tuple[Any, ...],
         if settled is not None:  # the owner recorded the outcome at a newer head
             if settled.status == "failed":
                 raise EffectFailed(settled)
-            return result_of(run, settled)
+            return Known(result_of(run, settled))
     if known is not None:
         if known.status == "completed":
-            return result_of(run, known)
+            return Known(result_of(run, known))
         if known.status == "failed":
             raise EffectFailed(known)
+        observe.instant("effect.in_doubt", run=run.id, key=known.key, name=known.name,
+                        attempt=run.attempt, reconcile=reconcile is not None)
         if reconcile is None:
             raise EffectInDoubt(known)
         found = reconcile(known)
         if found is not NOT_DONE:
             _append(run, *_settle(known, run, "completed", via="reconcile", result=found),
                     boundary="after_effect")
-            return found
+            return Known(found)
     _check_closed(run, key)
     at = run.store.now()
     owner, deadline = run.owner, at + lease
     intent = Record(key=key, kind="effect", name=name, args=digest, status="intended",
                     at=at, attempt=run.attempt, owner=owner, deadline=deadline)
-    token = (owner, key, at)
     with _lock:
-        _in_flight[token] += 1
+        _in_flight[(owner, key, at)] += 1
     run._open_effect = key
     try:
         _append(run, intent, boundary="before_effect")
         if run.store.now() >= deadline:  # the commit outlasted the lease: another
+            observe.instant("effect.in_doubt", run=run.id, key=key, name=name,
+                            attempt=run.attempt, reconcile=False)
             raise EffectInDoubt(run.ledger.effects[key], (  # process may re-issue it now
                 f"effect {key!r} ({name}): its intent was committed only after its lease ran "
                 f"out ({lease} ms), so the call was not started: another process may already "
                 "treat it as in doubt. It is in doubt now: call again with reconcile= (it will "
                 "find it not done), and use a longer timeout= for a store this slow."))
-        try:
-            result = fn(*args, **kwargs, **({pass_key: key} if pass_key else {}))
-        except Exception as e:  # BaseException (SIGINT, exit) leaves the effect in doubt
-            _record_outcome(run, intent, "failed", error=e)
-            raise
-        return _record_outcome(run, intent, "completed", result=result)
-    finally:
-        run._open_effect = None
-        with _lock:
-            _in_flight[token] -= 1
-            if not _in_flight[token]:
-                del _in_flight[token]
+    except BaseException:
+        release(run, intent)
+        raise
+    return intent
+
+
+def release(run: Run, intent: Record) -> None:
+    """The call of ``intent`` has ended (with or without a recorded outcome): the run may
+    commit again, and this process no longer counts it as running."""
+    run._open_effect = None
+    token = (intent.owner or "", intent.key, intent.at)
+    with _lock:
+        _in_flight[token] -= 1
+        if not _in_flight[token]:
+            del _in_flight[token]
 
 
 def _wait_for(run: Run, eff: Effect, patience: float) -> Effect | None:
@@ -288,7 +325,7 @@ def _fence(run: Run, why: str) -> None:
     run._fenced = run._fenced or why
 
 
-def _record_outcome(run: Run, intent: Record, status: Any, *, result: Any = None,
+def record_outcome(run: Run, intent: Record, status: Any, *, result: Any = None,
                     error: BaseException | None = None) -> Any:
     """Commit the outcome of this process's call; if another process committed on top of the
     intent meanwhile, re-read the head and append the outcome there, as long as the key is

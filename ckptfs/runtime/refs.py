@@ -22,7 +22,7 @@ from typing import IO, Any
 
 import attrs
 
-from ckptfs.errors import InvalidName
+from ckptfs.errors import InvalidName, MissingReference
 from ckptfs.format.digest import Digest, hasher
 from ckptfs.format.models import Reference
 from ckptfs.format.values import Blob, Ref
@@ -182,10 +182,52 @@ def _under(path: str, prefix: str) -> bool:
     return path == prefix or path.startswith(prefix.rstrip("/") + "/")
 
 
-def to_ref(entry: Reference, missing: str | None = None) -> Ref:
+def to_ref(entry: Reference, missing: str | None = None,
+           policy: RefPolicy | None = None) -> Ref:
+    """The Ref a restore returns; ``open()``/``read()`` on it go through ``policy`` (the
+    restore's reference policy): a store's URI is opened only where the reader allowed."""
     return Ref(uri=entry.uri, digest=entry.digest, size=entry.size,
                expires_at=None if entry.expires is None else entry.expires / 1000,
-               labels=dict(entry.labels), missing=missing)
+               labels=dict(entry.labels), missing=missing,
+               opener=_Opener(entry.uri, policy or NO_REFS))
+
+
+_OPEN_HOW = ("open it with a reference policy that allows it: ref_policy=ckptfs.RefPolicy."
+             "allow({spec!r}) on open_store, resume, fork or read")
+
+
+@attrs.frozen
+class _Opener:
+    """Opens a restored reference's target as its checks do (``check_reference``): only what
+    the policy covers, local files without following links, network targets without
+    redirects."""
+
+    uri: str
+    policy: RefPolicy
+
+    def __call__(self) -> IO[bytes]:
+        shown = self.uri if len(self.uri) <= 200 else self.uri[:200] + "..."
+        try:
+            target = parse_uri(self.uri)
+        except InvalidName as e:
+            raise MissingReference([(shown, f"not opened: {e}")],
+                                   "A stored URI of this form is never opened.") from None
+        rule = self.policy.covering(target)
+        if rule is None:
+            kind = "local file" if target.scheme == LOCAL else f"{target.scheme}://{target.host}"
+            raise MissingReference(
+                [(shown, f"not opened: {kind} is not allowed by the reference policy")],
+                _OPEN_HOW.format(spec=target.suggestion()) + ".")
+        if target.scheme == LOCAL:
+            got = _open_local(target.path, rule.path, shown)
+            if isinstance(got, str):
+                raise MissingReference([(shown, got)], "Restore the referenced data.")
+            return os.fdopen(got[0], "rb")
+        import fsspec
+
+        fs, path = fsspec.core.url_to_fs(self.uri, **_remote_options(target, self.policy))
+        f: IO[bytes] = fs.open(path, "rb")
+        return f
 
 
 def check_reference(entry: Reference, *, policy: RefPolicy = NO_REFS,
@@ -211,10 +253,24 @@ def check_reference(entry: Reference, *, policy: RefPolicy = NO_REFS,
     return _check_remote(entry, target, policy, shown)
 
 
-def _check_local(entry: Reference, path: str, root: str, shown: str) -> str | None:  # noqa: C901
+def _check_local(entry: Reference, path: str, root: str, shown: str) -> str | None:
+    """Verify a local target (``_open_local``): a regular file, read at most to its declared
+    size."""
+    got = _open_local(path, root, shown)
+    if isinstance(got, str):
+        return got
+    fd, size = got
+    try:
+        with os.fdopen(fd, "rb", buffering=0) as f:
+            return _verify(entry, size, f, shown)
+    except OSError as e:
+        return f"{shown} cannot be read ({e.strerror})"
+
+
+def _open_local(path: str, root: str, shown: str) -> tuple[int, int] | str:  # noqa: C901
     """Open ``path`` below ``root`` one segment at a time with O_NOFOLLOW (no link anywhere
-    below the allowed folder is followed), the last one O_NONBLOCK (a FIFO does not block),
-    then verify only a regular file, reading at most its declared size."""
+    below the allowed folder is followed), the last one O_NONBLOCK (a FIFO does not block);
+    a regular file's descriptor and size, or why it cannot be had."""
     below = [seg for seg in path[len(root):].split("/") if seg] if root != "/" else \
         [seg for seg in path.split("/") if seg]
     nofollow = getattr(os, "O_NOFOLLOW", 0)
@@ -241,9 +297,8 @@ def _check_local(entry: Reference, path: str, root: str, shown: str) -> str | No
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return f"{shown} is not a regular file"
-        with os.fdopen(fd, "rb", buffering=0) as f:
-            fd = -1
-            return _verify(entry, st.st_size, f, shown)
+        out, fd = fd, -1
+        return out, st.st_size
     except OSError as e:
         return f"{shown} cannot be read ({e.strerror})"
     finally:
@@ -251,8 +306,8 @@ def _check_local(entry: Reference, path: str, root: str, shown: str) -> str | No
             os.close(fd)
 
 
-def _check_remote(entry: Reference, target: _Target, policy: RefPolicy,
-                  shown: str) -> str | None:
+def _remote_options(target: _Target, policy: RefPolicy) -> dict[str, Any]:
+    """fsspec options for a network reference: the policy's, no redirects, bounded time."""
     opts: dict[str, Any] = dict(policy.storage_options.get(target.scheme, {}))
     if target.scheme in ("http", "https"):
         import aiohttp
@@ -261,6 +316,12 @@ def _check_remote(entry: Reference, target: _Target, policy: RefPolicy,
         client = dict(opts.get("client_kwargs") or {})
         client.setdefault("timeout", aiohttp.ClientTimeout(total=policy.timeout))
         opts["client_kwargs"] = client
+    return opts
+
+
+def _check_remote(entry: Reference, target: _Target, policy: RefPolicy,
+                  shown: str) -> str | None:
+    opts = _remote_options(target, policy)
     try:
         import fsspec  # only for network references: not at import
 

@@ -8,13 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 from ckptfs.errors import AppendError, BoundaryError, ConflictError, InvalidArgument
 from ckptfs.format.digest import Digest
-from ckptfs.format.ledger import Effect, Ledger, LedgerRef
+from ckptfs.format.ledger import Effect, Ledger, LedgerRef, Record
 from ckptfs.format.models import Entry, Manifest, Reference, Schema
 from ckptfs.format.names import check_boundary, check_label_key
 from ckptfs.format.typed import FEATURE as TYPED_FEATURE
 from ckptfs.format.values import Blob, Ref, StoredBlob
 from ckptfs.format.when import epoch_ms
 from ckptfs.runtime import effects as fx
+from ckptfs.runtime.aio import Serial, call_effect_fn
 from ckptfs.runtime.refs import capture
 from ckptfs.store.blobs import stored_blob
 from ckptfs.store.entries import EntryWriter
@@ -39,6 +40,22 @@ def _names(changed: Iterable[str]) -> frozenset[str]:
         raise TypeError("changed takes a list of entry names, not one string "
                         f"(changed=[{changed!r}])")
     return frozenset(changed)
+
+
+def _effect_kwargs(name: str, kwargs: Mapping[str, Any], fn_kwargs: Mapping[str, Any] | None,
+                   pass_key: str | None) -> dict[str, Any]:
+    """The keywords ``fn`` gets (``kwargs`` and ``fn_kwargs``), checked with ``pass_key``."""
+    call = dict(kwargs)
+    for k, v in (fn_kwargs or {}).items():
+        if k in call:
+            raise TypeError(f"effect {name!r}: keyword {k!r} given both in fn_kwargs and "
+                            "as a keyword argument; give it once")
+        call[k] = v
+    if pass_key is not None and (not isinstance(pass_key, str) or pass_key in call):
+        raise TypeError(f"effect {name!r}: pass_key={pass_key!r} must be a keyword name "
+                        "that fn takes and no other argument already uses "
+                        "(the idempotency key is passed under it)")
+    return call
 
 
 def check_labels(labels: Mapping[str, str] | None) -> dict[str, str]:
@@ -85,6 +102,8 @@ class Run:
         self._encoded: dict[str, tuple[Any, Any, int]] = {}
         #: the ledger's own writer: appending a record writes only the new record's bytes
         self._ledger_writer = ledger_writer or EntryWriter(writer.objects, writer.params)
+        #: the async API's worker thread for this run's storage work (ckptfs.runtime.aio)
+        self._serial = Serial(run_id)
 
     @property
     def seq(self) -> int:
@@ -210,18 +229,66 @@ class Run:
         keyword (for APIs that take one, Stripe-style); ``fn_kwargs`` are keywords for ``fn``
         that may have any name, ``key`` included. Both count in the arguments a reused key
         must match, except the passed key itself."""
-        call = dict(kwargs)
-        for k, v in (fn_kwargs or {}).items():
-            if k in call:
-                raise TypeError(f"effect {name!r}: keyword {k!r} given both in fn_kwargs and "
-                                "as a keyword argument; give it once")
-            call[k] = v
-        if pass_key is not None and (not isinstance(pass_key, str) or pass_key in call):
-            raise TypeError(f"effect {name!r}: pass_key={pass_key!r} must be a keyword name "
-                            "that fn takes and no other argument already uses "
-                            "(the idempotency key is passed under it)")
+        call = _effect_kwargs(name, kwargs, fn_kwargs, pass_key)
         return fx.perform(self, name, fn, args, call, key=key, reconcile=reconcile,
                           timeout=timeout, wait=wait, pass_key=pass_key)
+
+    # -- the async API (ckptfs.runtime.aio): the same calls, storage work off the loop ---------
+    async def acheckpoint(self, state: Mapping[str, Any], boundary: str = "step", *,
+                          labels: Mapping[str, str] | None = None, expires_at: Any = None,
+                          entry_labels: Mapping[str, Mapping[str, str]] | None = None,
+                          changed: Iterable[str] | None = None) -> Snapshot:
+        """``checkpoint`` for asyncio code: encoding and the commit run in this run's worker
+        thread, after every earlier ``acheckpoint``/``aappend``/``aeffect`` commit of the run
+        (the order they were awaited), so the event loop keeps running. Same guarantees:
+        a lost race fences the run (ConflictError). Leave ``state`` alone until it returns."""
+        return await self._serial.call(self.checkpoint, state, boundary, labels=labels,
+                                       expires_at=expires_at, entry_labels=entry_labels,
+                                       changed=changed)
+
+    async def aappend(self, name: str, *items: Any, boundary: str = "step",
+                      labels: Mapping[str, str] | None = None, expires_at: Any = None,
+                      entry_labels: Mapping[str, Mapping[str, str]] | None = None) -> Snapshot:
+        """``append`` for asyncio code, in this run's worker thread and order (``acheckpoint``)."""
+        return await self._serial.call(self.append, name, *items, boundary=boundary,
+                                       labels=labels, expires_at=expires_at,
+                                       entry_labels=entry_labels)
+
+    async def aeffect(self, name: str, fn: Callable[..., Any], *args: Any, key: str,
+                      reconcile: Callable[[Effect], Any] | None = None,
+                      timeout: float = fx.DEFAULT_TIMEOUT, wait: bool | float = False,
+                      pass_key: str | None = None, fn_kwargs: Mapping[str, Any] | None = None,
+                      **kwargs: Any) -> Any:
+        """``effect`` for asyncio code: ``fn`` may be a coroutine function (awaited on the
+        loop) or a plain one (called in a worker thread); the intent and outcome commits run
+        in this run's worker thread. Exactly the rules of ``effect``: intent committed before
+        the call, outcome after, a recorded outcome returned without calling, a cancelled
+        call left in doubt (as a call interrupted by a BaseException). ``reconcile`` is a
+        plain function (run in the worker thread). Effects of one run do not overlap: a
+        second ``aeffect`` of this run waits until the first has ended."""
+        call = _effect_kwargs(name, kwargs, fn_kwargs, pass_key)
+        async with self._serial.effect_lock():
+            got = await self._serial.call(
+                fx.issue, self, name, args, call, key=key, reconcile=reconcile, timeout=timeout,
+                wait=wait, on_cancel=self._release_issued)
+            if isinstance(got, fx.Known):
+                return got.value
+            try:
+                try:
+                    result = await call_effect_fn(
+                        fn, *args, **call, **({pass_key: key} if pass_key else {}))
+                except Exception as e:  # a BaseException (cancelled) leaves it in doubt
+                    await self._serial.call(fx.record_outcome, self, got, "failed", error=e)
+                    raise
+                return await self._serial.call(fx.record_outcome, self, got, "completed",
+                                               result=result)
+            finally:
+                fx.release(self, got)
+
+    def _release_issued(self, got: fx.Known | Record) -> None:
+        """``aeffect`` was cancelled while its intent was committed: the effect is in doubt."""
+        if isinstance(got, Record):
+            fx.release(self, got)
 
     def settle_effect(self, key: str, *, result: Any = fx.NOT_DONE,
                       failed: str | BaseException | None = None) -> Effect:

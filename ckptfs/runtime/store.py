@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -160,6 +161,34 @@ class Store:
                    attempt=1, state=state, writer=writer, fork_of=snap, ledger=ledger,
                    ledger_writer=ledger_writer, new_run=True, extra=_provenance(snap, chain))
 
+    # -- the async API: the same calls in a worker thread (ckptfs.runtime.aio) ---------------
+    async def astart_run(self, run_id: str | None = None, *, schema: SchemaLike | None = None,
+                         expires_at: Any = None) -> Run:
+        """``start_run`` without blocking the event loop (it reads the store)."""
+        return await asyncio.to_thread(self.start_run, run_id, schema=schema,
+                                       expires_at=expires_at)
+
+    async def aresume(self, ref: str, *, lenient_refs: bool = False,
+                      schema: SchemaLike | None = None, migrations: Migrations | None = None,
+                      allow_expired: bool = False, ref_policy: RefPolicy | None = None) -> Run:
+        """``resume`` without blocking the event loop: the restore reads in a worker thread.
+        The Run it returns has the async calls ``acheckpoint``, ``aappend``, ``aeffect``."""
+        return await asyncio.to_thread(self.resume, ref, lenient_refs=lenient_refs,
+                                       schema=schema, migrations=migrations,
+                                       allow_expired=allow_expired, ref_policy=ref_policy)
+
+    async def afork(self, ref: str, new_run_id: str, *, lenient_refs: bool = False,
+                    schema: SchemaLike | None = None, migrations: Migrations | None = None,
+                    ref_policy: RefPolicy | None = None) -> Run:
+        """``fork`` without blocking the event loop."""
+        return await asyncio.to_thread(self.fork, ref, new_run_id, lenient_refs=lenient_refs,
+                                       schema=schema, migrations=migrations,
+                                       ref_policy=ref_policy)
+
+    async def aread(self, ref: str | Snapshot, **kwargs: Any) -> dict[str, Any]:
+        """``read`` (same keywords) without blocking the event loop."""
+        return await asyncio.to_thread(self.read, ref, **kwargs)
+
     # -- schema migrations -------------------------------------------------------------------
     def _plan(self, snap: Snapshot, schema: SchemaLike | None,
               migrations: Migrations | None) -> tuple[Schema, list[Step]]:
@@ -229,16 +258,20 @@ class Store:
     def read(self, ref: str | Snapshot, *, lenient_refs: bool = True,
              allow_expired: bool = False, schema: SchemaLike | None = None,
              migrations: Migrations | None = None,
-             ref_policy: RefPolicy | None = None) -> dict[str, Any]:
+             ref_policy: RefPolicy | None = None, raw_types: bool = False) -> dict[str, Any]:
         """The state of a snapshot, every chunk verified. References are checked where the
         reference policy allows and marked (``Ref.missing``) where they fail or are not checked.
 
         With ``schema`` and ``migrations`` the state is migrated in memory as ``resume`` would.
+        ``raw_types``: a typed value whose type name is not registered comes back as a
+        ``ckptfs.TypedValue`` (its stored form) whatever the codecs say, for tools that show
+        state without the application's classes.
         """
         snap, look = (ref, None) if isinstance(ref, Snapshot) else self.repo.resolve_ref(ref)
         _, chain = self._plan(snap, schema, migrations)
         state, _ = self._restore(snap, lenient_refs=lenient_refs, allow_expired=allow_expired,
-                                 ref_policy=ref_policy, raw_types=bool(chain), look=look)
+                                 ref_policy=ref_policy, raw_types=raw_types or bool(chain),
+                                 look=look)
         return self._migrate(snap, chain, state)
 
     def ledger(self, ref: str | Snapshot, *, allow_expired: bool = False,
@@ -288,7 +321,7 @@ class Store:
                 why = check_reference(entry, policy=policy)
                 if why is not None:
                     problems.append((name, why))
-                state[name] = to_ref(entry, why)
+                state[name] = to_ref(entry, why, policy)
             elif isinstance(entry, Captured) and entry.kind == "blob":
                 state[name] = stored_blob(self.repo.objects, entry, where=where)
             else:

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from ckptfs import observe
 from ckptfs.errors import (
     CkptfsError,
     ConflictError,
@@ -250,7 +251,28 @@ class Repository:
                chunks: list[tuple[Digest, bytes | memoryview]] | None = None,
                results: Iterable[ChunkRef] = ()) -> Snapshot:
         """Write ``chunks`` and the manifest, then create the run record only if absent.
-        ``results``: chunks the ledger's results name (the record locates them too)."""
+        ``results``: chunks the ledger's results name (the record locates them too). Reported
+        (``ckptfs.observe``): run, seq, boundary, bytes and chunks written, outcome, time."""
+        t0 = observe.now_ns()
+        outcome = "error"
+        try:
+            snap = self._commit(manifest, chunks, results)
+            outcome = "ok"
+            return snap
+        except ConflictError:
+            outcome = "conflict"
+            raise
+        except OutcomeUnknown:
+            outcome = "unknown"
+            raise
+        finally:
+            observe.emit(observe.Event("commit", {
+                "run": manifest.run, "seq": manifest.seq, "boundary": manifest.boundary,
+                "bytes": sum(len(b) for _, b in chunks or ()), "chunks": len(chunks or ()),
+                "outcome": outcome}, t0, observe.now_ns()))
+
+    def _commit(self, manifest: Manifest, chunks: list[tuple[Digest, bytes | memoryview]] | None,
+                results: Iterable[ChunkRef]) -> Snapshot:
         cfg = self.check_writable()  # a commit needs a version 2 store
         if self._window_error is not None:
             raise self._window_error

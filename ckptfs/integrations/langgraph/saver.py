@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import builtins
+import os
 import heapq
 import json
 import threading
@@ -34,7 +34,7 @@ from ckptfs.format.models import Captured, Entry, Manifest
 from ckptfs.format.names import LABEL_KEY
 from ckptfs.format.typed import FEATURE as TYPED_FEATURE
 from ckptfs.integrations.langgraph import fold, listing, threads
-from ckptfs.integrations.langgraph.aio import AsyncTwins
+from ckptfs.integrations.langgraph.aio import AsyncTwins, Opened
 from ckptfs.integrations.langgraph.index import RunLookup
 from ckptfs.integrations.langgraph.layout import (
     CHAIN,
@@ -71,16 +71,18 @@ class CkptfsSaver(AsyncTwins, RunLookup, BaseCheckpointSaver[int]):
     """LangGraph ``BaseCheckpointSaver`` over a ckptfs store (a URL, a path or a ``Store``).
 
     Thread-safe: calls for one thread id are serialised by a lock; different threads proceed in
-    parallel. Async methods run the sync ones in a worker thread.
+    parallel. Async methods run the sync ones in worker threads (``alist`` item by item).
     """
 
-    def __init__(self, store: Store | str, *, serde: SerializerProtocol | None = None,
+    def __init__(self, store: Store | str | os.PathLike[str], *,
+                 serde: SerializerProtocol | None = None,
                  allowed_types: Iterable[type | tuple[str, ...]] = (),
                  codecs: Codecs | None = None, appends: bool = True,
                  fold_writes: bool = True, fold_delay: float | None = None,
                  **storage_options: Any) -> None:
-        """``store``: a ckptfs Store, or a URL/path to open (with ``storage_options`` and
-        ``codecs``, the ckptfs.Codecs of the types values may hold). ``allowed_types``:
+        """``store``: a ckptfs Store, or a URL or path (``str`` or ``pathlib.Path``) to open
+        (with ``storage_options`` and ``codecs``, the ckptfs.Codecs of the types values may
+        hold). ``allowed_types``:
         classes to restore as themselves: each dataclass, attrs class, pydantic model or Enum
         is registered on the store's codecs under ``module.QualName`` (stored as a ckptfs
         typed value), and every entry also goes to the serializer's msgpack allow-list.
@@ -108,6 +110,11 @@ class CkptfsSaver(AsyncTwins, RunLookup, BaseCheckpointSaver[int]):
                                 "your own serializer instead")
             serde = serde.with_msgpack_allowlist(allowed)
         super().__init__(serde=serde)
+        if isinstance(store, os.PathLike):
+            store = os.fspath(store)
+        if not isinstance(store, (str, Store)):
+            raise TypeError(f"CkptfsSaver takes a ckptfs Store, a URL or a path, not "
+                            f"{type(store).__name__}")
         if codecs is not None and not isinstance(store, str) and codecs is not store.codecs:
             raise ValueError("CkptfsSaver(store, codecs=...): a Store comes with its codecs; "
                              "pass codecs= to ckptfs.open_store instead")
@@ -132,15 +139,12 @@ class CkptfsSaver(AsyncTwins, RunLookup, BaseCheckpointSaver[int]):
         self._fold = fold.Holder(self._flush_run) if fold_writes else None
 
     @classmethod
-    @contextlib.contextmanager
-    def from_url(cls, url: str, **kwargs: Any) -> Iterator[CkptfsSaver]:
-        """``with CkptfsSaver.from_url("s3://bucket/agents") as saver:``, like the other
-        savers' ``from_conn_string``: the store is closed on leaving the block."""
-        saver = cls(url, **kwargs)
-        try:
-            yield saver
-        finally:
-            saver.close()
+    def from_url(cls, url: str | os.PathLike[str], **kwargs: Any) -> Opened:
+        """``with CkptfsSaver.from_url("s3://bucket/agents") as saver:`` or ``async with``
+        (as ``AsyncSqliteSaver.from_conn_string`` is used), like the other savers'
+        ``from_conn_string``: the store is closed on leaving the block (after held writes
+        are committed; in a worker thread for ``async with``)."""
+        return Opened(lambda: cls(url, **kwargs))
 
     from_conn_string = from_url
 
@@ -227,7 +231,12 @@ class CkptfsSaver(AsyncTwins, RunLookup, BaseCheckpointSaver[int]):
 
     # -- reading -----------------------------------------------------------------------------
     def _tuple(self, idx: _RunIndex, snap: Snapshot, thread_id: Any) -> CheckpointTuple:
-        state = self.store.read(snap)
+        # a class this saver was not given (allowed_types) comes back in its stored form, a
+        # ckptfs.TypedValue, with a warning naming the argument: listing and inspecting a
+        # thread never needs the application's classes
+        state = self.store.read(snap, raw_types=True)
+        if TYPED_FEATURE in snap.manifest.required:
+            self._packer.report_raw(state)
         ns = idx.ns or ""
         values = {}
         for name, entry in snap.manifest.entries.items():
@@ -297,23 +306,35 @@ class CkptfsSaver(AsyncTwins, RunLookup, BaseCheckpointSaver[int]):
                 indexes = self._thread_indexes(tid)
         else:
             indexes = [self._index(r, None, None) for r in self._run_ids(RUN_PREFIX)]
+        seen: set[tuple[str, str]] = set()
         try:
-            found = self._found(indexes, config, filter, before, limit, conf)
+            for key, item in self._found(indexes, config, filter, before, limit, conf):
+                seen.add(key)
+                yield item
         except ErasedError:
             raise
-        except NotFound:  # a record the index named is gone (``_fresh``): list and look again
-            for idx in indexes:
+        except NotFound:  # a record the index named is gone (``_fresh``): list and look again,
+            for idx in indexes:  # without what was yielded already (the order is the same)
                 self._sync(idx)
-            found = self._found(indexes, config, filter, before, limit, conf)
-        yield from found
+            left = None if limit is None else limit - len(seen)
+            for key, item in self._found(indexes, config, filter, before, None, conf):
+                if left is not None and left <= 0:
+                    break
+                if key not in seen:
+                    if left is not None:
+                        left -= 1
+                    yield item
 
     def _found(self, indexes: builtins.list[_RunIndex], config: RunnableConfig | None,
                filter: dict[str, Any] | None, before: RunnableConfig | None,
-               limit: int | None, conf: Mapping[str, Any]) -> builtins.list[CheckpointTuple]:
-        """What ``list`` yields, from the given run indexes."""
+               limit: int | None, conf: Mapping[str, Any]
+               ) -> Iterator[tuple[tuple[str, str], CheckpointTuple]]:
+        """What ``list`` yields, from the given run indexes, one at a time (no lock is held
+        between items, so that ``alist`` streams them from worker threads), each with its
+        (run id, checkpoint id)."""
         only = get_checkpoint_id(config) if config else None
         before_id = get_checkpoint_id(before) if before else None
-        found: builtins.list[CheckpointTuple] = []
+        n = 0
         streams: builtins.list[Iterable[tuple[str, _RunIndex, Snapshot]]]
         if only:
             streams = [[(only, idx, snap)] for idx in indexes
@@ -321,16 +342,17 @@ class CkptfsSaver(AsyncTwins, RunLookup, BaseCheckpointSaver[int]):
                        and not (before_id and not only < before_id)]
         else:
             streams = [self._newest_first(idx, before_id) for idx in indexes]
-        for _, idx, snap in heapq.merge(*streams, key=lambda f: f[0], reverse=True):
-            if limit is not None and len(found) >= limit:
+        for cid, idx, snap in heapq.merge(*streams, key=lambda f: f[0], reverse=True):
+            if limit is not None and n >= limit:
                 break
             with idx.lock:
                 if filter:
                     meta = self._metadata(idx, snap)
                     if not all(meta.get(k) == v for k, v in filter.items()):
                         continue
-                found.append(self._tuple(idx, snap, conf.get("thread_id", idx.thread_id)))
-        return found
+                item = self._tuple(idx, snap, conf.get("thread_id", idx.thread_id))
+            n += 1
+            yield (idx.run_id, cid), item
 
     # -- writing -----------------------------------------------------------------------------
     def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,

@@ -32,6 +32,7 @@ from ckptfs.store.repository import Snapshot
 
 if TYPE_CHECKING:
     from ckptfs.integrations.langgraph.saver import CkptfsSaver
+    from ckptfs.runtime.run import Run
 
 
 def delete_thread(saver: CkptfsSaver, thread_id: str) -> None:
@@ -159,12 +160,8 @@ def copy_thread(saver: CkptfsSaver, source_thread_id: str, target_thread_id: str
                                         typed="typed-values" in m.required)
                     copied[snap.digest] = new.digest
 
-def effect(saver: CkptfsSaver, config: RunnableConfig, name: str, fn: Callable[..., Any], *args: Any,
-           key: str, reconcile: Callable[[Effect], Any] | None = None, **kwargs: Any) -> Any:
-    """``fn(*args, **kwargs)`` at most once per ``key`` for the config's thread, through
-    ckptfs's effect ledger (``Run.effect``) in run ``effects_run_id(thread)``: the intent is
-    committed before the call and the result after, so a tool node re-run after a crash or
-    a resume gets the recorded result instead of acting twice."""
+def effect_run(saver: CkptfsSaver, config: RunnableConfig) -> Run:
+    """The run that holds the effect ledger of the config's thread (started on first use)."""
     tid, _ = _ids(config)
     with saver._thread_lock(f"\0effects\0{tid}"):
         run = saver._effect_runs.get(tid)
@@ -175,6 +172,27 @@ def effect(saver: CkptfsSaver, config: RunnableConfig, name: str, fn: Callable[.
             except NotFound:
                 run = saver.store.start_run(rid, schema=("langgraph-effects", 1))
             saver._effect_runs[tid] = run
+        return run
+
+
+def drop_effect_run(saver: CkptfsSaver, config: RunnableConfig, run: object) -> None:
+    """Forget the thread's effect run handle (another process moved the ledger): the next
+    effect resumes the run afresh."""
+    tid, _ = _ids(config)
+    with saver._thread_lock(f"\0effects\0{tid}"):
+        if saver._effect_runs.get(tid) is run:
+            del saver._effect_runs[tid]
+
+
+def effect(saver: CkptfsSaver, config: RunnableConfig, name: str, fn: Callable[..., Any],
+           *args: Any, key: str, reconcile: Callable[[Effect], Any] | None = None, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` at most once per ``key`` for the config's thread, through
+    ckptfs's effect ledger (``Run.effect``) in run ``effects_run_id(thread)``: the intent is
+    committed before the call and the result after, so a tool node re-run after a crash or
+    a resume gets the recorded result instead of acting twice."""
+    tid, _ = _ids(config)
+    with saver._thread_lock(f"\0effects\0{tid}"):
+        run = effect_run(saver, config)
         try:
             return run.effect(name, fn, *args, key=key, reconcile=reconcile, **kwargs)
         except ConflictError:

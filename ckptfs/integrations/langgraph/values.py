@@ -16,6 +16,9 @@ Order of preference, per value (a list channel: per item):
 
 from __future__ import annotations
 
+import logging
+import threading
+import warnings
 from typing import Any
 
 import cbor2
@@ -23,8 +26,47 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ckptfs.errors import CorruptSnapshot
 from ckptfs.format.cbor import check_plain
+from ckptfs.format.typed import TypedValue
 from ckptfs.integrations.langgraph.layout import TAG
 from ckptfs.runtime.codecs import Codecs
+
+log = logging.getLogger("ckptfs.integrations.langgraph")
+
+#: the (module, name) pairs LangGraph's serializer refused to build on this thread, while a
+#: Packer listens (``_serde_events``); None when nobody listens
+_heard = threading.local()
+
+
+def _listen(event: Any) -> None:
+    """LangGraph's serde event hook: note a class its allow-list kept from being built."""
+    got = getattr(_heard, "names", None)
+    if got is not None and event.get("kind") == "msgpack_blocked":
+        got.add(f"{event.get('module')}.{event.get('name')}")
+
+
+try:  # LangGraph >= 1.0: an event per class its strict allow-list refused
+    from langgraph.checkpoint.serde.event_hooks import register_serde_event_listener
+
+    register_serde_event_listener(_listen)
+except ImportError:  # pragma: no cover - older LangGraph: only its own log line
+    pass
+
+
+def raw_type_names(value: Any, found: set[str] | None = None, depth: int = 0) -> set[str]:
+    """The type names of the ``TypedValue`` objects in a restored value (unregistered types)."""
+    found = set() if found is None else found
+    if depth > 200:
+        return found
+    if type(value) is TypedValue:
+        found.add(value.name)
+        raw_type_names(value.payload, found, depth + 1)
+    elif type(value) in (list, tuple):
+        for x in value:
+            raw_type_names(x, found, depth + 1)
+    elif type(value) is dict:
+        for x in value.values():
+            raw_type_names(x, found, depth + 1)
+    return found
 
 
 class Packer:
@@ -33,6 +75,24 @@ class Packer:
     def __init__(self, serde: SerializerProtocol, codecs: Codecs) -> None:
         self.serde = serde
         self.codecs = codecs
+        #: type names already reported as not restored (each is said once per saver)
+        self._reported: set[str] = set()
+        self._report_lock = threading.Lock()
+
+    def report(self, names: set[str], how: str) -> None:
+        """Say, once per type and saver, that values of these classes did not come back as
+        themselves, and which saver argument makes them: ``allowed_types``."""
+        with self._report_lock:
+            new = sorted(names - self._reported)
+            self._reported.update(new)
+        for name in new:
+            cls = name.rpartition(".")[2] or name
+            msg = (f"CkptfsSaver: a checkpoint value of class {name} was restored {how}, not "
+                   f"as a {cls}: this saver does not know the class. Pass it as "
+                   f"CkptfsSaver(..., allowed_types=[{cls}]) (the class itself, from its "
+                   "module) to restore it as itself.")
+            log.warning(msg)
+            warnings.warn(msg, UserWarning, stacklevel=4)
 
     def pack(self, value: Any) -> tuple[Any, bool]:
         """The stored form of ``value`` and whether it holds typed values."""
@@ -63,6 +123,14 @@ class Packer:
             typed = typed or t
         return out, typed
 
+    def report_raw(self, value: Any) -> None:
+        """``report`` the unregistered classes whose values ``value`` holds in stored form
+        (not when the codecs ask for raw values: the caller wants them so)."""
+        if self.codecs.unknown != "raw":
+            names = raw_type_names(value)
+            if names:
+                self.report(names, "as a ckptfs.TypedValue (its stored form)")
+
     def unpack(self, data: Any, *, what: str = "value", decoded: bool = False) -> Any:
         """The value ``pack`` stored: typed values built by the codecs (only registered types;
         ``decoded``: the store's read already built them), serializer output through the
@@ -72,10 +140,28 @@ class Packer:
             if typ == "pickle" or not isinstance(typ, str) or not isinstance(payload, bytes):
                 raise CorruptSnapshot(f"refusing to load a value stored as {typ!r}: ckptfs never "
                                       "loads pickles or malformed serializer output")
-            return self.serde.loads_typed((typ, payload))
+            return self._loads(typ, payload)
         if not decoded and (type(data) is cbor2.CBORTag or type(data) in (list, dict)):
-            return self.codecs.decode(data, what=what)
+            # a class this saver does not know comes back in its stored form (TypedValue),
+            # so that listing and inspecting work without the application's classes
+            value = self.codecs.decode(data, what=what, unknown="raw")
+            self.report_raw(value)
+            return value
         return data
+
+    def _loads(self, typ: str, payload: bytes) -> Any:
+        """LangGraph's serializer, listening for classes its allow-list refuses to build (it
+        returns their fields as a dict; ``report`` names the saver argument that fixes it)."""
+        outer = getattr(_heard, "names", None)
+        heard: set[str] = set()
+        _heard.names = heard
+        try:
+            value = self.serde.loads_typed((typ, payload))
+        finally:
+            _heard.names = outer
+        if heard:
+            self.report(heard, "as a dict of its fields")
+        return value
 
     def unpack_channel(self, data: Any, *, what: str = "value", decoded: bool = False) -> Any:
         if type(data) is list:
