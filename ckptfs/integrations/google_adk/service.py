@@ -320,8 +320,8 @@ class CkptfsSessionService(BaseSessionService):
                     raise SessionNotFoundError(f"Session {session.id} not found.") from None
                 raise SessionConflict(
                     f"session {session.id!r} (app {session.app_name!r}): another process "
-                    f"committed to it first ({e}); nothing was stored. Read it again with "
-                    "get_session and retry the turn.") from None
+                    "committed to it first; nothing was stored. Read it again with "
+                    f"get_session and retry the turn (ckptfs: {e})") from None
             except BaseException:
                 undo(grown, state)
                 self._forget(rid)
