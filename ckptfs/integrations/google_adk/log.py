@@ -7,9 +7,11 @@ Layout (one run per ADK session, ``names.session_run``): entries
   (``Event.model_dump_json(exclude_none=True)``, what ADK's own SQLite service stores), at most
   ``SEGMENT`` of them. A list entry is a CBOR sequence that an append extends by the new
   items' bytes only (ckptfs.store.entries), and a segment that is full is never encoded again;
-* ``index``: one ``[encoded length, timestamp]`` pair per event, in order. It tells where each
-  event starts in its segment, so a tail read reads only the chunks of the segments that hold
-  the events it returns;
+* ``index/NNNNNN``: for each event of segment ``NNNNNN``, in order, 12 bytes: its encoded
+  length (uint32) and timestamp (float64), big-endian. Every index item takes the same 13
+  bytes in the CBOR sequence, so the last m of them are the last 13 m bytes of the entry; their
+  lengths tell where the last m events start in their segment. A tail read of m events reads
+  only the chunks holding those index items and those events, whatever the history's length;
 * ``state``: the session-scoped state (``app:``/``user:`` keys live in runs of their own);
 * ``session``: the ids the run belongs to (run ids are hashes of them).
 
@@ -19,6 +21,7 @@ a segment holds reads the segment whole (and is still exact).
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -31,13 +34,26 @@ from ckptfs.store.repository import Repository, Snapshot
 #: events per segment entry: a full segment is a few hundred KiB to a few MiB of JSON
 SEGMENT = 1024
 SEG_PREFIX = "events/"
-INDEX = "index"
+INDEX_PREFIX = "index/"
 STATE = "state"
 META = "session"
+#: an index item: (encoded length, timestamp); in the CBOR sequence a byte string of 12 bytes
+#: behind its one-byte head 0x4c
+_IDX = struct.Struct(">Id")
+IDX_ITEM = 1 + _IDX.size
 
 
 def seg_name(k: int) -> str:
     return f"{SEG_PREFIX}{k:06d}"
+
+
+def index_name(k: int) -> str:
+    return f"{INDEX_PREFIX}{k:06d}"
+
+
+def segments(names: Iterable[str]) -> int:
+    """How many segments a session snapshot with these entry names holds."""
+    return sum(1 for n in names if n.startswith(SEG_PREFIX))
 
 
 def item_size(text: str) -> int:
@@ -52,16 +68,17 @@ def append_items(state: dict[str, Any], texts: Sequence[str], stamps: Sequence[f
     """Grow the log held in ``state`` (a run's state, lists changed in place) by ``texts``.
     Returns the entry names that changed and, for each grown list, its old length (to undo
     the growth if the commit fails: ``undo``)."""
-    index: list[Any] = state[INDEX]
-    changed = {INDEX}
-    grown: dict[int, tuple[list[Any], int]] = {id(index): (index, len(index))}
+    changed: set[str] = set()
+    grown: dict[int, tuple[list[Any], int]] = {}
+    k = max(0, segments(state) - 1)
     for text, ts in zip(texts, stamps):
-        name = seg_name(len(index) // SEGMENT)
-        seg = state.setdefault(name, [])
-        grown.setdefault(id(seg), (seg, len(seg)))
-        seg.append(text)
-        index.append([item_size(text), ts])
-        changed.add(name)
+        if len(state.get(index_name(k), ())) >= SEGMENT:
+            k += 1
+        for name, item in ((seg_name(k), text), (index_name(k), _IDX.pack(item_size(text), ts))):
+            lst = state.setdefault(name, [])
+            grown.setdefault(id(lst), (lst, len(lst)))
+            lst.append(item)
+            changed.add(name)
     return changed, list(grown.values())
 
 
@@ -69,7 +86,8 @@ def undo(grown: Iterable[tuple[list[Any], int]], state: dict[str, Any]) -> None:
     """Take back what ``append_items`` added (a failed commit stored none of it)."""
     for lst, n in grown:
         del lst[n:]
-    for name in [k for k, v in state.items() if k.startswith(SEG_PREFIX) and v == []]:
+    for name in [k for k, v in state.items()
+                 if k.startswith((SEG_PREFIX, INDEX_PREFIX)) and v == []]:
         del state[name]
 
 
@@ -97,34 +115,42 @@ class LogReader:
     def events(self, num_recent: int | None = None, after: float | None = None) -> list[str]:
         """The JSON texts of the events a GetSessionConfig asks for, oldest first: the last
         ``num_recent`` (None: all), of those the ones from the last event older than ``after``
-        on (as ADK's in-memory service filters). Reads the index and the chunks holding them."""
-        index = self.value(INDEX) if INDEX in self.snap.manifest.entries else []
-        total = len(index)
-        first = 0 if num_recent is None else max(0, total - num_recent)
-        if after is not None:
-            i = total - 1
-            while i >= first and index[i][1] >= after:
-                i -= 1
-            first = i + 1
-        out: list[str] = []
-        k = first // SEGMENT
-        while k * SEGMENT < total:
-            lo = max(first, k * SEGMENT)
-            hi = min(total, (k + 1) * SEGMENT)
-            out.extend(self._segment(k, index, lo, hi))
-            k += 1
-        return out
+        on (as ADK's in-memory service filters). Reads, newest segment first, the index items
+        and the event chunks it needs, and stops at the first segment it needs no more."""
+        out: list[list[str]] = []
+        got = 0
+        for k in reversed(range(segments(self.snap.manifest.entries))):
+            if num_recent is not None and got >= num_recent:
+                break
+            ie = self.entry(index_name(k))
+            count = ie.size // IDX_ITEM
+            need = count if num_recent is None else min(count, num_recent - got)
+            # the index items this segment may contribute: the last ``need``; with ``after``,
+            # read from the end in growing windows until an older event (or the start) shows
+            m = need if after is None else min(need, 16)
+            while True:
+                index = self._index(ie, count, m)
+                lo, stop = 0, False
+                if after is not None:
+                    i = len(index) - 1
+                    while i >= 0 and index[i][1] >= after:
+                        i -= 1
+                    stop, lo = i >= 0, i + 1
+                if stop or m == need:
+                    break
+                m = min(need, m * 4)
+            if lo < len(index):
+                out.append(self._segment(k, [size for size, _ in index[lo:]]))
+                got += len(index) - lo
+            if stop:
+                break
+        return [t for part in reversed(out) for t in part]
 
-    def _segment(self, k: int, index: list[Any], lo: int, hi: int) -> list[str]:
-        """Items ``lo:hi`` (log positions) of segment ``k``: the chunks from ``lo``'s offset."""
-        name = seg_name(k)
-        e = self.entry(name)
-        base = k * SEGMENT
-        sizes = [int(x[0]) for x in index[base:hi]]
-        where = f"{self.where} entry {name!r}"
-        start = sum(sizes[:lo - base])
-        if sum(sizes) != e.size or e.inline is not None or not e.chunks:
-            return self._whole(e, where, lo - base, hi - base)
+    def _from(self, e: Captured, start: int, where: str) -> memoryview:
+        """The content of ``e`` from byte ``start`` on, reading only the chunks that hold it
+        (each verified by its digest)."""
+        if e.inline is not None:
+            return memoryview(e.inline)[start:]
         at, skip = 0, 0
         picked: list[ChunkRef] = []
         for c in e.chunks:
@@ -133,20 +159,47 @@ class LogReader:
                     skip = start - at
                 picked.append(c)
             at += c.size
-        data = b"".join(self.repo.objects.get_chunks(picked, where=where))
+        if at != e.size:
+            raise CorruptSnapshot(f"{where}: its chunks hold {at} bytes, the entry {e.size}")
+        return memoryview(b"".join(self.repo.objects.get_chunks(picked, where=where)))[skip:]
+
+    def _index(self, e: Captured, count: int, m: int) -> list[tuple[int, float]]:
+        """The last ``m`` of the ``count`` items of index entry ``e``."""
+        where = f"{self.where} index"
+        if e.size != count * IDX_ITEM:
+            raise CorruptSnapshot(f"{where}: {e.size} bytes is not a whole number of items")
+        data = self._from(e, (count - m) * IDX_ITEM, where)
+        out = []
+        for j in range(0, len(data), IDX_ITEM):
+            if data[j] != 0x4C:
+                raise CorruptSnapshot(f"{where}: item {count - m + j // IDX_ITEM} is not an "
+                                      "index item")
+            size, ts = _IDX.unpack_from(data, j + 1)
+            out.append((size, ts))
+        return out
+
+    def _segment(self, k: int, sizes: list[int]) -> list[str]:
+        """The last ``len(sizes)`` events of segment ``k``, whose encoded sizes are ``sizes``:
+        the chunks from the first one's offset to the segment's end."""
+        e = self.entry(seg_name(k))
+        where = f"{self.where} entry {seg_name(k)!r}"
+        start = e.size - sum(sizes)
         try:
-            items = cbor.decode_sequence(memoryview(data)[skip:], what=where)
-        except Exception:  # lengths that do not fit the content: read the whole segment
-            return self._whole(e, where, lo - base, hi - base)
-        if len(items) != hi - lo or not all(type(x) is str for x in items):
-            return self._whole(e, where, lo - base, hi - base)
-        return items
+            if start < 0:
+                raise CorruptSnapshot(f"{where}: shorter than its index says")
+            items = cbor.decode_sequence(self._from(e, start, where), what=where)
+        except CorruptSnapshot:
+            raise
+        except Exception:  # an index that does not fit the content: read the segment whole
+            items = []
+        if len(items) != len(sizes) or not all(type(x) is str for x in items):
+            items = decode_value(e, read_content(self.repo.objects, e, where=where), where=where)
+            if (not isinstance(items, list) or len(items) < len(sizes)
+                    or not all(type(x) is str for x in items)):
+                raise CorruptSnapshot(f"{where}: not the list of event texts its index says")
+            items = items[len(items) - len(sizes):] if sizes else []
+        return list(items)
 
-    def _whole(self, e: Captured, where: str, lo: int, hi: int) -> list[str]:
-        items = decode_value(e, read_content(self.repo.objects, e, where=where), where=where)
-        if not isinstance(items, list) or not all(type(x) is str for x in items):
-            raise CorruptSnapshot(f"{where}: not a list of event texts")
-        return list(items[lo:hi])
 
-
-__all__ = ["SEGMENT", "LogReader", "append_items", "undo", "seg_name", "item_size"]
+__all__ = ["SEGMENT", "LogReader", "append_items", "undo", "seg_name", "index_name",
+           "item_size", "segments"]

@@ -44,7 +44,7 @@ from typing_extensions import override
 from ckptfs.errors import ConflictError, ErasedError, NotFound
 from ckptfs.format.ledger import Effect
 from ckptfs.integrations.google_adk import names
-from ckptfs.integrations.google_adk.log import INDEX, META, STATE, LogReader, append_items, undo
+from ckptfs.integrations.google_adk.log import META, STATE, LogReader, append_items, undo
 from ckptfs.runtime.run import Run
 from ckptfs.runtime.store import Store, open_store
 from ckptfs.store.repository import Snapshot
@@ -195,7 +195,7 @@ class CkptfsSessionService(BaseSessionService):
             run = self.store.start_run(rid, schema=SCHEMA)
             meta = {"app_name": app_name, "user_id": user_id, "id": sid, "create_time": now}
             try:
-                snap = run.checkpoint({META: meta, STATE: deltas["session"], INDEX: []},
+                snap = run.checkpoint({META: meta, STATE: deltas["session"]},
                                       boundary="start", labels={L_UPDATED: repr(now)})
             except ConflictError:
                 raise AlreadyExistsError(f"Session with id {sid} already exists.") from None
