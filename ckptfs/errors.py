@@ -82,6 +82,13 @@ class ConflictError(CkptfsError):
     category = "conflict"
 
 
+class SessionConflict(ConflictError):
+    """An agent adapter's write (a session's items, events, state) lost the race to another
+    process that committed to the same session first; nothing of it was stored."""
+
+    category = "conflict"
+
+
 class ExpiredError(CkptfsError):
     """The snapshot or run has passed its expiry and will not be restored."""
 

@@ -1,0 +1,284 @@
+"""OpenAI Agents SDK sessions in a ckptfs store (``pip install 'ckptfs[openai-agents]'``).
+
+Switching from the SDK's SQLite session is one line::
+
+    from ckptfs.integrations.openai_agents import CkptfsSession
+    session = CkptfsSession("user-42", "s3://bucket/agents")   # was SQLiteSession("user-42", db)
+    result = await Runner.run(agent, "hi", session=session)
+
+``CkptfsSession`` implements ``agents.memory.Session``. Each session is one ckptfs run
+(``oai-<32 hex>``, a hash of the session id; label ``ag.key`` keeps the id) kept as an
+``ItemLog`` (``ckptfs.integrations.agent_common``): ``add_items`` is one commit storing only the
+new items, ``get_items(limit)`` reads O(limit) objects, ``pop_item`` and ``clear_session`` are
+commits (history keeps its lineage). Two processes writing the same session race: exactly one
+commits, the other gets ``SessionConflict`` and nothing of its write is stored.
+
+Tools that never run twice: ``session.once(tool)`` (or ``once(tool, session)``) wraps a
+``FunctionTool`` so that each call runs through the ckptfs effect ledger keyed by the SDK's tool
+call id (run ``oaifx-<32 hex>``). Before the call the session notes it (tool, arguments); if
+the process dies after the side effect and before the turn's items reach the session, the next
+``get_items`` adds the call and its outcome to the history: the recorded result, or an explicit
+"in doubt" output when the outcome was never recorded. The model then sees that the tool ran
+and the tool is never called again for that call; an in-doubt call waits for a human
+(``ckptfs effects`` / ``ToolEffects.settle``). The same call id run again (a resumed
+``RunState``) returns the recorded result or raises ``EffectInDoubt``.
+
+Runs interrupted for approval (``needs_approval``): ``await session.save_state(result.to_state())``
+stores the SDK's ``RunState`` (its JSON, with the SDK's schema version) in the session;
+``await session.load_state(agent)`` gives it back in any process, and ``run_state_readable``
+tells whether the installed SDK can read a stored state.
+"""
+
+from __future__ import annotations
+
+try:
+    from agents.memory.session import SessionABC
+    from agents.memory.session_settings import (
+        SessionSettings,
+        coerce_session_settings,
+        resolve_session_limit,
+    )
+    from agents.run_state import CURRENT_SCHEMA_VERSION, SUPPORTED_SCHEMA_VERSIONS, RunState
+    from agents.tool import FunctionTool
+    from agents.tool_context import ToolContext
+    from agents.version import __version__ as SDK_VERSION
+except ImportError as e:  # pragma: no cover - depends on the environment
+    raise ImportError("ckptfs.integrations.openai_agents needs the OpenAI Agents SDK: "
+                      "pip install 'ckptfs[openai-agents]'") from e
+
+import asyncio
+import copy
+import json
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from ckptfs.format import cbor
+from ckptfs.integrations.agent_common import ItemLog, ToolEffects, as_store, run_id_for
+from ckptfs.runtime.store import Store
+
+#: run id prefixes: a session's items, and its tools' effect ledger
+PREFIX = "oai"
+EFFECTS_PREFIX = "oaifx"
+#: meta entries of a session's run: calls begun and not yet in the history; a saved RunState
+PENDING = "oai_pending"
+RUN_STATE = "oai_run_state"
+#: what an in-doubt call's output tells the model (and the human reading the history)
+IN_DOUBT_OUTPUT = (
+    "ckptfs: this tool call was started but its outcome was never recorded (the process "
+    "stopped); it may or may not have happened. It will not be run again: do not call it "
+    "again, a human must check and settle it ('ckptfs effects').")
+
+
+def session_run_id(session_id: str) -> str:
+    """The ckptfs run holding a session's items."""
+    return run_id_for(PREFIX, session_id)
+
+
+def effects_run_id(session_id: str) -> str:
+    """The ckptfs run holding a session's tool effects (``once``)."""
+    return run_id_for(EFFECTS_PREFIX, session_id)
+
+
+def run_state_readable(schema_version: str | None) -> bool:
+    """Whether the installed SDK reads a RunState of this schema version."""
+    return schema_version in SUPPORTED_SCHEMA_VERSIONS
+
+
+def _plain(value: Any) -> Any:
+    """A tool's output as the ledger can record it: plain data as it is, else its text (the
+    SDK shows a model ``str()`` of outputs it has no structured form for)."""
+    try:
+        cbor.check_plain(value, what="tool output", max_depth=cbor.LEDGER_VALUE_DEPTH)
+        return value
+    except TypeError:
+        return str(value)
+
+
+def _output_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+class CkptfsSession(SessionABC):
+    """An ``agents.memory.Session`` kept in a ckptfs store (module docstring).
+
+    ``store`` is a URL, a path or an open ``ckptfs.Store``; ``session_settings`` as the SDK's
+    sessions take it (its ``limit`` is the default of ``get_items``)."""
+
+    session_settings: SessionSettings | None = None
+
+    def __init__(self, session_id: str, store: str | os.PathLike[str] | Store, *,
+                 session_settings: SessionSettings | dict[str, Any] | None = None) -> None:
+        self.session_id = session_id
+        self.session_settings = (coerce_session_settings(session_settings)
+                                 if session_settings is not None else SessionSettings())
+        self.store, self._owns_store = as_store(store)
+        self.log = ItemLog(self.store, session_run_id(session_id), key=session_id,
+                           schema=("openai-agents-session", 1))
+        self.effects = ToolEffects(self.store, effects_run_id(session_id),
+                                   schema=("openai-agents-effects", 1))
+
+    # -- agents.memory.Session -------------------------------------------------------------
+    async def get_items(self, limit: int | None = None) -> list[Any]:
+        """The newest ``limit`` items (default: the session settings' limit; None: all),
+        oldest first. Calls a process left unfinished are added first (module docstring)."""
+        n = resolve_session_limit(limit, self.session_settings)
+        return await asyncio.to_thread(self._get_items, n)
+
+    def _get_items(self, limit: int | None) -> list[Any]:
+        self.log.refresh()
+        if self.log.meta.get(PENDING):
+            self._settle_pending()
+        return self.log.tail(limit, refresh=False)
+
+    async def add_items(self, items: list[Any]) -> None:
+        """Store ``items`` after the last one: one commit holding only them."""
+        if not items:
+            return
+        await asyncio.to_thread(self._add_items, list(items))
+
+    def _add_items(self, items: list[Any]) -> None:
+        pending = dict(self.log.meta.get(PENDING) or {})
+        done = {x.get("call_id") for x in items if isinstance(x, dict)
+                and str(x.get("type", "")).endswith("_output")}
+        meta = None
+        if pending and done & pending.keys():
+            meta = {PENDING: {k: v for k, v in pending.items() if k not in done}}
+        self.log.append(items, meta=meta)
+
+    async def pop_item(self) -> Any | None:
+        """Remove and return the newest item (None when the session is empty): one commit."""
+        return await asyncio.to_thread(self.log.pop)
+
+    async def clear_session(self) -> None:
+        """Empty the session (one commit; earlier snapshots keep the items until
+        ``ckptfs forget``/``erase`` removes them)."""
+        await asyncio.to_thread(self.log.clear, meta={PENDING: {}, RUN_STATE: None})
+
+    # -- RunState (approvals) --------------------------------------------------------------
+    async def save_state(self, state: RunState[Any, Any]) -> None:
+        """Store ``state`` (``result.to_state()`` of a run interrupted for approval) in the
+        session, with the SDK's schema version: one commit."""
+        doc = json.loads(state.to_string())
+        version = doc.get("$schemaVersion", CURRENT_SCHEMA_VERSION)
+        value = {"schema_version": version, "sdk": SDK_VERSION, "state": doc}
+        await asyncio.to_thread(self.log.append, [], meta={RUN_STATE: value},
+                                labels={"oai.run_state_schema": str(version)})
+
+    async def load_state(self, agent: Any) -> RunState[Any, Any] | None:
+        """The stored RunState for ``agent`` (None when none is stored). UserError from the
+        SDK when its schema version is one the installed SDK cannot read
+        (``stored_state_version``, ``run_state_readable``)."""
+        value = await asyncio.to_thread(self._state_value)
+        if value is None:
+            return None
+        return await RunState.from_string(agent, json.dumps(value["state"]))
+
+    async def stored_state_version(self) -> str | None:
+        """The schema version of the stored RunState (None when none is stored)."""
+        value = await asyncio.to_thread(self._state_value)
+        return None if value is None else str(value["schema_version"])
+
+    async def clear_state(self) -> None:
+        """Forget the stored RunState (one commit)."""
+        await asyncio.to_thread(self.log.append, [], meta={RUN_STATE: None})
+
+    def _state_value(self) -> dict[str, Any] | None:
+        self.log.refresh()
+        value = self.log.meta.get(RUN_STATE)
+        return value if isinstance(value, dict) else None
+
+    # -- tools that never run twice --------------------------------------------------------
+    def once(self, tool: FunctionTool) -> FunctionTool:
+        """A copy of ``tool`` whose calls run through the ckptfs effect ledger, keyed by the
+        SDK's tool call id (module docstring). Its arguments and output are recorded (an
+        output that is not plain data as its text)."""
+        return once(tool, self)
+
+    def _note_call(self, call_id: str, name: str, arguments: str) -> None:
+        """Record in the session that ``call_id`` is about to run (one commit), unless it is
+        noted already."""
+        self.log.refresh()
+        pending = dict(self.log.meta.get(PENDING) or {})
+        if call_id in pending:
+            return
+        pending[call_id] = {"name": name, "arguments": arguments}
+        self.log.append([], meta={PENDING: pending})
+
+    def _settle_pending(self) -> None:
+        """Add the calls a process began and whose items never reached the session: the call
+        and its outcome (recorded result, failure, or in doubt), in one commit. A call still
+        running elsewhere is left; one never issued is dropped (the tool did not run)."""
+        pending: dict[str, Any] = dict(self.log.meta.get(PENDING) or {})
+        found = self.effects.outcomes(sorted(pending))
+        items: list[Any] = []
+        keep: dict[str, Any] = {}
+        for cid, (status, value) in found.items():
+            call = pending[cid]
+            if status == "running":
+                keep[cid] = call
+                continue
+            if status == "none":
+                continue
+            if status == "completed":
+                output = _output_text(value)
+            elif status == "failed":
+                output = f"ckptfs: this tool call failed: {value}"
+            else:
+                output = IN_DOUBT_OUTPUT
+            items += [{"type": "function_call", "call_id": cid, "name": call["name"],
+                       "arguments": call["arguments"]},
+                      {"type": "function_call_output", "call_id": cid, "output": output}]
+        self.log.append(items, meta={PENDING: keep})
+
+    def close(self) -> None:
+        """Close the store if this session opened it (from a URL)."""
+        if self._owns_store:
+            self.store.close()
+
+
+def once(tool: FunctionTool, session: CkptfsSession) -> FunctionTool:
+    """``tool`` (a ``FunctionTool``, e.g. from ``@function_tool``) with each call run at most
+    once per tool call id through ``session``'s effect ledger (module docstring)."""
+    if not isinstance(tool, FunctionTool):
+        raise TypeError(f"once() wraps a FunctionTool (from @function_tool), not "
+                        f"{type(tool).__name__}")
+    inner = tool.on_invoke_tool
+    name = tool.name
+
+    async def invoke(ctx: ToolContext[Any], arguments: str) -> Any:
+        call_id = ctx.tool_call_id
+        await asyncio.to_thread(session._note_call, call_id, name, arguments)
+
+        async def run(args: str) -> Any:
+            return _plain(await inner(ctx, args))
+
+        return await session.effects.acall(call_id, name, run, arguments)
+
+    wrapped = copy.copy(tool)
+    wrapped.on_invoke_tool = invoke
+    return wrapped
+
+
+def stored_run_states(store: str | os.PathLike[str] | Store,
+                      session_ids: Sequence[str]) -> dict[str, tuple[str, bool] | None]:
+    """For each session id: the schema version of its stored RunState and whether the
+    installed SDK reads it (None when it stores none)."""
+    st, owned = as_store(store)
+    try:
+        out: dict[str, tuple[str, bool] | None] = {}
+        for sid in session_ids:
+            value = ItemLog(st, session_run_id(sid)).meta.get(RUN_STATE)
+            if isinstance(value, dict):
+                v = str(value.get("schema_version"))
+                out[sid] = (v, run_state_readable(v))
+            else:
+                out[sid] = None
+        return out
+    finally:
+        if owned:
+            st.close()
+
+
+__all__ = ["CkptfsSession", "once", "run_state_readable", "session_run_id", "effects_run_id",
+           "stored_run_states", "IN_DOUBT_OUTPUT"]
