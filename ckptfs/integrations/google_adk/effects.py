@@ -3,8 +3,9 @@ effect ledger, keyed by ADK's function call id.
 
 ``OnceTool(pay, service)`` (or ``service.once(pay)``) is a ``FunctionTool`` in every respect
 (declaration, argument checks, ``require_confirmation``), except how the function is called:
-the session's effect ledger (run ``adk-x-...``, ``names``) commits the intent before the call
-and the result after it, under the key ``tool_context.function_call_id``. ADK runs a call again
+the session's effect ledger (run ``adk-x-...``, ``names``; the shared layer's
+``agent_common.ToolEffects``) commits the intent before the call and the result after it,
+under the key ``tool_context.function_call_id``. ADK runs a call again
 with the same id when it is resumed (a confirmation sent again after a crash, a resumed
 invocation); that call then
 
@@ -23,7 +24,6 @@ raises ``EffectMismatch``.
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -77,14 +77,13 @@ class OnceTool(FunctionTool):
         if not key:
             raise InvalidArgument(f"tool {self.name!r}: ADK gave this call no function call id, "
                                   "so it cannot be recorded once; call it through a Runner")
-        loop = asyncio.get_running_loop()
         invoke = super()._invoke_callable
 
-        def once(**_model_args: Any) -> Any:
-            # the function itself runs on the event loop, as ADK would run it
-            done = asyncio.run_coroutine_threadsafe(invoke(target, args_to_call), loop)
-            return to_jsonable_python(done.result())
+        async def once(_model_args: Any) -> Any:
+            # the function itself runs on the event loop, as ADK would run it; its result is
+            # recorded (and returned, now and on every replay) in its JSON form
+            return to_jsonable_python(await invoke(target, args_to_call))
 
-        return await asyncio.to_thread(
-            self.service.effect_sync, ctx.session, self.name, once, key=key,
-            fn_kwargs=to_jsonable_python(raw), reconcile=self.reconcile, timeout=self.timeout)
+        return await self.service.effects(ctx.session).acall(
+            key, self.name, once, to_jsonable_python(raw), reconcile=self.reconcile,
+            timeout=self.timeout)

@@ -21,6 +21,7 @@ store: ``append_event`` trims them through the base class first.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -41,8 +42,9 @@ from google.adk.sessions.session import Session
 from google.adk.sessions.state import State
 from typing_extensions import override
 
+from ckptfs import errors
 from ckptfs.errors import ConflictError, ErasedError, NotFound
-from ckptfs.format.ledger import Effect
+from ckptfs.integrations.agent_common import ToolEffects, as_store
 from ckptfs.integrations.google_adk import names
 from ckptfs.integrations.google_adk.log import META, STATE, LogReader, append_items, undo
 from ckptfs.runtime.run import Run
@@ -62,7 +64,7 @@ L_UPDATED = "adk.updated"
 SCOPE_RETRIES = 100
 
 
-class SessionConflict(ConflictError, StaleSessionError):
+class SessionConflict(errors.SessionConflict, StaleSessionError):
     """Another process committed to this session since this copy of it was read: nothing was
     stored. Read the session again (``get_session``) and retry the turn on the new copy."""
 
@@ -71,15 +73,19 @@ class CkptfsSessionService(BaseSessionService):
     """ADK sessions in a ckptfs store: ``CkptfsSessionService("s3://bucket/agents")`` (a URL,
     a local path or an open ``ckptfs.Store``; ``storage_options`` go to ``open_store``)."""
 
-    def __init__(self, store: Store | str, **storage_options: Any) -> None:
-        self._owns_store = isinstance(store, str)
-        self.store = open_store(store, **storage_options) if isinstance(store, str) else store
+    def __init__(self, store: Store | str | os.PathLike[str], **storage_options: Any) -> None:
+        if storage_options and not isinstance(store, Store):
+            self.store, self._owns_store = open_store(os.fspath(store), **storage_options), True
+        else:
+            self.store, self._owns_store = as_store(store)
         self._lock = threading.Lock()
         self._run_locks: dict[str, threading.RLock] = {}
         #: live Run handles by run id (a session appended to by this process, scope runs)
         self._runs: dict[str, Run] = {}
         #: run id base -> the generation live now
         self._live: dict[str, str] = {}
+        #: effect ledgers by run id (``effects``)
+        self._effects: dict[str, ToolEffects] = {}
 
     # -- plumbing ----------------------------------------------------------------------------
     async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -280,6 +286,8 @@ class CkptfsSessionService(BaseSessionService):
             with self.run_lock(base):
                 rid, snap = self.find(base)
                 self._forget(rid)
+                with self._lock:
+                    self._effects.pop(rid, None)
                 if snap is not None:
                     erase(self.store.repo, rid, reason="google-adk delete_session")
 
@@ -361,27 +369,19 @@ class CkptfsSessionService(BaseSessionService):
 
         return OnceTool(func, self, **kwargs)
 
-    def effect_sync(self, session: Session, name: str, fn: Callable[..., Any], *, key: str,
-                    fn_kwargs: Mapping[str, Any], reconcile: Callable[[Effect], Any] | None,
-                    timeout: float) -> Any:
-        """``Run.effect`` in the session's effect ledger (run ``names.effects_base``): the
-        recorded outcome for ``key``, or ``fn`` called between the intent's commit and the
-        outcome's. Calls of one session are serialised in this process."""
+    def effects(self, session: Session) -> ToolEffects:
+        """The session's effect ledger (run ``names.effects_base``, its live generation), as
+        the shared adapter layer's ``ToolEffects``: calls keyed by ADK's function call id."""
         base = names.effects_base(session.app_name, session.user_id, session.id)
-        with self.run_lock(base):
+        with self._lock:
+            rid = self._live.get(base)
+            fx = self._effects.get(rid) if rid else None
+        if fx is None:
+            rid, _ = self.find(base)
+            fx = ToolEffects(self.store, rid, schema=EFFECTS_SCHEMA)
             with self._lock:
-                rid = self._live.get(base)
-                run = self._runs.get(rid) if rid else None
-            if run is None:
-                rid, _ = self.find(base)
-                run = self.live_run(rid, create=lambda: self.store.start_run(
-                    rid, schema=EFFECTS_SCHEMA))
-            try:
-                return run.effect(name, fn, key=key, fn_kwargs=fn_kwargs, reconcile=reconcile,
-                                  timeout=timeout)
-            except ConflictError:
-                self._forget(run.id)  # another process moved the ledger: resume next time
-                raise
+                fx = self._effects.setdefault(rid, fx)
+        return fx
 
     def close(self) -> None:
         """Close the store if this service opened it."""
