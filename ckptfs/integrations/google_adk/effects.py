@@ -11,12 +11,12 @@ invocation); that call then
 
 * returns the recorded result (the JSON form of what the function returned), when the first
   call's outcome was committed; the function is not called;
-* raises ``ckptfs.EffectInDoubt`` when the process died between the intent and the outcome
+* raises ``ckptfs.errors.EffectInDoubt`` when the process died between the intent and the outcome
   (the function may or may not have acted): it is never called again by itself. Pass
   ``reconcile=`` (a function of the ``Effect`` that returns the result found in the outside
   world, or ``ckptfs.NOT_DONE`` to call the function again) or settle it with
-  ``ckptfs effects settle``;
-* raises ``ckptfs.EffectFailed`` when the first call raised (recorded, not retried).
+  ``service.effects(session).settle(call_id, result=...)`` or ``ckptfs settle``;
+* raises ``ckptfs.errors.EffectFailed`` when the first call raised (recorded, not retried).
 
 The arguments the model sent are part of the record: the same call id with other arguments
 raises ``EffectMismatch``.
