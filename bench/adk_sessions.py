@@ -138,6 +138,19 @@ async def run_peer(peer: str, turns: int, where: str) -> dict[str, Any]:
         out[name] = time.perf_counter() - t0
         out[name + "_events"] = len(got.events)
     out["size"] = _size(peer, where)
+    if peer == "ckptfs":  # the history's old revisions forgotten and collected (ckptfs ops)
+        from ckptfs.ops.gc import gc
+        from ckptfs.ops.retention import Policy, forget
+
+        repo = fresh.store.repo
+        forget(repo, Policy(keep_last=1))
+        gc(repo, grace_ms=0)
+        out["size_kept"] = _size(peer, where)
+        t0 = time.perf_counter()
+        got = await _service(peer, where).get_session(app_name=APP, user_id=USER,
+                                                      session_id=SID)
+        out["whole_after"] = time.perf_counter() - t0
+        assert len(got.events) == out["whole_events"]
     for s in (svc, fresh):
         close = getattr(s, "close", None)
         if close is not None and asyncio.iscoroutine(res := close()):
@@ -173,6 +186,9 @@ def main(argv: list[str] | None = None) -> None:
         rows.append([label, common.fmt(a), common.fmt(b), common.fmt(a / b)])
     rows.append(["store size (KiB)", common.fmt(ck["size"] / 1024), common.fmt(sq["size"] / 1024),
                  common.fmt(ck["size"] / sq["size"])])
+    rows.append(["store size after `forget --keep-last 1` + `gc` (KiB)",
+                 common.fmt(ck["size_kept"] / 1024), common.fmt(sq["size"] / 1024),
+                 common.fmt(ck["size_kept"] / sq["size"])])
     n_events = ck["whole_events"]
     text = (f"# ADK sessions: ckptfs vs SqliteSessionService, {args.turns} turns "
             f"({n_events} events), one run\n\n"

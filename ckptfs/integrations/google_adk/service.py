@@ -341,8 +341,13 @@ class CkptfsSessionService(BaseSessionService):
     def _positioned(self, base: str, session: Session) -> tuple[str, Run]:
         """The session run's handle at the revision ``session`` was read at; SessionConflict
         when the store holds a newer one (another copy or process appended since)."""
-        rid, _ = self.find(base)
         marker = session._storage_update_marker
+        rid = marker.rpartition("@")[0] if marker else ""
+        with self._lock:
+            run = self._runs.get(rid) if names.base_of(rid) == base else None
+        if run is not None and run.snapshot is not None and marker == _marker(run.snapshot):
+            return rid, run  # this process's handle, at the copy's revision: no request
+        rid, _ = self.find(base)
         for fresh in (False, True):
             if fresh:
                 self._forget(rid)
