@@ -251,6 +251,21 @@ def test_tail_read_on_s3_counts_requests(s3_options: dict[str, Any], capsys: Any
         assert got is not None and len(got.events) == 10
         counts[sid] = c.take()
     assert sum(counts["long"].values()) <= sum(counts["short"].values()) + 2, counts
+    # appends: the first in a process resumes the run (reads the head's entries, O(history)),
+    # the next ones write the new record and read nothing
+    fresh = CkptfsSessionService(url, **s3_options)
+    got = run(fresh.get_session(app_name=APP, user_id="u", session_id="long",
+                                config=GetSessionConfig(num_recent_events=10)))
+    c = Counted(fresh.store)
+    appends = []
+    for i in range(3):
+        run(fresh.append_event(got, event(f"more {i}", 1_800_000_000.0 + i)))
+        appends.append(dict(c.take()))
+    assert "GetObject" not in appends[2] and sum(appends[2].values()) <= 3, appends
+    again = run(fresh.get_session(app_name=APP, user_id="u", session_id="long",
+                                  config=GetSessionConfig(num_recent_events=4)))
+    assert again is not None and texts(again)[1:] == ["more 0", "more 1", "more 2"]
     with capsys.disabled():
         print(f"\nADK get_session(num_recent_events=10) on moto S3: 10,000 events "
-              f"{dict(counts['long'])}; 100 events {dict(counts['short'])}")
+              f"{dict(counts['long'])}; 100 events {dict(counts['short'])}; append_event "
+              f"requests, first three in a process: {appends}")
