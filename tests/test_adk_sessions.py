@@ -226,10 +226,13 @@ def test_tail_read_of_a_10000_event_session_is_bounded(tmp_path: Path, capsys: A
     after = GetSessionConfig(after_timestamp=1_700_000_000.0 + 9_995)
     long_after, n_after = _local_reads(url, "long", after)
     assert n_after == 5 and long_after <= short_ten + 2
-    got = run(CkptfsSessionService(url).get_session(app_name=APP, user_id="u",
-                                                    session_id="long", config=ten))
-    assert got is not None and texts(got) == [
-        f"event {i} " + "x" * (i % 300) for i in range(9_990, 10_000)]
+    fresh = CkptfsSessionService(url)
+    for cfg, first in ((ten, 9_990), (GetSessionConfig(num_recent_events=1_500), 8_500),
+                       (None, 0), (GetSessionConfig(after_timestamp=1_700_000_000.0 + 1_000.5),
+                                   1_001)):
+        got = run(fresh.get_session(app_name=APP, user_id="u", session_id="long", config=cfg))
+        assert got is not None and texts(got) == [  # across sealed segments too
+            f"event {i} " + "x" * (i % 300) for i in range(first, 10_000)], cfg
     with capsys.disabled():
         print(f"\nADK get_session on local disk, objects read: num_recent_events=10 of 10,000 "
               f"events {long_ten} (of 100: {short_ten}); after_timestamp (5 events) "

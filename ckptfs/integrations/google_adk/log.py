@@ -15,6 +15,11 @@ Layout (one run per ADK session, ``names.session_run``): entries
 * ``state``: the session-scoped state (``app:``/``user:`` keys live in runs of their own);
 * ``session``: the ids the run belongs to (run ids are hashes of them).
 
+A full segment is *sealed* when the next event needs a new one: its events and its index
+become blob entries (``SEALED``) holding the same bytes. A blob is restored as a lazy handle
+and committed again without being read, so a process resuming the session reads only the open
+segment: its first ``append_event`` costs O(SEGMENT), not O(history).
+
 Readers need nothing but this layout: a tail read that finds the lengths disagreeing with what
 a segment holds reads the segment whole (and is still exact).
 """
@@ -27,6 +32,7 @@ from typing import Any
 
 from ckptfs.errors import CorruptSnapshot
 from ckptfs.format import cbor
+from ckptfs.format.values import Blob
 from ckptfs.format.models import Captured, ChunkRef
 from ckptfs.store.entry_reads import decode_value, read_content
 from ckptfs.store.repository import Repository, Snapshot
@@ -41,6 +47,8 @@ META = "session"
 #: behind its one-byte head 0x4c
 _IDX = struct.Struct(">Id")
 IDX_ITEM = 1 + _IDX.size
+#: the blob type of a sealed segment (its events or its index: a CBOR sequence)
+SEALED = "application/vnd.ckptfs.adk-segment+cbor-seq"
 
 
 def seg_name(k: int) -> str:
@@ -73,6 +81,8 @@ def append_items(state: dict[str, Any], texts: Sequence[str], stamps: Sequence[f
     k = max(0, segments(state) - 1)
     for text, ts in zip(texts, stamps):
         if len(state.get(index_name(k), ())) >= SEGMENT:
+            seal(state, k)
+            changed.update((seg_name(k), index_name(k)))
             k += 1
         for name, item in ((seg_name(k), text), (index_name(k), _IDX.pack(item_size(text), ts))):
             lst = state.setdefault(name, [])
@@ -80,6 +90,14 @@ def append_items(state: dict[str, Any], texts: Sequence[str], stamps: Sequence[f
             lst.append(item)
             changed.add(name)
     return changed, list(grown.values())
+
+
+def seal(state: dict[str, Any], k: int) -> None:
+    """Make full segment ``k`` (its events and index lists in ``state``) blobs of the same
+    bytes (module docstring)."""
+    for name in (seg_name(k), index_name(k)):
+        items = state[name]
+        state[name] = Blob(b"".join(map(cbor.encode, items)), type=SEALED)
 
 
 def undo(grown: Iterable[tuple[list[Any], int]], state: dict[str, Any]) -> None:
@@ -102,7 +120,7 @@ class LogReader:
 
     def entry(self, name: str) -> Captured:
         e = self.snap.manifest.entries.get(name)
-        if not isinstance(e, Captured) or e.kind != "value":
+        if not isinstance(e, Captured) or (e.kind == "blob" and e.type != SEALED):
             raise CorruptSnapshot(f"{self.where}: entry {name!r} is missing or not a value; "
                                   "this run is not an ADK session written by ckptfs")
         return e
@@ -193,7 +211,9 @@ class LogReader:
         except Exception:  # an index that does not fit the content: read the segment whole
             items = []
         if len(items) != len(sizes) or not all(type(x) is str for x in items):
-            items = decode_value(e, read_content(self.repo.objects, e, where=where), where=where)
+            content = read_content(self.repo.objects, e, where=where)
+            items = (cbor.decode_sequence(content, what=where) if e.kind == "blob"
+                     else decode_value(e, content, where=where))
             if (not isinstance(items, list) or len(items) < len(sizes)
                     or not all(type(x) is str for x in items)):
                 raise CorruptSnapshot(f"{where}: not the list of event texts its index says")
