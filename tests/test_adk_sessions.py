@@ -154,6 +154,39 @@ def test_a_stale_copy_cannot_append(tmp_path: Path, kind: str) -> None:
     run(go())
 
 
+def test_segments_seal_by_count_and_by_bytes(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small segments (4 events, 3,000 bytes): every read, across open and sealed segments and
+    after a resume in a new service, returns exactly what was appended."""
+    monkeypatch.setattr(adk_log, "SEGMENT", 4)
+    monkeypatch.setattr(adk_log, "SEGMENT_BYTES", 3000)
+    url = str(tmp_path / "store")
+    svc = CkptfsSessionService(url)
+    s = run(svc.create_session(app_name=APP, user_id="u", session_id="s"))
+    want = [f"m{i} " + "y" * (1700 if i % 5 == 3 else i * 7) for i in range(30)]
+    for i, text in enumerate(want[:20]):
+        run(svc.append_event(s, event(text, 1_700_000_000.0 + i)))
+    other = CkptfsSessionService(url)  # a new process resumes: sealed segments stay unread
+    s2 = run(other.get_session(app_name=APP, user_id="u", session_id="s"))
+    assert s2 is not None and texts(s2) == want[:20]
+    for i, text in enumerate(want[20:], 20):
+        run(other.append_event(s2, event(text, 1_700_000_000.0 + i)))
+    head = other.store.repo.resolve(other.find(names.session_base(APP, "u", "s"))[0])
+    kinds = {n: e.kind for n, e in head.manifest.entries.items() if n.startswith("events/")}
+    assert list(kinds.values())[-1] == "value" and set(list(kinds.values())[:-1]) == {"blob"}
+    sizes = [head.manifest.entries[n].size for n in kinds]
+    assert len(kinds) > 8 and all(x <= 3000 for x in sizes[:-1])  # some sealed by bytes
+    fresh = CkptfsSessionService(url)
+    for n in (None, 1, 3, 4, 5, 9, 17, 30, 31):
+        cfg = None if n is None else GetSessionConfig(num_recent_events=n)
+        got = run(fresh.get_session(app_name=APP, user_id="u", session_id="s", config=cfg))
+        assert got is not None and texts(got) == want[-n if n else 0:], n
+    for t in (0.0, 7.5, 12.0, 29.0, 40.0):
+        got = run(fresh.get_session(app_name=APP, user_id="u", session_id="s",
+                                    config=GetSessionConfig(after_timestamp=1.7e9 + t)))
+        assert got is not None and texts(got) == [w for i, w in enumerate(want) if i >= t], t
+
+
 # -- reads cost O(what they return) -----------------------------------------------------------
 def grow(svc: CkptfsSessionService, sid: str, n: int, per_commit: int = 100) -> None:
     """A session of ``n`` events, ``per_commit`` per commit (the layout ``append_event``

@@ -39,6 +39,8 @@ from ckptfs.store.repository import Repository, Snapshot
 
 #: events per segment entry: a full segment is a few hundred KiB to a few MiB of JSON
 SEGMENT = 1024
+#: a segment is full at this many bytes too (a list value holds at most 64 MiB)
+SEGMENT_BYTES = 16 * 1024 * 1024
 SEG_PREFIX = "events/"
 INDEX_PREFIX = "index/"
 STATE = "state"
@@ -79,16 +81,21 @@ def append_items(state: dict[str, Any], texts: Sequence[str], stamps: Sequence[f
     changed: set[str] = set()
     grown: dict[int, tuple[list[Any], int]] = {}
     k = max(0, segments(state) - 1)
+    index = state.get(index_name(k), [])
+    held = sum(_IDX.unpack(x)[0] for x in index)
     for text, ts in zip(texts, stamps):
-        if len(state.get(index_name(k), ())) >= SEGMENT:
+        size = item_size(text)
+        if index and (len(index) >= SEGMENT or held + size > SEGMENT_BYTES):
             seal(state, k)
             changed.update((seg_name(k), index_name(k)))
-            k += 1
-        for name, item in ((seg_name(k), text), (index_name(k), _IDX.pack(item_size(text), ts))):
+            k, held = k + 1, 0
+        held += size
+        for name, item in ((seg_name(k), text), (index_name(k), _IDX.pack(size, ts))):
             lst = state.setdefault(name, [])
             grown.setdefault(id(lst), (lst, len(lst)))
             lst.append(item)
             changed.add(name)
+        index = state[index_name(k)]
     return changed, list(grown.values())
 
 
