@@ -94,6 +94,10 @@ class Timed:
 
 
 def _service(peer: str, where: str) -> Any:
+    if peer == "warm-up":  # ADK imports modules lazily on the first turns: not a peer's cost
+        from google.adk.sessions import InMemorySessionService
+
+        return InMemorySessionService()
     if peer == "ckptfs":
         from ckptfs.integrations.google_adk import CkptfsSessionService
 
@@ -104,6 +108,8 @@ def _service(peer: str, where: str) -> Any:
 
 
 def _size(peer: str, where: str) -> int:
+    if peer == "warm-up":
+        return 1
     if peer == "ckptfs":
         return common.tree_size(os.path.join(where, "store"))[0]
     return sum(os.path.getsize(os.path.join(where, n)) for n in os.listdir(where)
@@ -131,18 +137,25 @@ async def run_peer(peer: str, turns: int, where: str) -> dict[str, Any]:
         wall.append(time.perf_counter() - t0)
         spent.append(timed.spent - before)
     out: dict[str, Any] = {"wall": wall, "spent": spent, "appends": timed.appends}
+    if peer == "warm-up":
+        return out
     fresh = _service(peer, where)  # a new process's first reads
     for name, cfg in (("whole", None), ("tail10", GetSessionConfig(num_recent_events=10))):
         t0 = time.perf_counter()
         got = await fresh.get_session(app_name=APP, user_id=USER, session_id=SID, config=cfg)
         out[name] = time.perf_counter() - t0
         out[name + "_events"] = len(got.events)
+    for s in (svc, fresh):  # closed first: a database folds its journal in on close
+        close = getattr(s, "close", None)
+        if close is not None and asyncio.iscoroutine(res := close()):
+            await res
     out["size"] = _size(peer, where)
+    out["du"] = common.tree_size(where)[1]
     if peer == "ckptfs":  # the history's old revisions forgotten and collected (ckptfs ops)
         from ckptfs.ops.gc import gc
         from ckptfs.ops.retention import Policy, forget
 
-        repo = fresh.store.repo
+        repo = _service(peer, where).store.repo
         forget(repo, Policy(keep_last=1))
         gc(repo, grace_ms=0)
         out["size_kept"] = _size(peer, where)
@@ -151,10 +164,6 @@ async def run_peer(peer: str, turns: int, where: str) -> dict[str, Any]:
                                                       session_id=SID)
         out["whole_after"] = time.perf_counter() - t0
         assert len(got.events) == out["whole_events"]
-    for s in (svc, fresh):
-        close = getattr(s, "close", None)
-        if close is not None and asyncio.iscoroutine(res := close()):
-            await res
     return out
 
 
@@ -164,10 +173,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", default="adk_sessions")
     args = ap.parse_args(argv)
     results: dict[str, dict[str, Any]] = {}
-    for peer in ("ckptfs", "sqlite"):
+    for peer in ("warm-up", "ckptfs", "sqlite"):
         where = tempfile.mkdtemp(prefix=f"adk-{peer}-")
         try:
-            results[peer] = asyncio.run(run_peer(peer, args.turns, where))
+            results[peer] = asyncio.run(run_peer(peer, 5 if peer == "warm-up" else args.turns,
+                                                 where))
         finally:
             shutil.rmtree(where, ignore_errors=True)
     ck, sq = results["ckptfs"], results["sqlite"]
@@ -186,6 +196,8 @@ def main(argv: list[str] | None = None) -> None:
         rows.append([label, common.fmt(a), common.fmt(b), common.fmt(a / b)])
     rows.append(["store size (KiB)", common.fmt(ck["size"] / 1024), common.fmt(sq["size"] / 1024),
                  common.fmt(ck["size"] / sq["size"])])
+    rows.append(["store on disk, du (KiB)", ck["du"], sq["du"],
+                 common.fmt(ck["du"] / sq["du"])])
     rows.append(["store size after `forget --keep-last 1` + `gc` (KiB)",
                  common.fmt(ck["size_kept"] / 1024), common.fmt(sq["size"] / 1024),
                  common.fmt(ck["size_kept"] / sq["size"])])
