@@ -259,6 +259,15 @@ def test_tail_read_of_a_10000_event_session_is_bounded(tmp_path: Path, capsys: A
     after = GetSessionConfig(after_timestamp=1_700_000_000.0 + 9_995)
     long_after, n_after = _local_reads(url, "long", after)
     assert n_after == 5 and long_after <= short_ten + 2
+    counting = CountingStorage(url)  # a process reading the whole session every turn
+    again = CkptfsSessionService(ckptfs.Store(counting))
+    reads = []
+    for _ in range(2):
+        assert len(run(again.get_session(app_name=APP, user_id="u", session_id="long")
+                       ).events) == 10_000
+        reads.append(sum(counting.calls.values()))
+        counting.calls.clear()
+    assert reads[1] < reads[0] - 2 * 9, reads  # 9 sealed segments' events and index: read once
     fresh = CkptfsSessionService(url)
     for cfg, first in ((ten, 9_990), (GetSessionConfig(num_recent_events=1_500), 8_500),
                        (None, 0), (GetSessionConfig(after_timestamp=1_700_000_000.0 + 1_000.5),
@@ -269,7 +278,7 @@ def test_tail_read_of_a_10000_event_session_is_bounded(tmp_path: Path, capsys: A
     with capsys.disabled():
         print(f"\nADK get_session on local disk, objects read: num_recent_events=10 of 10,000 "
               f"events {long_ten} (of 100: {short_ten}); after_timestamp (5 events) "
-              f"{long_after}; all 10,000 events {long_all}")
+              f"{long_after}; all 10,000 events {long_all}, again in the same process {reads[1]}")
 
 
 def test_tail_read_on_s3_counts_requests(s3_options: dict[str, Any], capsys: Any) -> None:

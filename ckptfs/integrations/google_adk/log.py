@@ -27,11 +27,14 @@ a segment holds reads the segment whole (and is still exact).
 from __future__ import annotations
 
 import struct
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ckptfs.errors import CorruptSnapshot
 from ckptfs.format import cbor
+from ckptfs.format.digest import Digest
 from ckptfs.format.values import Blob
 from ckptfs.format.models import Captured, ChunkRef
 from ckptfs.store.entry_reads import decode_value, read_content
@@ -119,9 +122,11 @@ def undo(grown: Iterable[tuple[list[Any], int]], state: dict[str, Any]) -> None:
 class LogReader:
     """Reads a session snapshot's entries, only the chunks a read needs."""
 
-    def __init__(self, repo: Repository, snap: Snapshot) -> None:
+    def __init__(self, repo: Repository, snap: Snapshot,
+                 sealed: SealedCache | None = None) -> None:
         self.repo = repo
         self.snap = snap
+        self.sealed = sealed
         repo.ensure_located(snap)  # a record another process wrote: learn its locators
         self.where = f"snapshot {snap.digest.short} (run {snap.run!r} seq {snap.seq})"
 
@@ -193,6 +198,10 @@ class LogReader:
         where = f"{self.where} index"
         if e.size != count * IDX_ITEM:
             raise CorruptSnapshot(f"{where}: {e.size} bytes is not a whole number of items")
+        keep = self.sealed is not None and e.kind == "blob"
+        hit = self.sealed.get(e.digest) if keep and self.sealed is not None else None
+        if hit is not None:
+            return list(hit[count - m:])
         data = self._from(e, (count - m) * IDX_ITEM, where)
         out = []
         for j in range(0, len(data), IDX_ITEM):
@@ -201,7 +210,9 @@ class LogReader:
                                       "index item")
             size, ts = _IDX.unpack_from(data, j + 1)
             out.append((size, ts))
-        return out
+        if keep and m == count and self.sealed is not None:
+            self.sealed.put(e.digest, out)
+        return list(out)
 
     def _segment(self, k: int, sizes: list[int]) -> list[str]:
         """The last ``len(sizes)`` events of segment ``k``, whose encoded sizes are ``sizes``:
@@ -209,6 +220,9 @@ class LogReader:
         e = self.entry(seg_name(k))
         where = f"{self.where} entry {seg_name(k)!r}"
         start = e.size - sum(sizes)
+        hit = self.sealed.get(e.digest) if self.sealed is not None and e.kind == "blob" else None
+        if hit is not None and len(hit) >= len(sizes):
+            return hit[len(hit) - len(sizes):]
         try:
             if start < 0:
                 raise CorruptSnapshot(f"{where}: shorter than its index says")
@@ -225,8 +239,34 @@ class LogReader:
                     or not all(type(x) is str for x in items)):
                 raise CorruptSnapshot(f"{where}: not the list of event texts its index says")
             items = items[len(items) - len(sizes):] if sizes else []
+        if start == 0 and e.kind == "blob" and self.sealed is not None:
+            self.sealed.put(e.digest, list(items))
         return list(items)
 
 
-__all__ = ["SEGMENT", "LogReader", "append_items", "undo", "seg_name", "index_name",
+class SealedCache:
+    """Sealed segments (event texts, index items) this process read whole, by content digest:
+    a sealed segment never changes, so a process that reads a session whole every turn (ADK's
+    Runner does) reads and decodes each once. Holds at most ``size`` entries."""
+
+    def __init__(self, size: int = 32) -> None:
+        self.size = size
+        self._items: OrderedDict[Digest, list[Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, d: Digest) -> list[Any] | None:
+        with self._lock:
+            hit = self._items.get(d)
+            if hit is not None:
+                self._items.move_to_end(d)
+            return hit
+
+    def put(self, d: Digest, items: list[Any]) -> None:
+        with self._lock:
+            self._items[d] = items
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+
+__all__ = ["SEGMENT", "LogReader", "SealedCache", "append_items", "undo", "seg_name", "index_name",
            "item_size", "segments"]

@@ -46,7 +46,14 @@ from ckptfs import errors
 from ckptfs.errors import ConflictError, ErasedError, NotFound
 from ckptfs.integrations.agent_common import ToolEffects, as_store
 from ckptfs.integrations.google_adk import names
-from ckptfs.integrations.google_adk.log import META, STATE, LogReader, append_items, undo
+from ckptfs.integrations.google_adk.log import (
+    META,
+    STATE,
+    LogReader,
+    SealedCache,
+    append_items,
+    undo,
+)
 from ckptfs.runtime.run import Run
 from ckptfs.runtime.store import Store, open_store
 from ckptfs.store.repository import Snapshot
@@ -86,6 +93,8 @@ class CkptfsSessionService(BaseSessionService):
         self._live: dict[str, str] = {}
         #: effect ledgers by run id (``effects``)
         self._effects: dict[str, ToolEffects] = {}
+        #: sealed segments read whole, decoded (they never change)
+        self._sealed = SealedCache()
 
     # -- plumbing ----------------------------------------------------------------------------
     async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -225,7 +234,7 @@ class CkptfsSessionService(BaseSessionService):
         _, snap = self.find(names.session_base(app_name, user_id, sid))
         if snap is None:
             return None
-        reader = LogReader(self.store.repo, snap)
+        reader = LogReader(self.store.repo, snap, self._sealed)
         meta = reader.value(META)
         if (meta.get("app_name"), meta.get("user_id"), meta.get("id")) != (app_name, user_id, sid):
             return None  # another session's run under a colliding hash: not this one
