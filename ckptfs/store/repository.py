@@ -20,6 +20,7 @@ from ckptfs.errors import (
     CorruptSnapshot,
     ErasedError,
     ExpiredError,
+    InvalidArgument,
     MissingObject,
     NotAStore,
     NotFound,
@@ -55,6 +56,9 @@ from ckptfs.format.names import (
     run_dir,
 )
 from ckptfs.storage.base import Storage
+from ckptfs.storage.encrypted import EncryptedStorage
+from ckptfs.storage.encrypted_open import encryption_setting, new_config_fields
+from ckptfs.storage.keyring import KeyringError
 from ckptfs.format.lifecycle import Tombstone
 from ckptfs.store.lifecycle import (
     effective_expiry,
@@ -72,6 +76,17 @@ from ckptfs.store.ids import find_record, ids_with_prefix
 from ckptfs.store.new_store import default_version, initial_settings
 from ckptfs.store.records import parse_record
 from ckptfs.format.containers import HeadHint, RecordRef
+
+
+def check_encryption(cfg: StoreConfig, storage: Storage) -> None:
+    """An encrypted store is read only through its keyring, a plaintext one only without
+    (spec/encryption.md 3): KeyringError otherwise, before anything else is read."""
+    enc = encryption_setting(cfg, storage.url)
+    if enc is not None and not isinstance(storage, EncryptedStorage):
+        raise KeyringError(f"{storage.url} is an encrypted store: open it with its keyring "
+                           "(open_store(url, keyring=...), --keyring or CKPTFS_KEYRING)")
+    if enc is None and isinstance(storage, EncryptedStorage):
+        raise KeyringError(f"{storage.url} is a plaintext store: open it without a keyring")
 
 
 def now_ms() -> int:
@@ -130,6 +145,7 @@ class Repository:
             self._window_error = None
         except CorruptObject as e:
             self.objects.sweeps.window_ms, self._window_error = 0, e
+        check_encryption(cfg, self.storage)
         self._config = cfg
         self.objects.layout = cfg.version
 
@@ -155,10 +171,17 @@ class Repository:
         if implicit:
             self._refuse_foreign()
         version = default_version(version)
+        required = V2_REQUIRED if version >= 2 else ()
+        settings = initial_settings(version, settings)
+        enc = new_config_fields(self.storage)
+        if enc is not None:
+            if version < 2:
+                raise InvalidArgument("an encrypted store has layout version 2 (spec/v2.md)")
+            required += enc[0]
+            settings.update(enc[1])
         cfg = StoreConfig(chunker=chunker or ChunkerParams(),
                           created=now_ms() if created is None else created,
-                          settings=initial_settings(version, settings), version=version,
-                          required=V2_REQUIRED if version >= 2 else ())
+                          settings=settings, version=version, required=required)
         try:
             self.storage.create(CONFIG_PATH, cfg.to_bytes())
             self._configured(cfg)
