@@ -20,6 +20,10 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--format-version", type=int, choices=(1, 2), default=None,
                    help="the store layout: 2 (default: one file per commit, spec/v2.md) or 1 "
                         "(for readers older than ckptfs 0.2)")
+    p.add_argument("--encrypt", action="store_true",
+                   help="create an encrypted store whose keys live in the keyring --keyring "
+                        "(or CKPTFS_KEYRING) names; the keyring folder is made if it is empty "
+                        "(spec/encryption.md)")
     p.set_defaults(func=run)
 
 
@@ -47,7 +51,20 @@ def create_bucket(store: object) -> str | None:
 def run(args: argparse.Namespace) -> int:
     import ckptfs
 
-    store = _stores.open_store(args.store)
+    if args.encrypt:
+        import os
+
+        from ckptfs.storage.keyring import KEYRING_ENV
+
+        ring = args.keyring or os.environ.get(KEYRING_ENV)
+        if not ring:
+            from ckptfs.cli._usage import usage_error
+
+            return usage_error("init", "--encrypt needs a keyring: --keyring KEYRING or "
+                                       f"{KEYRING_ENV}")
+        store = _stores.open_store(args.store, keyring=ring)
+    else:
+        store = _stores.open_store(args.store)
     made = create_bucket(store) if args.create_bucket else None
     existed = store.repo.load_config() is not None
     store.init(version=args.format_version)

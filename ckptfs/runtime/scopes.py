@@ -24,9 +24,22 @@ def keyring_storage(storage: Storage, keyring: str | os.PathLike[str] | Keyring 
     the variable is set); ``storage`` itself when neither names a keyring."""
     if keyring is None:
         keyring = os.environ.get(KEYRING_ENV) or None
-    if keyring is None:
-        return storage
+        # the environment's keyring opens the encrypted stores it meets; it never makes a
+        # plaintext store (or a new one) encrypted: only an explicit keyring= does
+        if keyring is None or not _encrypted_here(storage):
+            return storage
     return open_encrypted(storage, keyring, passphrase=passphrase)
+
+
+def _encrypted_here(storage: Storage) -> bool:
+    from ckptfs.format.crypto import FEATURE
+    from ckptfs.format.models import StoreConfig
+    from ckptfs.format.names import CONFIG_PATH
+
+    try:
+        return FEATURE in StoreConfig.from_bytes(storage.read(CONFIG_PATH)).required
+    except FileNotFoundError:
+        return False
 
 
 def base_view(store: Store) -> EncryptedStorage | None:
