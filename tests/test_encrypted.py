@@ -257,6 +257,8 @@ def test_erasure_reaches_copies_made_before(two_runs: tuple[str, str], tmp_path:
     for p in Path(url).rglob("*"):
         if p.is_file():
             fs.pipe(f"{s3[5:]}/{p.relative_to(url)}", p.read_bytes())
+    backup = str(tmp_path / "keyring-backup")  # a keyring backup taken before the erase
+    shutil.copytree(ring, backup)
     rep = erase_subject(store.storage, "user-1")
     assert rep.deleted > 0
     assert ckptfs.open_store(url, keyring=ring).runs() == ["b"]
@@ -276,9 +278,12 @@ def test_erasure_reaches_copies_made_before(two_runs: tuple[str, str], tmp_path:
             assert v.scope_objects > 0
     got = cli("verify", "--erased", "user-1", copies[0], "--keyring", ring, "--json")
     assert got.returncode == 0, got.stderr
-    # the same copy verified with a keyring that still holds the key (a keyring backup taken
-    # before the erase) is not erased: verify says so
     assert '"ok": true' in got.stdout
+    # the same copy with the keyring backup (which still holds the key) is not erased, and
+    # verify says so (exit 1): keyring backups are copies of the data (encryption.md 7)
+    got = cli("verify", "--erased", "user-1", copies[0], "--keyring", backup)
+    assert got.returncode == 1, got.stdout + got.stderr
+    assert "not erased" in got.stdout and "still open" in got.stdout
 
 
 def test_cli_init_encrypt_and_env(tmp_path: Path) -> None:
@@ -302,3 +307,31 @@ def test_cli_init_encrypt_and_env(tmp_path: Path) -> None:
     assert "destroyed" in got.stdout
     got = cli("verify", "--erased", "s", url, "--keyring", ring)
     assert got.returncode == 0, got.stdout + got.stderr
+
+
+def test_keyring_and_setting_objects_match_the_cddl(two_runs: tuple[str, str]) -> None:
+    import cbor2
+    import pycddl
+
+    url, ring = two_runs
+    cddl = (Path(__file__).parent.parent / "spec" / "ckptfs.cddl").read_text()
+
+    def schema(root: str) -> pycddl.Schema:
+        return pycddl.Schema(f"root = {root}\n{cddl}")
+
+    erase_subject(ckptfs.open_store(url, keyring=ring).storage, "user-1")
+    checked = 0
+    for sub, root in (("keyring.cbor", "enc-keyring"), ("scopes", "enc-scope-key"),
+                      ("names", "enc-name-entry"), ("erased", "enc-erased")):
+        for p in [Path(ring) / sub] if sub.endswith(".cbor") else (Path(ring) / sub).iterdir():
+            schema(root).validate_cbor(p.read_bytes())
+            checked += 1
+    for p in (Path(url) / "erased").iterdir():
+        schema("enc-erased").validate_cbor(p.read_bytes())
+    cfg = cbor2.loads((Path(url) / "ckptfs.cbor").read_bytes())
+    schema("store-config").validate_cbor((Path(url) / "ckptfs.cbor").read_bytes())
+    schema("enc-setting").validate_cbor(cbor2.dumps(cfg["settings"]["encryption"]))
+    assert "encrypted" in cfg["required"]
+    with pytest.raises(Exception):
+        schema("enc-scope-key").validate_cbor(cbor2.dumps({"kind": "run", "key": b"short"}))
+    assert checked >= 6
