@@ -335,3 +335,42 @@ def test_keyring_and_setting_objects_match_the_cddl(two_runs: tuple[str, str]) -
     with pytest.raises(Exception):
         schema("enc-scope-key").validate_cbor(cbor2.dumps({"kind": "run", "key": b"short"}))
     assert checked >= 6
+
+
+def test_erase_run_destroys_its_own_scope_not_a_subjects(tmp_path: Path) -> None:
+    from ckptfs.ops.erase import erase_run
+
+    url, ring, store = make_store(tmp_path)
+    store.start_run("own").checkpoint({"v": "own"})
+    store.start_run("subj", subject="user-5").checkpoint({"v": "subj"})
+    store.start_run("keep").checkpoint({"v": "keep"})
+    copy = str(tmp_path / "copy")
+    shutil.copytree(url, copy)
+    erase_run(store.repo, "own", reason="request 1")
+    erase_run(store.repo, "subj", reason="request 2")
+    old = ckptfs.open_store(copy, keyring=ring)
+    with pytest.raises(ScopeErased):
+        old.read("own")  # its own key is gone: the copy cannot open it
+    assert old.read("subj") == {"v": "subj"}  # inside a subject's scope: until the subject goes
+    assert old.read("keep") == {"v": "keep"}
+    with pytest.raises(ScopeErased):
+        ckptfs.open_store(url, keyring=ring).start_run("own")  # an erased id is not reused
+    erase_subject(ckptfs.open_store(url, keyring=ring).storage, "user-5")
+    with pytest.raises(ScopeErased):
+        ckptfs.open_store(copy, keyring=ring).read("subj")
+
+
+def test_copy_between_stores_of_one_keyring(tmp_path: Path) -> None:
+    url, ring, store = make_store(tmp_path)
+    run = store.start_run("c", subject="user-9")
+    blob = os.urandom(9 << 20)
+    run.checkpoint({"b": ckptfs.Blob(io.BytesIO(blob)), "v": 1})
+    dst = str(tmp_path / "dst")
+    got = cli("copy", url, dst, "--keyring", ring)
+    assert got.returncode == 0, got.stdout + got.stderr
+    assert list((Path(dst) / "packs").rglob("*"))
+    d = ckptfs.open_store(dst, keyring=ring)
+    assert d.read("c")["b"].read() == blob
+    erase_subject(d.storage, "user-9")
+    with pytest.raises(ScopeErased):
+        ckptfs.open_store(url, keyring=ring).read("c")  # one keyring: erased everywhere

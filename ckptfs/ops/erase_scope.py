@@ -79,6 +79,7 @@ def erase_subject(storage: Storage, subject: str, *, now_ms: int | None = None
     sid = subject_scope_id(view, subject)
     when = int(time.time() * 1000) if now_ms is None else now_ms
     stone = view.keyring.erase(sid, now_ms=when)  # from here on, nothing of the scope opens
+    view.forget_scope(sid)
     try:
         view.inner.create(f"{ERASED}/{sid.hex()}", cbor.encode({"scope": sid, "erased": when}))
     except FileExistsError:
@@ -87,6 +88,23 @@ def erase_subject(storage: Storage, subject: str, *, now_ms: int | None = None
     view.inner.delete_many(gone)
     return ScopeEraseReport(scope=sid.hex(), tombstone=f"{view.keyring.url}/{stone}",
                             deleted=len(gone), seconds=round(time.monotonic() - t0, 3))
+
+
+def erase_run_scope(storage: Storage, run_id: str) -> str | None:
+    """After ``erase RUN`` on an encrypted store: destroy the run's key scope when it is the
+    run's own (kind ``run``); the keyring tombstone's path, or None (a plaintext store, or a
+    run inside a subject's scope, which only ``erase --subject`` destroys)."""
+    if not isinstance(storage, EncryptedStorage):
+        return None
+    try:
+        scope = storage.run_scope(run_id)
+    except ScopeErased:
+        return None
+    if scope is None or scope.kind != "run":
+        return None
+    stone = storage.keyring.erase(scope.id)
+    storage.forget_scope(scope.id)
+    return stone
 
 
 @attrs.frozen

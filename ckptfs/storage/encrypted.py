@@ -46,6 +46,10 @@ from ckptfs.storage.keyring import Keyring, KeyringError, Scope, ScopeErased
 MAX_RUN_ID = 96
 _CONTENT = (CHUNKS, SNAPSHOTS, PACKS)
 _CACHE_BYTES = 64 << 20
+#: (keyring id, plaintext path of a content object) -> the scope it was opened in, in this
+#: process: a copy between two stores of one keyring writes a pack in the scope it read it in
+_OPENED_IN: dict[tuple[bytes, str], bytes] = {}
+_OPENED_MAX = 1 << 16
 
 
 class ScopeRequired(CkptfsError):
@@ -117,6 +121,12 @@ class EncryptedStorage(Storage):
         scope = self.keyring.scope(sid)
         self._shared.runs[run_id] = scope
         return scope
+
+    def forget_scope(self, scope_id: bytes) -> None:
+        """Drop what this process holds of an erased scope (its runs' keys)."""
+        runs = self._shared.runs
+        for run in [r for r, sc in runs.items() if sc.id == scope_id]:
+            del runs[run]
 
     def _check_run(self, run_id: str) -> None:
         check_run_id(run_id)
@@ -208,6 +218,9 @@ class EncryptedStorage(Storage):
                                     f"{self.keyring.url}; start runs with store.start_run")
             return scope
         if parts[0] in _CONTENT:
+            known = _OPENED_IN.get((self.keyring.id, path))
+            if self.scope is None and known is not None:
+                return self.keyring.scope(known)
             if self.scope is None:
                 raise ScopeRequired(
                     f"writing {parts[0]} objects outside a run's key scope: this operation "
@@ -225,7 +238,12 @@ class EncryptedStorage(Storage):
         """The authenticated plaintext of the object read at ``path``."""
         sid = crypto.sealed_scope(data, path=path)
         scope = self.keyring.scope(sid)
-        return crypto.open_sealed(scope.key, data, store_id=self.store_id, path=path)
+        plain = crypto.open_sealed(scope.key, data, store_id=self.store_id, path=path)
+        if path.split("/", 1)[0] in _CONTENT:
+            if len(_OPENED_IN) >= _OPENED_MAX:
+                _OPENED_IN.clear()
+            _OPENED_IN[(self.keyring.id, path)] = sid
+        return plain
 
     def _forget(self, path: str) -> None:
         with self._shared.lock:
