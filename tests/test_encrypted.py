@@ -374,3 +374,56 @@ def test_copy_between_stores_of_one_keyring(tmp_path: Path) -> None:
     erase_subject(d.storage, "user-9")
     with pytest.raises(ScopeErased):
         ckptfs.open_store(url, keyring=ring).read("c")  # one keyring: erased everywhere
+
+
+def test_seeded_chunker_native_is_the_python_definition() -> None:
+    from ckptfs.format.cdc import ChunkerParams, cut_lengths, cut_lengths_py
+
+    data = os.urandom(200_000)
+    p = ChunkerParams(min_size=2048, avg_size=8192, max_size=32768)
+    seeded = ChunkerParams(min_size=2048, avg_size=8192, max_size=32768,
+                           seed=0x7123456789ABCDEF)
+    assert cut_lengths(data, seeded) == cut_lengths_py(data, seeded)
+    assert cut_lengths(data, seeded) != cut_lengths(data, p)
+    assert seeded.to_cbor() == p.to_cbor()  # the seed never reaches the config
+
+
+def test_content_confirmation(tmp_path: Path) -> None:
+    """An observer with the candidate plaintexts: no candidate's digest, nor any digest of its
+    chunks under the public chunker, appears in any stored path or byte; and the store cut
+    the value at boundaries other than the public chunker's (its gear table is seeded)."""
+    import blake3
+
+    from ckptfs.format.cdc import ChunkerParams, cut_lengths
+
+    cands = [os.urandom(1 << 20) for _ in range(2)]
+    url, ring, store = make_store(tmp_path)
+    store.start_run("doc").checkpoint({"doc": cands[0]})
+    public = ChunkerParams()
+    needles: set[bytes] = set()
+    for c in cands:
+        pieces, at = [], 0
+        for n in cut_lengths(c, public):
+            pieces.append(c[at:at + n])
+            at += n
+        for piece in [c, *pieces]:
+            d = blake3.blake3(piece).digest()
+            needles |= {d, d.hex().encode()}
+    _, _, _, found = scan(Path(url), sorted(needles))
+    assert found == set()
+    # with the key: the stored chunks of the value are not the public chunker's, while a
+    # plaintext store's are (the control)
+    def sizes(st: ckptfs.Store) -> list[int]:
+        return [c.size for c in st.head("doc").manifest.entries["doc"].chunks]
+
+    plain = ckptfs.open_store(str(tmp_path / "plain"))
+    plain.start_run("doc").checkpoint({"doc": cands[0]})
+    assert len(sizes(plain)) > 4
+    assert sizes(plain) == cut_lengths(_content(plain), public)
+    assert sizes(ckptfs.open_store(url, keyring=ring)) != sizes(plain)
+
+
+def _content(st: ckptfs.Store) -> bytes:
+    from ckptfs.store.entry_reads import read_content
+
+    return read_content(st.repo.objects, st.head("doc").manifest.entries["doc"], where="doc")

@@ -60,8 +60,17 @@ def scope_store(store: Store, scope: Scope) -> Store:
         hit = Store(view.scoped(scope), chunker=store._chunker, clock=lambda: store.now(),
                     writer=store.writer_name, ref_policy=store.ref_policy, codecs=store.codecs)
         hit.repo._configured(store.repo.config)
+        hit.gear_seed = gear_seed(scope)
         kids[scope.id] = hit
     return hit
+
+
+def gear_seed(scope: Scope) -> int:
+    """The scope's secret 63-bit gear seed (spec/encryption.md 4.1), never 0 (pyfastcdc takes
+    seeds below 2^63: it shifts the seed left in a C unsigned long)."""
+    from ckptfs.format import crypto
+
+    return (int.from_bytes(crypto.derive(scope.key, crypto.GEAR, 8), "big") >> 1) or 1
 
 
 def new_run_scope(store: Store, run_id: str, subject: str | None,

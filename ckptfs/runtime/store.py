@@ -85,9 +85,15 @@ class Store:
         is the layout (default 2, spec/v2.md; 1 for readers older than ckptfs 0.2)."""
         self.repo.init(self._chunker, settings=settings, created=self.now(), version=version)
 
+    #: the chunker's gear seed of this Store's writers (an encrypted store's key scope sets it)
+    gear_seed = 0
+
+    def _seeded(self, params: ChunkerParams) -> ChunkerParams:
+        return attrs.evolve(params, seed=self.gear_seed) if self.gear_seed else params
+
     def _writer(self) -> EntryWriter:
         cfg = self.repo.init(self._chunker, created=self.now(), implicit=True)
-        return EntryWriter(self.repo.objects, cfg.chunker)
+        return EntryWriter(self.repo.objects, self._seeded(cfg.chunker))
 
     # -- runs --------------------------------------------------------------------------------
     def start_run(self, run_id: str | None = None, *, schema: SchemaLike | None = None,
@@ -207,7 +213,7 @@ class Store:
         if not any(s.ledger_results for s in chain) or not ledger.records:
             return ledger
         where = f"{_where(snap)} ledger"
-        writer = EntryWriter(self.repo.objects, self.repo.config.chunker)
+        writer = EntryWriter(self.repo.objects, self._seeded(self.repo.config.chunker))
         out = Ledger()
         for r in ledger.records:
             if r.status == "completed" and r.kind == "effect":
@@ -293,7 +299,7 @@ class Store:
         policy = ref_policy or self.ref_policy
         if not allow_expired:
             self.repo.check_not_expired(snap, look=look)
-        writer = self._writer() if seed else EntryWriter(self.repo.objects, self.repo.config.chunker)
+        writer = self._writer() if seed else EntryWriter(self.repo.objects, self._seeded(self.repo.config.chunker))
         self.repo.ensure_located(snap)
         state: dict[str, Any] = {}
         problems: list[tuple[str, str]] = []
