@@ -427,3 +427,42 @@ def _content(st: ckptfs.Store) -> bytes:
     from ckptfs.store.entry_reads import read_content
 
     return read_content(st.repo.objects, st.head("doc").manifest.entries["doc"], where="doc")
+
+
+def test_effects_and_approvals_resume(tmp_path: Path) -> None:
+    url, ring, store = make_store(tmp_path)
+    run = store.start_run("fx", subject="user-3")
+    calls: list[int] = []
+    assert run.effect("pay", lambda: calls.append(1) or {"paid": 10}, key="pay-1") == {"paid": 10}
+    with pytest.raises(ApprovalPending):
+        run.wait_for_approval({"refund": 5}, key="ok-1")
+    human = ckptfs.open_store(url, keyring=ring).resume("fx")
+    human.approve("ok-1", {"by": "ana"})
+    again = ckptfs.open_store(url, keyring=ring).resume("fx")
+    assert again.effect("pay", lambda: calls.append(2), key="pay-1") == {"paid": 10}
+    assert calls == [1]  # the recorded result, not a second call
+    assert again.wait_for_approval({"refund": 5}, key="ok-1").approved is True
+
+
+def test_forget_gc_after_grace_keeps_scopes_apart(tmp_path: Path) -> None:
+    """gc moves the live bodies of forgotten containers into new packs: per key scope, so
+    erasing one subject afterwards leaves the other's data whole."""
+    url, ring, store = make_store(tmp_path)
+    keeps = {}
+    for name, subject in (("g", "user-8"), ("h", "user-9")):
+        run = store.start_run(name, subject=subject)
+        keep = keeps[name] = os.urandom(3 << 20)
+        run.checkpoint({"a": ckptfs.Blob(io.BytesIO(os.urandom(9 << 20))), "k": keep})
+        run.checkpoint({"k": keep, "n": 2})
+        run.checkpoint({"k": keep, "n": 3})
+        got = cli("forget", url, "--run", name, "--keep-last", "1", "--keyring", ring)
+        assert got.returncode == 0, got.stderr
+    got = cli("gc", url, "--grace", "0s", "--keyring", ring)
+    assert got.returncode == 0, got.stdout + got.stderr
+    assert "freed" in got.stdout, got.stdout
+    got = cli("verify", url, "--read-data", "--keyring", ring)
+    assert got.returncode == 0 and "0 problem" in got.stdout, got.stdout + got.stderr
+    erase_subject(ckptfs.open_store(url, keyring=ring).storage, "user-8")
+    assert ckptfs.open_store(url, keyring=ring).read("h") == {"k": keeps["h"], "n": 3}
+    got = cli("verify", url, "--read-data", "--keyring", ring)
+    assert got.returncode == 0 and "0 problem" in got.stdout, got.stdout + got.stderr

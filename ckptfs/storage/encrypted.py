@@ -69,6 +69,16 @@ def _unb32(text: str) -> bytes | None:
         return None
 
 
+def writer_for(storage: Storage, path: str) -> tuple[bytes, Storage]:
+    """Where maintenance writes what it moves out of the container at ``path`` (gc's repack):
+    on an encrypted store a view of that container's key scope (bodies of two scopes never
+    share a pack), keyed by the scope id; any other storage as it is."""
+    if not isinstance(storage, EncryptedStorage):
+        return b"", storage
+    scope = storage.scope_of(path)
+    return scope.id, storage.scoped(scope)
+
+
 class _Shared:
     """What every view of one encrypted store shares: the run -> scope map and a small cache
     of opened objects (a pack's ranges are read from one decryption)."""
@@ -103,6 +113,20 @@ class EncryptedStorage(Storage):
                                 scope=scope, shared=self._shared)
 
     # -- runs and their scopes -------------------------------------------------------------
+    def scope_of(self, path: str) -> Scope:
+        """The key scope of the stored object at plaintext ``path`` (a run's container: its
+        run's; a pack: the scope in its header)."""
+        parts = path.split("/")
+        if parts[0] == RUNS and len(parts) >= 2:
+            scope = self.run_scope(parts[1])
+            if scope is not None:
+                return scope
+        known = _OPENED_IN.get((self.keyring.id, path))
+        if known is None:
+            head = self.inner.read_range(self.out(path), 0, crypto.HEADER_SIZE)
+            known = crypto.sealed_scope(head + bytes(crypto.TAG_SIZE), path=path)
+        return self.keyring.scope(known)
+
     def register_run(self, run_id: str, scope: Scope) -> None:
         """Put a new run in ``scope`` (recorded in the keyring before its first object)."""
         self._check_run(run_id)
