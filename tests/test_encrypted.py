@@ -466,3 +466,88 @@ def test_forget_gc_after_grace_keeps_scopes_apart(tmp_path: Path) -> None:
     assert ckptfs.open_store(url, keyring=ring).read("h") == {"k": keeps["h"], "n": 3}
     got = cli("verify", url, "--read-data", "--keyring", ring)
     assert got.returncode == 0 and "0 problem" in got.stdout, got.stdout + got.stderr
+
+
+def test_a_start_that_never_committed_does_not_block_its_id(tmp_path: Path) -> None:
+    url, ring, store = make_store(tmp_path)
+    store.start_run("once", subject="user-1")  # crashed before its first checkpoint
+    store.start_run("solo")
+    again = ckptfs.open_store(url, keyring=ring)
+    again.start_run("once", subject="user-1").checkpoint({"v": 1})
+    again.start_run("solo").checkpoint({"v": 2})
+    with pytest.raises(CkptfsError, match="already exists"):
+        again.start_run("once", subject="user-1")
+    with pytest.raises(CkptfsError, match="already exists"):
+        ckptfs.open_store(url, keyring=ring).start_run("solo", subject="user-2")
+    assert ckptfs.open_store(url, keyring=ring).read("once") == {"v": 1}
+
+
+class Crash(Exception):
+    pass
+
+
+@pytest.mark.parametrize("point", ["before-key-delete", "before-marker", "before-deletes"])
+def test_erase_crash_points(two_runs: tuple[str, str], point: str,
+                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A crash at any step of an erase leaves the scope erased (no copy opens it, the other
+    run reads on); running the erase again completes it."""
+    url, ring = two_runs
+    copy = url + "-copy"
+    shutil.copytree(url, copy)
+    st = ckptfs.open_store(url, keyring=ring).storage
+    target = {"before-key-delete": (st.keyring.storage, "delete"),  # type: ignore[attr-defined]
+              "before-marker": (st.inner, "create"),  # type: ignore[attr-defined]
+              "before-deletes": (st.inner, "delete_many")}[point]  # type: ignore[attr-defined]
+
+    def boom(*a: Any, **k: Any) -> None:
+        raise Crash(point)
+
+    with monkeypatch.context() as m:
+        m.setattr(target[0], target[1], boom)
+        with pytest.raises(Crash):
+            erase_subject(st, "user-1")
+    for loc in (url, copy):
+        s = ckptfs.open_store(loc, keyring=ring)
+        with pytest.raises(ScopeErased):
+            s.read("a")
+        assert s.read("b") == {"y": 1}
+    rep = erase_subject(ckptfs.open_store(url, keyring=ring).storage, "user-1")
+    assert not list((Path(ring) / "scopes").glob(rep.scope))
+    assert (Path(url) / "erased" / rep.scope).exists()
+    assert verify_erased(ckptfs.open_store(copy, keyring=ring).storage, "user-1").ok
+    assert verify_erased(ckptfs.open_store(url, keyring=ring).storage, "user-1").scope_objects == 0
+
+
+@pytest.mark.parametrize("damage", ["keyring-garbage", "keyring-no-check", "scope-bitflip",
+                                    "scope-garbage", "name-garbage", "kdf-garbage"])
+def test_hostile_keyrings(two_runs: tuple[str, str], damage: str) -> None:
+    """A damaged or hostile keyring gives a typed keyring error; the store is unchanged."""
+    import cbor2
+
+    url, ring = two_runs
+    before = tree(Path(url))
+    root = Path(ring)
+    meta = cbor2.loads((root / "keyring.cbor").read_bytes())
+    if damage == "keyring-garbage":
+        (root / "keyring.cbor").write_bytes(b"\xff\x00garbage")
+    elif damage == "keyring-no-check":
+        del meta["check"]
+        (root / "keyring.cbor").write_bytes(cbor2.dumps(meta))
+    elif damage == "kdf-garbage":
+        meta["kdf"] = {"algorithm": "argon2id", "salt": b"", "params": {"t": 0, "m": 1, "p": 0}}
+        (root / "keyring.cbor").write_bytes(cbor2.dumps(meta))
+    elif damage.startswith("scope"):
+        for p in (root / "scopes").iterdir():
+            m = cbor2.loads(p.read_bytes())
+            if damage == "scope-bitflip":
+                m["key"] = m["key"][:-1] + bytes([m["key"][-1] ^ 1])
+                p.write_bytes(cbor2.dumps(m))
+            else:
+                p.write_bytes(b"\x00\x01")
+    else:
+        for p in (root / "names").iterdir():
+            p.write_bytes(cbor2.dumps({"scope": "not bytes"}))
+    with pytest.raises(KeyringError):
+        s = ckptfs.open_store(url, keyring=ring, passphrase="x")
+        s.read("a")
+    assert tree(Path(url)) == before

@@ -84,9 +84,22 @@ def new_run_scope(store: Store, run_id: str, subject: str | None,
                                   "(open_store(url, keyring=...))")
         raise InvalidArgument("not an encrypted store")
     check_run_id(run_id)
-    if view.run_scope(run_id) is not None:
-        raise ConflictError(f"run {run_id!r} already exists (or existed) in {store.url}; "
-                            "resume it or choose another id")
+    had = view.run_scope(run_id)
+    if had is not None:
+        # a start that crashed (or never committed) before its first record left the run's
+        # scope in the keyring: a new start of that id takes it over; a run with records
+        # (or forgotten, or erased) conflicts
+        wanted = (view.run_scope(same_as) if same_as is not None else
+                  view.keyring.find("subject", subject) if subject is not None else None)
+        empty = (store.repo.record_seqs(run_id) == []
+                 and not view.inner.listing(view.out(f"tombstones/{run_id}.cbor")).names
+                 and store.repo.erased(run_id) is None)
+        fits = (had.kind == "run" if wanted is None else
+                getattr(wanted, "id", wanted) == had.id)
+        if not (empty and fits):
+            raise ConflictError(f"run {run_id!r} already exists (or existed) in {store.url}; "
+                                "resume it or choose another id")
+        return scope_store(store, had)
     if same_as is not None:
         scope = view.run_scope(same_as)
         assert scope is not None

@@ -103,8 +103,14 @@ class Keyring:
             raise KeyringError(f"{self.url}: no keyring here ({KEYRING_FILE} is missing); "
                                "give the keyring 'ckptfs init --encrypt' made for this store"
                                ) from None
-        if not isinstance(meta, dict) or meta.get("format") != "ckptfs-keyring":
-            raise KeyringError(f"{self.url}: {KEYRING_FILE} is not a ckptfs keyring")
+        except CkptfsError:
+            meta = None
+        if (not isinstance(meta, dict) or meta.get("format") != "ckptfs-keyring"
+                or not isinstance(meta.get("id"), bytes) or len(meta["id"]) != 16
+                or not isinstance(meta.get("store", b"x" * 16), bytes)
+                or not isinstance(meta.get("check"), bytes)):
+            raise KeyringError(f"{self.url}: {KEYRING_FILE} is not a ckptfs keyring (damaged "
+                               "or another file); restore the keyring from its backup")
         self.id: bytes = meta["id"]
         self.store_id: bytes | None = meta.get("store")
         self._meta = meta
@@ -126,7 +132,11 @@ class Keyring:
             if not passphrase:
                 raise KeyringError(f"{self.url}: this keyring is protected by a passphrase; "
                                    f"give it (passphrase= or {PASSPHRASE_ENV})")
-            return _argon2(passphrase, kdf["salt"], kdf["params"])
+            try:
+                return _argon2(passphrase, kdf["salt"], kdf["params"])
+            except Exception:  # argon2's HashingError, a missing or mistyped parameter
+                raise KeyringError(f"{self.url}: the keyring's argon2id parameters are "
+                                   "damaged") from None
         try:
             return _master_from_file(self.storage.read(MASTER_FILE), self.url)
         except FileNotFoundError:
@@ -225,9 +235,12 @@ class Keyring:
                 f"{NAMES}/{crypto.name_digest(self._index, kind, name)}"), what="keyring name")
         except FileNotFoundError:
             return None
+        except CkptfsError:
+            m = None
         sid = m.get("scope") if isinstance(m, dict) else None
-        if not isinstance(sid, bytes):
-            raise KeyringError(f"{self.url}: a name entry is damaged")
+        if not isinstance(sid, bytes) or len(sid) != crypto.SCOPE_ID_SIZE:
+            raise KeyringError(f"{self.url}: a name entry is damaged; restore the keyring "
+                               "from its backup")
         return sid
 
     def name(self, kind: str, name: str, scope_id: bytes) -> None:
