@@ -11,6 +11,7 @@ appears in a path in the clear.
 from __future__ import annotations
 
 import base64
+import functools
 import hmac
 import secrets
 
@@ -52,8 +53,10 @@ class DecryptionError(CorruptObject):
     category = "corrupt"
 
 
+@functools.lru_cache(maxsize=4096)
 def derive(scope_key: bytes, label: bytes, size: int = KEY_SIZE) -> bytes:
-    """A subkey of ``scope_key`` for one purpose (HKDF-SHA256, empty salt, ``info`` = label)."""
+    """A subkey of ``scope_key`` for one purpose (HKDF-SHA256, empty salt, ``info`` = label);
+    remembered per process (a key in memory either way)."""
     if len(scope_key) != KEY_SIZE:
         raise ValueError("a scope key is 32 bytes")
     return HKDF(algorithm=hashes.SHA256(), length=size, salt=None, info=label).derive(scope_key)

@@ -38,6 +38,7 @@ from ckptfs.format.names import (
     TMP,
     TOMBSTONES,
     check_run_id,
+    parse_seq_name,
 )
 from ckptfs.storage.base import Listing, ObjectStat, Storage
 from ckptfs.storage.keyring import Keyring, KeyringError, Scope, ScopeErased
@@ -50,6 +51,14 @@ _CACHE_BYTES = 64 << 20
 #: process: a copy between two stores of one keyring writes a pack in the scope it read it in
 _OPENED_IN: dict[tuple[bytes, str], bytes] = {}
 _OPENED_MAX = 1 << 16
+
+
+def _immutable(path: str) -> bool:
+    """Objects written once and never changed (packs, run records): their plaintext may be
+    kept in memory for the many ranges a reader takes of them."""
+    parts = path.split("/")
+    return parts[0] == PACKS or (parts[0] == RUNS and len(parts) == 3
+                                 and parse_seq_name(parts[2]) is not None)
 
 
 class ScopeRequired(CkptfsError):
@@ -86,6 +95,8 @@ class _Shared:
     def __init__(self) -> None:
         self.runs: dict[str, Scope] = {}
         self.cache: OrderedDict[str, bytes] = OrderedDict()
+        self.cached = 0
+        self.inflight: dict[str, threading.Lock] = {}
         self.lock = threading.Lock()
 
 
@@ -271,22 +282,36 @@ class EncryptedStorage(Storage):
 
     def _forget(self, path: str) -> None:
         with self._shared.lock:
-            self._shared.cache.pop(path, None)
+            gone = self._shared.cache.pop(path, None)
+            if gone is not None:
+                self._shared.cached -= len(gone)
 
     # -- Storage ---------------------------------------------------------------------------
     def read(self, path: str) -> bytes:
         if path == CONFIG_PATH:
             return self.inner.read(path)
-        with self._shared.lock:
-            hit = self._shared.cache.get(path)
-        if hit is not None:
-            return hit
-        plain = self.open(path, self.inner.read(self.out(path)))
-        if path.split("/", 1)[0] == PACKS and len(plain) <= _CACHE_BYTES:
-            with self._shared.lock:
-                self._shared.cache[path] = plain
-                while sum(map(len, self._shared.cache.values())) > _CACHE_BYTES:
-                    self._shared.cache.popitem(last=False)
+        if not _immutable(path):
+            return self.open(path, self.inner.read(self.out(path)))
+        sh = self._shared
+        with sh.lock:
+            hit = sh.cache.get(path)
+            if hit is not None:
+                sh.cache.move_to_end(path)
+                return hit
+            busy = sh.inflight.setdefault(path, threading.Lock())
+        with busy:  # threads reading ranges of one pack decrypt it once
+            with sh.lock:
+                hit = sh.cache.get(path)
+            if hit is not None:
+                return hit
+            plain = self.open(path, self.inner.read(self.out(path)))
+            with sh.lock:
+                sh.inflight.pop(path, None)
+                if len(plain) <= _CACHE_BYTES:
+                    sh.cache[path] = plain
+                    sh.cached += len(plain)
+                    while sh.cached > _CACHE_BYTES:
+                        sh.cached -= len(sh.cache.popitem(last=False)[1])
         return plain
 
     def read_many(self, paths: list[str]) -> list[bytes | None]:
@@ -350,8 +375,8 @@ class EncryptedStorage(Storage):
             return Listing(tuple(sorted(n[2] for n in names if n[1] == parts[1])), ())
         stored = self.out(prefix)
         got = self.inner.listing(stored)
-        if not parts or parts[0] == TMP:
-            return got
+        if not parts or parts[0] == TMP or (parts[0] in (RUNS, TOMBSTONES) and len(parts) > 1):
+            return got  # below a run's (or a tombstone's) segment names are not encrypted
 
         def name(n: str) -> str | None:
             full = self.back(f"{stored}/{n}")
