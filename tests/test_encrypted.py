@@ -551,3 +551,53 @@ def test_hostile_keyrings(two_runs: tuple[str, str], damage: str) -> None:
         s = ckptfs.open_store(url, keyring=ring, passphrase="x")
         s.read("a")
     assert tree(Path(url)) == before
+
+
+@pytest.mark.parametrize("to_passphrase", [False, True])
+def test_master_key_rotation_rewraps_only(two_runs: tuple[str, str], to_passphrase: bool
+                                          ) -> None:
+    url, ring = two_runs
+    before = tree(Path(url))
+    old_key = (Path(ring) / "master.key").read_bytes()
+    kr = ckptfs.open_store(url, keyring=ring).storage.keyring  # type: ignore[attr-defined]
+    n = len(list((Path(ring) / "scopes").iterdir()))
+    pw = "new pass" if to_passphrase else None
+    new = kr.rotate(passphrase=pw, argon2={"t": 1, "m": 8192, "p": 1})
+    assert new.gen == 1
+    assert tree(Path(url)) == before  # no object of the store rewritten
+    assert not (Path(ring) / "scopes").exists() or not list((Path(ring) / "scopes").iterdir())
+    assert len(list((Path(ring) / "scopes-1").iterdir())) == n
+    assert not (Path(ring) / "master.key").exists()
+    s = ckptfs.open_store(url, keyring=ring, passphrase=pw)
+    assert s.read("a") == {"x": 2} and s.read("b") == {"y": 1}
+    s.start_run("after", subject="user-1").checkpoint({"z": 1})  # the subject's scope found
+    # the old master key opens nothing any more
+    if not to_passphrase:
+        (Path(ring) / "master-1.key").write_bytes(old_key)
+        with pytest.raises(KeyringError, match="does not open"):
+            ckptfs.open_store(url, keyring=ring)
+
+
+def test_rotation_crash_before_the_switch_keeps_the_old_keyring(
+        two_runs: tuple[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    url, ring = two_runs
+    kr = ckptfs.open_store(url, keyring=ring).storage.keyring  # type: ignore[attr-defined]
+    real = kr.storage.replace
+
+    def crash_at_switch(path: str, data: bytes) -> None:
+        if path == "keyring.cbor":
+            raise Crash("switch")
+        real(path, data)
+
+    with monkeypatch.context() as m:
+        m.setattr(kr.storage, "replace", crash_at_switch)
+        with pytest.raises(Crash):
+            kr.rotate()
+    assert ckptfs.open_store(url, keyring=ring).read("a") == {"x": 2}  # the old generation
+    new = Keyring(open_storage(ring)).rotate()  # a rerun completes
+    assert new.gen == 1
+    assert ckptfs.open_store(url, keyring=ring).read("a") == {"x": 2}
+    erase_subject(ckptfs.open_store(url, keyring=ring).storage, "user-1")
+    assert not any(p.name for d in Path(ring).glob("scopes*") for p in d.iterdir()
+                   if bytes.fromhex(p.name) == ckptfs.open_store(url, keyring=ring)
+                   .storage.keyring.find("subject", "user-1"))  # type: ignore[attr-defined]

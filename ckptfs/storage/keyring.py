@@ -80,6 +80,14 @@ def _master_from_file(data: bytes, where: str) -> bytes:
     return data[4:36]
 
 
+def _master_name(gen: int) -> str:
+    return MASTER_FILE if gen == 0 else f"master-{gen}.key"
+
+
+def _scopes_dir(gen: int) -> str:
+    return SCOPES if gen == 0 else f"{SCOPES}-{gen}"
+
+
 def _master_file(key: bytes) -> bytes:
     return MASTER_MAGIC + key + hashlib.sha256(key).digest()[:4]
 
@@ -114,11 +122,20 @@ class Keyring:
         self.id: bytes = meta["id"]
         self.store_id: bytes | None = meta.get("store")
         self._meta = meta
+        #: the key generation: rotation makes a new one (its master file and scopes folder)
+        self.gen: int = meta.get("gen", 0) if type(meta.get("gen", 0)) is int else -1
+        if self.gen < 0:
+            raise KeyringError(f"{self.url}: {KEYRING_FILE} is damaged (its 'gen')")
         master = self._master(meta, passphrase)
         self._kek = crypto.derive(master, b"ckptfs-keyring-1 kek")
-        self._index = crypto.derive(master, b"ckptfs-keyring-1 names")
         try:
             AESGCM(self._kek).decrypt(meta["check"][:12], meta["check"][12:], self.id)
+            # the name-index key: derived from the first master key, kept wrapped after a
+            # rotation (name entries are never rewritten)
+            index = meta.get("index")
+            self._index = (crypto.derive(master, b"ckptfs-keyring-1 names") if index is None
+                           else AESGCM(self._kek).decrypt(index[:12], index[12:],
+                                                          self.id + b"index"))
         except (InvalidTag, KeyError, TypeError):
             raise KeyringError(f"{self.url}: the master key or passphrase does not open this "
                                "keyring (wrong key file or passphrase, or a damaged keyring)"
@@ -138,10 +155,10 @@ class Keyring:
                 raise KeyringError(f"{self.url}: the keyring's argon2id parameters are "
                                    "damaged") from None
         try:
-            return _master_from_file(self.storage.read(MASTER_FILE), self.url)
+            return _master_from_file(self.storage.read(_master_name(self.gen)), self.url)
         except FileNotFoundError:
-            raise KeyringError(f"{self.url}: the master key file {MASTER_FILE} is missing"
-                               ) from None
+            raise KeyringError(f"{self.url}: the master key file {_master_name(self.gen)} is "
+                               "missing") from None
 
     # -- creation -------------------------------------------------------------------------------
     @classmethod
@@ -186,13 +203,21 @@ class Keyring:
         key = crypto.new_key()
         nonce = os.urandom(12)
         wrapped = nonce + AESGCM(self._kek).encrypt(nonce, key, self._wrap_ad(sid, kind))
-        self.storage.create(f"{SCOPES}/{sid.hex()}", cbor.encode({"kind": kind, "key": wrapped}))
+        self.storage.create(f"{_scopes_dir(self.gen)}/{sid.hex()}", cbor.encode({"kind": kind, "key": wrapped}))
         scope = Scope(sid, kind, key)
         self._cache[sid] = scope
         if name is not None:
             self.storage.create(f"{NAMES}/{crypto.name_digest(self._index, kind, name)}",
                                 cbor.encode({"scope": sid}))
         return scope
+
+    def rotate(self, *, passphrase: str | None = None,
+               argon2: dict[str, int] | None = None) -> Keyring:
+        """Replace the master key (a new key file, or argon2id over a new ``passphrase``) and
+        rewrap every scope key under it; no object of the store is rewritten. Returns the
+        keyring opened under the new key. Run it while no writer creates scopes (a scope
+        created during the rotation is carried over when the rotation sees it)."""
+        return _rotate(self, passphrase, argon2)
 
     def tombstone_path(self, scope_id: bytes) -> str:
         return f"{ERASED}/{scope_id.hex()}"
@@ -214,7 +239,7 @@ class Keyring:
         if gone is not None:
             raise gone
         try:
-            m = cbor.decode(self.storage.read(f"{SCOPES}/{scope_id.hex()}"), what="scope key")
+            m = cbor.decode(self.storage.read(f"{_scopes_dir(self.gen)}/{scope_id.hex()}"), what="scope key")
             kind, wrapped = m["kind"], m["key"]
             key = AESGCM(self._kek).decrypt(wrapped[:12], wrapped[12:],
                                             self._wrap_ad(scope_id, kind))
@@ -275,9 +300,61 @@ class Keyring:
             self.storage.create(path, stone)
         except FileExistsError:
             pass
-        self.storage.delete(f"{SCOPES}/{scope_id.hex()}")
+        # every generation's copy of the key (a rotation in another process may have
+        # rewrapped it into the next one)
+        for folder in self.storage.listing("").folders:
+            if folder == SCOPES or folder.startswith(f"{SCOPES}-"):
+                self.storage.delete(f"{folder}/{scope_id.hex()}")
         self._cache.pop(scope_id, None)
         return path
+
+
+def _rotate(ring: Keyring, passphrase: str | None, argon2: dict[str, int] | None) -> Keyring:
+    """``Keyring.rotate``: new master key, every scope key rewrapped into the next
+    generation's folder, then ``keyring.cbor`` replaced (the one step that switches), then
+    the old generation deleted. A crash before the switch leaves the old keyring whole (a
+    rerun writes the new generation again); after it, the new one."""
+    st, old = ring.storage, ring.gen
+    gen = old + 1
+    meta = {k: v for k, v in ring._meta.items() if k not in ("kdf", "check", "index", "gen")}
+    meta["gen"] = gen
+    if passphrase:
+        params = dict(argon2 or ARGON2)
+        salt = os.urandom(16)
+        meta["kdf"] = {"algorithm": "argon2id", "salt": salt, "params": params}
+        master = _argon2(passphrase, salt, params)
+    else:
+        master = crypto.new_key()
+        st.replace(_master_name(gen), _master_file(master))
+    kek = crypto.derive(master, b"ckptfs-keyring-1 kek")
+
+    def rewrap() -> None:
+        for name in st.listing(_scopes_dir(old)).files:
+            sid = bytes.fromhex(name)
+            if ring.erased(sid) is not None:
+                continue
+            scope = ring.scope(sid)
+            nonce = os.urandom(12)
+            wrapped = nonce + AESGCM(kek).encrypt(nonce, scope.key,
+                                                  ring._wrap_ad(sid, scope.kind))
+            st.replace(f"{_scopes_dir(gen)}/{name}", cbor.encode({"kind": scope.kind,
+                                                                  "key": wrapped}))
+
+    rewrap()
+    nonce = os.urandom(12)
+    meta["check"] = nonce + AESGCM(kek).encrypt(nonce, _CHECK, ring.id)
+    nonce = os.urandom(12)
+    meta["index"] = nonce + AESGCM(kek).encrypt(nonce, ring._index, ring.id + b"index")
+    st.replace(KEYRING_FILE, cbor.encode(meta))  # the switch
+    # a scope a writer created in the old generation meanwhile is carried over; a scope erased
+    # meanwhile loses its rewrapped key too
+    rewrap()
+    for name in st.listing(ERASED).files:
+        st.delete(f"{_scopes_dir(gen)}/{name}")
+    st.delete_many([f"{_scopes_dir(old)}/{n}" for n in st.listing(_scopes_dir(old)).files])
+    if old == 0 or "kdf" not in ring._meta:
+        st.delete(_master_name(old))
+    return Keyring(st, passphrase=passphrase)
 
 
 def open_keyring(url: str | os.PathLike[str] | Keyring, *, passphrase: str | None = None,
