@@ -80,14 +80,6 @@ def _master_from_file(data: bytes, where: str) -> bytes:
     return data[4:36]
 
 
-def _master_name(gen: int) -> str:
-    return MASTER_FILE if gen == 0 else f"master-{gen}.key"
-
-
-def _scopes_dir(gen: int) -> str:
-    return SCOPES if gen == 0 else f"{SCOPES}-{gen}"
-
-
 def _master_file(key: bytes) -> bytes:
     return MASTER_MAGIC + key + hashlib.sha256(key).digest()[:4]
 
@@ -124,8 +116,14 @@ class Keyring:
         self._meta = meta
         #: the key generation: rotation makes a new one (its master file and scopes folder)
         self.gen: int = meta.get("gen", 0) if type(meta.get("gen", 0)) is int else -1
-        if self.gen < 0:
-            raise KeyringError(f"{self.url}: {KEYRING_FILE} is damaged (its 'gen')")
+        #: where this generation's master key file and wrapped scope keys are
+        self._master_path = meta.get("master", MASTER_FILE)
+        self._scopes = meta.get("scopes", SCOPES)
+        if (self.gen < 0 or not isinstance(self._master_path, str)
+                or not isinstance(self._scopes, str)
+                or not self._master_path.startswith("master")
+                or not self._scopes.startswith(SCOPES) or "/" in self._master_path + self._scopes):
+            raise KeyringError(f"{self.url}: {KEYRING_FILE} is damaged (its generation)")
         master = self._master(meta, passphrase)
         self._kek = crypto.derive(master, b"ckptfs-keyring-1 kek")
         try:
@@ -155,9 +153,9 @@ class Keyring:
                 raise KeyringError(f"{self.url}: the keyring's argon2id parameters are "
                                    "damaged") from None
         try:
-            return _master_from_file(self.storage.read(_master_name(self.gen)), self.url)
+            return _master_from_file(self.storage.read(self._master_path), self.url)
         except FileNotFoundError:
-            raise KeyringError(f"{self.url}: the master key file {_master_name(self.gen)} is "
+            raise KeyringError(f"{self.url}: the master key file {self._master_path} is "
                                "missing") from None
 
     # -- creation -------------------------------------------------------------------------------
@@ -203,7 +201,7 @@ class Keyring:
         key = crypto.new_key()
         nonce = os.urandom(12)
         wrapped = nonce + AESGCM(self._kek).encrypt(nonce, key, self._wrap_ad(sid, kind))
-        self.storage.create(f"{_scopes_dir(self.gen)}/{sid.hex()}", cbor.encode({"kind": kind, "key": wrapped}))
+        self.storage.create(f"{self._scopes}/{sid.hex()}", cbor.encode({"kind": kind, "key": wrapped}))
         scope = Scope(sid, kind, key)
         self._cache[sid] = scope
         if name is not None:
@@ -239,7 +237,7 @@ class Keyring:
         if gone is not None:
             raise gone
         try:
-            m = cbor.decode(self.storage.read(f"{_scopes_dir(self.gen)}/{scope_id.hex()}"), what="scope key")
+            m = cbor.decode(self.storage.read(f"{self._scopes}/{scope_id.hex()}"), what="scope key")
             kind, wrapped = m["kind"], m["key"]
             key = AESGCM(self._kek).decrypt(wrapped[:12], wrapped[12:],
                                             self._wrap_ad(scope_id, kind))
@@ -314,10 +312,14 @@ def _rotate(ring: Keyring, passphrase: str | None, argon2: dict[str, int] | None
     generation's folder, then ``keyring.cbor`` replaced (the one step that switches), then
     the old generation deleted. A crash before the switch leaves the old keyring whole (a
     rerun writes the new generation again); after it, the new one."""
-    st, old = ring.storage, ring.gen
+    st, old, old_dir = ring.storage, ring.gen, ring._scopes
     gen = old + 1
-    meta = {k: v for k, v in ring._meta.items() if k not in ("kdf", "check", "index", "gen")}
-    meta["gen"] = gen
+    # a fresh name per attempt: a rerun after a crash never meets its own half-written files
+    tag = os.urandom(4).hex()
+    new_dir, new_master = f"{SCOPES}-{gen}-{tag}", f"master-{gen}-{tag}.key"
+    meta = {k: v for k, v in ring._meta.items()
+            if k not in ("kdf", "check", "index", "gen", "master", "scopes")}
+    meta.update(gen=gen, scopes=new_dir)
     if passphrase:
         params = dict(argon2 or ARGON2)
         salt = os.urandom(16)
@@ -325,20 +327,28 @@ def _rotate(ring: Keyring, passphrase: str | None, argon2: dict[str, int] | None
         master = _argon2(passphrase, salt, params)
     else:
         master = crypto.new_key()
-        st.replace(_master_name(gen), _master_file(master))
+        meta["master"] = new_master
+        st.create(new_master, _master_file(master))
     kek = crypto.derive(master, b"ckptfs-keyring-1 kek")
 
+    done: set[str] = set()
+
     def rewrap() -> None:
-        for name in st.listing(_scopes_dir(old)).files:
-            sid = bytes.fromhex(name)
-            if ring.erased(sid) is not None:
+        erased = set(st.listing(ERASED).files)
+        todo = [n for n in st.listing(old_dir).files if n not in erased and n not in done]
+        out = []
+        for name, data in zip(todo, st.read_many([f"{old_dir}/{n}" for n in todo])):
+            if data is None:
                 continue
-            scope = ring.scope(sid)
+            sid = bytes.fromhex(name)
+            m = cbor.decode(data, what="scope key")
+            key = AESGCM(ring._kek).decrypt(m["key"][:12], m["key"][12:],
+                                            ring._wrap_ad(sid, m["kind"]))
             nonce = os.urandom(12)
-            wrapped = nonce + AESGCM(kek).encrypt(nonce, scope.key,
-                                                  ring._wrap_ad(sid, scope.kind))
-            st.replace(f"{_scopes_dir(gen)}/{name}", cbor.encode({"kind": scope.kind,
-                                                                  "key": wrapped}))
+            wrapped = nonce + AESGCM(kek).encrypt(nonce, key, ring._wrap_ad(sid, m["kind"]))
+            out.append((f"{new_dir}/{name}", cbor.encode({"kind": m["kind"], "key": wrapped})))
+            done.add(name)
+        st.write_many(out)  # a fresh folder: plain writes, overlapped by object stores
 
     rewrap()
     nonce = os.urandom(12)
@@ -349,11 +359,10 @@ def _rotate(ring: Keyring, passphrase: str | None, argon2: dict[str, int] | None
     # a scope a writer created in the old generation meanwhile is carried over; a scope erased
     # meanwhile loses its rewrapped key too
     rewrap()
-    for name in st.listing(ERASED).files:
-        st.delete(f"{_scopes_dir(gen)}/{name}")
-    st.delete_many([f"{_scopes_dir(old)}/{n}" for n in st.listing(_scopes_dir(old)).files])
-    if old == 0 or "kdf" not in ring._meta:
-        st.delete(_master_name(old))
+    st.delete_many([f"{new_dir}/{n}" for n in st.listing(ERASED).files])
+    st.delete_many([f"{old_dir}/{n}" for n in st.listing(old_dir).files])
+    if "kdf" not in ring._meta:
+        st.delete(ring._master_path)
     return Keyring(st, passphrase=passphrase)
 
 
