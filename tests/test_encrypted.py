@@ -10,7 +10,8 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+import operator
+from typing import Annotated, Any, TypedDict
 
 import pytest
 import zstandard
@@ -601,3 +602,33 @@ def test_rotation_crash_before_the_switch_keeps_the_old_keyring(
     assert not any(p.name for d in Path(ring).glob("scopes*") for p in d.iterdir()
                    if bytes.fromhex(p.name) == ckptfs.open_store(url, keyring=ring)
                    .storage.keyring.find("subject", "user-1"))  # type: ignore[attr-defined]
+
+
+class LgState(TypedDict):
+    msgs: Annotated[list[str], operator.add]
+
+
+def test_langgraph_saver_on_an_encrypted_store(tmp_path: Path) -> None:
+    from langgraph.graph import END, START, StateGraph
+
+    from ckptfs.integrations.langgraph.saver import CkptfsSaver
+
+    m = markers()
+
+    def graph(store: ckptfs.Store) -> Any:
+        g = StateGraph(LgState)
+        g.add_node("a", lambda s: {"msgs": [m["inline"]]})
+        g.add_edge(START, "a")
+        g.add_edge("a", END)
+        return g.compile(checkpointer=CkptfsSaver(store))
+
+    url, ring, store = make_store(tmp_path)
+    cfg: Any = {"configurable": {"thread_id": f"{m['run']}@example.com"}}
+    graph(store).invoke({"msgs": []}, cfg)
+    graph(store).invoke({"msgs": ["x"]}, cfg)
+    again = graph(ckptfs.open_store(url, keyring=ring))
+    assert again.get_state(cfg).values["msgs"] == [m["inline"], "x", m["inline"]]
+    needles = [m["inline"].encode(), m["run"].encode(), MARK.encode()]
+    assert scan(Path(url), needles)[3] == set()
+    with pytest.raises(KeyringError):
+        graph(ckptfs.open_store(url)).get_state(cfg)
