@@ -53,7 +53,81 @@ def vectors() -> dict[str, Any]:
 def main() -> int:
     OUT.write_text(json.dumps(vectors(), indent=1, sort_keys=True) + "\n")
     print(OUT)
+    if "--stores" in sys.argv:
+        stores()
+        print(STORES)
     return 0
+
+
+
+# -- encrypted store vectors: real stores with their (published) keyrings -------------------------
+STORES = Path(__file__).resolve().parent.parent / "spec" / "vectors" / "encrypted-stores"
+
+
+def stores() -> dict[str, Any]:
+    """Write spec/vectors/encrypted-stores/: one valid store with its keyring, and variants
+    (tampered, swapped, wrong scope, erased scope, planted, another store's keyring); return
+    the expectations (``expect.json``)."""
+    import shutil
+
+    import ckptfs
+    from ckptfs.ops.erase_scope import erase_subject
+
+    shutil.rmtree(STORES, ignore_errors=True)
+    STORES.mkdir(parents=True)
+    base = STORES / "valid"
+    st = ckptfs.open_store(str(base / "store"), keyring=str(base / "keyring"),
+                           clock=lambda: 1700000000000)
+    st.start_run("chat-1", subject="user-42").checkpoint({"msg": "hello", "n": 1})
+    st.start_run("chat-2").checkpoint({"msg": "other", "n": 2})
+    expect: dict[str, Any] = {"valid": {"chat-1": {"msg": "hello", "n": 1},
+                                        "chat-2": {"msg": "other", "n": 2}}}
+
+    def variant(name: str) -> Path:
+        shutil.copytree(base, STORES / name)
+        return STORES / name
+
+    def records(root: Path) -> dict[str, list[Path]]:
+        out: dict[str, list[Path]] = {}
+        for p in sorted((root / "store" / "runs").rglob("*")):
+            if p.is_file() and p.name.isdigit():
+                out.setdefault(p.parent.name, []).append(p)
+        return out
+
+    v = variant("tampered")
+    rec = sorted(records(v).values())[0][0]
+    data = bytearray(rec.read_bytes())
+    data[-1] ^= 1
+    rec.write_bytes(bytes(data))
+    v = variant("swapped")
+    a, b = [r[0] for r in records(v).values()]
+    da, db = a.read_bytes(), b.read_bytes()
+    a.write_bytes(db)
+    b.write_bytes(da)
+    v = variant("planted")
+    rec = sorted(records(v).values())[0][0]
+    rec.write_bytes(b"\x00" + rec.read_bytes()[32:])
+    v = variant("wrong-keyring")
+    other = ckptfs.open_store(str(STORES / "_other"), keyring=str(v / "keyring-other"))
+    other.start_run("x").checkpoint({})
+    shutil.rmtree(v / "keyring")
+    (v / "keyring-other").rename(v / "keyring")
+    shutil.rmtree(STORES / "_other")
+    v = variant("erased-scope")
+    # erase through a scratch copy of the store: this variant keeps the store as copied
+    # before the erase, with the keyring as it is after it
+    shutil.copytree(v / "store", STORES / "_scratch")
+    erase_subject(ckptfs.open_store(str(STORES / "_scratch"), keyring=str(v / "keyring"))
+                  .storage, "user-42")
+    shutil.rmtree(STORES / "_scratch")
+    expect.update({
+        "tampered": {"chat-1|chat-2": "corrupt"}, "swapped": {"chat-1": "corrupt",
+                                                            "chat-2": "corrupt"},
+        "planted": {"chat-1|chat-2": "corrupt"}, "wrong-keyring": {"*": "keyring"},
+        "erased-scope": {"chat-1": "erased", "chat-2": {"msg": "other", "n": 2}},
+    })
+    (STORES / "expect.json").write_text(json.dumps(expect, indent=1, sort_keys=True) + "\n")
+    return expect
 
 
 if __name__ == "__main__":

@@ -71,3 +71,45 @@ def test_must_fail(case: dict[str, str]) -> None:
                            path=case["path"])
     with pytest.raises(Exception):
         spec_open(key, store, case["path"], bytes.fromhex(case["sealed"]))
+
+
+STORES = Path(__file__).resolve().parent.parent / "spec" / "vectors" / "encrypted-stores"
+EXPECT: dict[str, Any] = json.loads((STORES / "expect.json").read_text())
+
+
+def _outcome(store: Any, run: str) -> Any:
+    from ckptfs.errors import CkptfsError
+
+    try:
+        return store.read(run)
+    except CkptfsError as e:
+        return e.category
+
+
+@pytest.mark.parametrize("name", sorted(EXPECT))
+def test_encrypted_store_vectors(name: str, tmp_path: Path) -> None:
+    """Real stores with their published keyrings (spec/encryption.md 9): valid, tampered,
+    swapped, planted, another store's keyring, an erased scope in a copy made before."""
+    import shutil
+
+    import ckptfs
+    from ckptfs.errors import CkptfsError
+
+    shutil.copytree(STORES / name, tmp_path / name)
+    url, ring = str(tmp_path / name / "store"), str(tmp_path / name / "keyring")
+    want = EXPECT[name]
+    if "*" in want:
+        with pytest.raises(CkptfsError) as e:
+            ckptfs.open_store(url, keyring=ring).read("chat-1")
+        assert e.value.category == want["*"]
+        return
+    store = ckptfs.open_store(url, keyring=ring)
+    valid = EXPECT["valid"]
+    for runs, expected in want.items():
+        got = {r: _outcome(store, r) for r in runs.split("|")}
+        if "|" in runs:  # one of them is damaged, the other reads as in the valid store
+            assert sorted(v if isinstance(v, str) else "ok" for v in got.values()) == sorted(
+                [expected, "ok"]), got
+            assert all(v == valid[r] for r, v in got.items() if not isinstance(v, str))
+        else:
+            assert got[runs] == expected, got
