@@ -334,7 +334,7 @@ def test_keyring_and_setting_objects_match_the_cddl(two_runs: tuple[str, str]) -
     schema("enc-setting").validate_cbor(cbor2.dumps(cfg["settings"]["encryption"]))
     assert "encrypted" in cfg["required"]
     with pytest.raises(Exception):
-        schema("enc-scope-key").validate_cbor(cbor2.dumps({"kind": "run", "key": b"short"}))
+        schema("enc-scope-key").validate_cbor(cbor2.dumps({"kind": "nobody", "key": b"k"}))
     assert checked >= 6
 
 
@@ -632,3 +632,44 @@ def test_langgraph_saver_on_an_encrypted_store(tmp_path: Path) -> None:
     assert scan(Path(url), needles)[3] == set()
     with pytest.raises(KeyringError):
         graph(ckptfs.open_store(url)).get_state(cfg)
+
+
+def test_kms_keyring_on_moto(s3_options: dict[str, Any]) -> None:
+    """An encrypted store on (moto) S3 whose keyring, also on S3, wraps its scope keys with an
+    AWS KMS key (moto's KMS on loopback, a real API): commit, read with a fresh keyring,
+    erase a subject, rotate to another KMS key, and a wrong KMS key refused."""
+    import boto3
+    import cbor2
+
+    from tests.conftest import new_s3_url
+
+    kms = boto3.client("kms", endpoint_url=s3_options["endpoint_url"], region_name="us-east-1",
+                       aws_access_key_id="testing", aws_secret_access_key="testing")
+    key_a = kms.create_key()["KeyMetadata"]["KeyId"]
+    key_b = kms.create_key()["KeyMetadata"]["KeyId"]
+    ring_url, url = new_s3_url(), new_s3_url()
+    ring = Keyring.create(open_storage(ring_url, **s3_options), kms_key_id=key_a, kms=kms)
+    store = ckptfs.open_store(url, keyring=ring, **s3_options)
+    store.start_run("k1", subject="user-1").checkpoint({"v": 1})
+    store.start_run("k2").checkpoint({"v": 2})
+
+    def fresh() -> ckptfs.Store:
+        return ckptfs.open_store(url, keyring=Keyring(open_storage(ring_url, **s3_options),
+                                                      kms=kms), **s3_options)
+
+    assert fresh().read("k1") == {"v": 1}
+    rotated = Keyring(open_storage(ring_url, **s3_options), kms=kms).rotate(kms_key_id=key_b,
+                                                                            kms=kms)
+    assert rotated.gen == 1
+    assert fresh().read("k1") == {"v": 1} and fresh().read("k2") == {"v": 2}
+    erase_subject(fresh().storage, "user-1")
+    with pytest.raises(ScopeErased):
+        fresh().read("k1")
+    assert fresh().read("k2") == {"v": 2}
+    # the keyring pointed at another KMS key: refused at its check value
+    rs = open_storage(ring_url, **s3_options)
+    meta = cbor2.loads(rs.read("keyring.cbor"))
+    meta["kdf"]["key_id"] = key_a
+    rs.replace("keyring.cbor", cbor2.dumps(meta))
+    with pytest.raises(KeyringError, match="does not open"):
+        fresh()

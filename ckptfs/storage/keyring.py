@@ -23,13 +23,12 @@ import time
 from typing import Any
 
 import attrs
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from ckptfs.errors import CkptfsError, ErasedError
 from ckptfs.format import cbor
 from ckptfs.format import crypto
 from ckptfs.storage.base import Storage
+from ckptfs.storage.key_providers import AwsKms, KeyProvider, LocalKek, UnwrapError
 
 KEYRING_FILE = "keyring.cbor"
 MASTER_FILE = "master.key"
@@ -94,7 +93,8 @@ def _argon2(passphrase: str, salt: bytes, p: dict[str, int]) -> bytes:
 class Keyring:
     """An open keyring: unwraps scope keys for one store, creates and erases scopes."""
 
-    def __init__(self, storage: Storage, *, passphrase: str | None = None) -> None:
+    def __init__(self, storage: Storage, *, passphrase: str | None = None,
+                 kms: Any = None) -> None:
         self.storage = storage
         self.url = storage.url
         try:
@@ -124,17 +124,22 @@ class Keyring:
                 or not self._master_path.startswith("master")
                 or not self._scopes.startswith(SCOPES) or "/" in self._master_path + self._scopes):
             raise KeyringError(f"{self.url}: {KEYRING_FILE} is damaged (its generation)")
-        master = self._master(meta, passphrase)
-        self._kek = crypto.derive(master, b"ckptfs-keyring-1 kek")
+        kdf = meta.get("kdf")
+        master = b""
+        if isinstance(kdf, dict) and kdf.get("algorithm") == "aws-kms":
+            self._wrapper: KeyProvider = AwsKms(str(kdf.get("key_id")), kms)
+        else:
+            master = self._master(meta, passphrase)
+            self._wrapper = LocalKek(crypto.derive(master, b"ckptfs-keyring-1 kek"))
         try:
-            AESGCM(self._kek).decrypt(meta["check"][:12], meta["check"][12:], self.id)
+            if self._wrapper.unwrap(meta["check"], self.id) != _CHECK:
+                raise UnwrapError("check value")
             # the name-index key: derived from the first master key, kept wrapped after a
-            # rotation (name entries are never rewritten)
+            # rotation (name entries are never rewritten) and in KMS keyrings
             index = meta.get("index")
             self._index = (crypto.derive(master, b"ckptfs-keyring-1 names") if index is None
-                           else AESGCM(self._kek).decrypt(index[:12], index[12:],
-                                                          self.id + b"index"))
-        except (InvalidTag, KeyError, TypeError):
+                           else self._wrapper.unwrap(index, self.id + b"index"))
+        except (UnwrapError, KeyError, TypeError, ValueError):
             raise KeyringError(f"{self.url}: the master key or passphrase does not open this "
                                "keyring (wrong key file or passphrase, or a damaged keyring)"
                                ) from None
@@ -161,25 +166,20 @@ class Keyring:
     # -- creation -------------------------------------------------------------------------------
     @classmethod
     def create(cls, storage: Storage, *, passphrase: str | None = None,
-               argon2: dict[str, int] | None = None) -> Keyring:
-        """A new keyring in an empty folder: a fresh master key (a key file, or argon2id over
-        ``passphrase``). The key file is written before the keyring file, create-only: a crash
-        leaves a folder with no ``keyring.cbor`` (not a keyring), never a half-made one."""
+               argon2: dict[str, int] | None = None, kms_key_id: str | None = None,
+               kms: Any = None) -> Keyring:
+        """A new keyring in an empty folder, protected by a fresh master key file, argon2id
+        over ``passphrase``, or the AWS KMS key ``kms_key_id`` (``kms``: a boto3 KMS client;
+        default ``boto3.client("kms")``). The key file is written before the keyring file,
+        create-only: a crash leaves a folder with no ``keyring.cbor`` (not a keyring), never a
+        half-made one."""
         kid = os.urandom(16)
         meta: dict[str, Any] = {"format": "ckptfs-keyring", "version": 1, "id": kid}
-        if passphrase:
-            params = dict(argon2 or ARGON2)
-            salt = os.urandom(16)
-            meta["kdf"] = {"algorithm": "argon2id", "salt": salt, "params": params}
-            master = _argon2(passphrase, salt, params)
-        else:
-            master = crypto.new_key()
-            storage.create(MASTER_FILE, _master_file(master))
-        kek = crypto.derive(master, b"ckptfs-keyring-1 kek")
-        nonce = os.urandom(12)
-        meta["check"] = nonce + AESGCM(kek).encrypt(nonce, _CHECK, kid)
+        wrapper = _protect(storage, meta, passphrase, argon2, kms_key_id, kms, MASTER_FILE)
+        meta["check"] = wrapper.wrap(_CHECK, kid)
+        meta["index"] = wrapper.wrap(crypto.new_key(), kid + b"index")
         storage.create(KEYRING_FILE, cbor.encode(meta))
-        return cls(storage, passphrase=passphrase)
+        return cls(storage, passphrase=passphrase, kms=kms)
 
     def bind(self, store_id: bytes) -> None:
         """Tie this keyring to a store (once: a keyring serves one store and its copies)."""
@@ -200,7 +200,7 @@ class Keyring:
         sid = crypto.new_scope_id()
         key = crypto.new_key()
         nonce = os.urandom(12)
-        wrapped = nonce + AESGCM(self._kek).encrypt(nonce, key, self._wrap_ad(sid, kind))
+        wrapped = self._wrapper.wrap(key, self._wrap_ad(sid, kind))
         self.storage.create(f"{self._scopes}/{sid.hex()}", cbor.encode({"kind": kind, "key": wrapped}))
         scope = Scope(sid, kind, key)
         self._cache[sid] = scope
@@ -209,13 +209,13 @@ class Keyring:
                                 cbor.encode({"scope": sid}))
         return scope
 
-    def rotate(self, *, passphrase: str | None = None,
-               argon2: dict[str, int] | None = None) -> Keyring:
+    def rotate(self, *, passphrase: str | None = None, argon2: dict[str, int] | None = None,
+               kms_key_id: str | None = None, kms: Any = None) -> Keyring:
         """Replace the master key (a new key file, or argon2id over a new ``passphrase``) and
         rewrap every scope key under it; no object of the store is rewritten. Returns the
         keyring opened under the new key. Run it while no writer creates scopes (a scope
         created during the rotation is carried over when the rotation sees it)."""
-        return _rotate(self, passphrase, argon2)
+        return _rotate(self, passphrase, argon2, kms_key_id, kms)
 
     def tombstone_path(self, scope_id: bytes) -> str:
         return f"{ERASED}/{scope_id.hex()}"
@@ -239,12 +239,11 @@ class Keyring:
         try:
             m = cbor.decode(self.storage.read(f"{self._scopes}/{scope_id.hex()}"), what="scope key")
             kind, wrapped = m["kind"], m["key"]
-            key = AESGCM(self._kek).decrypt(wrapped[:12], wrapped[12:],
-                                            self._wrap_ad(scope_id, kind))
+            key = self._wrapper.unwrap(wrapped, self._wrap_ad(scope_id, kind))
         except FileNotFoundError:
             raise KeyringError(f"key scope {scope_id.hex()} is not in keyring {self.url}: "
                                "this data was sealed under another keyring") from None
-        except (InvalidTag, KeyError, TypeError, ValueError, CkptfsError):
+        except (KeyError, TypeError, ValueError, CkptfsError):
             raise KeyringError(f"{self.url}: the wrapped key of scope {scope_id.hex()} is "
                                "damaged or was altered") from None
         scope = Scope(scope_id, kind, key)
@@ -307,7 +306,29 @@ class Keyring:
         return path
 
 
-def _rotate(ring: Keyring, passphrase: str | None, argon2: dict[str, int] | None) -> Keyring:
+def _protect(storage: Storage, meta: dict[str, Any], passphrase: str | None,
+             argon2: dict[str, int] | None, kms_key_id: str | None, kms: Any,
+             master_name: str) -> KeyProvider:
+    """Set up how a keyring (generation) is protected; its provider. Writes the master key
+    file (create-only) when neither a passphrase nor KMS protects it."""
+    if kms_key_id:
+        meta["kdf"] = {"algorithm": "aws-kms", "key_id": kms_key_id}
+        return AwsKms(kms_key_id, kms)
+    if passphrase:
+        params = dict(argon2 or ARGON2)
+        salt = os.urandom(16)
+        meta["kdf"] = {"algorithm": "argon2id", "salt": salt, "params": params}
+        master = _argon2(passphrase, salt, params)
+    else:
+        master = crypto.new_key()
+        if master_name != MASTER_FILE:
+            meta["master"] = master_name
+        storage.create(master_name, _master_file(master))
+    return LocalKek(crypto.derive(master, b"ckptfs-keyring-1 kek"))
+
+
+def _rotate(ring: Keyring, passphrase: str | None, argon2: dict[str, int] | None,
+            kms_key_id: str | None = None, kms: Any = None) -> Keyring:
     """``Keyring.rotate``: new master key, every scope key rewrapped into the next
     generation's folder, then ``keyring.cbor`` replaced (the one step that switches), then
     the old generation deleted. A crash before the switch leaves the old keyring whole (a
@@ -320,16 +341,7 @@ def _rotate(ring: Keyring, passphrase: str | None, argon2: dict[str, int] | None
     meta = {k: v for k, v in ring._meta.items()
             if k not in ("kdf", "check", "index", "gen", "master", "scopes")}
     meta.update(gen=gen, scopes=new_dir)
-    if passphrase:
-        params = dict(argon2 or ARGON2)
-        salt = os.urandom(16)
-        meta["kdf"] = {"algorithm": "argon2id", "salt": salt, "params": params}
-        master = _argon2(passphrase, salt, params)
-    else:
-        master = crypto.new_key()
-        meta["master"] = new_master
-        st.create(new_master, _master_file(master))
-    kek = crypto.derive(master, b"ckptfs-keyring-1 kek")
+    wrapper = _protect(st, meta, passphrase, argon2, kms_key_id, kms, new_master)
 
     done: set[str] = set()
 
@@ -342,19 +354,15 @@ def _rotate(ring: Keyring, passphrase: str | None, argon2: dict[str, int] | None
                 continue
             sid = bytes.fromhex(name)
             m = cbor.decode(data, what="scope key")
-            key = AESGCM(ring._kek).decrypt(m["key"][:12], m["key"][12:],
-                                            ring._wrap_ad(sid, m["kind"]))
-            nonce = os.urandom(12)
-            wrapped = nonce + AESGCM(kek).encrypt(nonce, key, ring._wrap_ad(sid, m["kind"]))
+            key = ring._wrapper.unwrap(m["key"], ring._wrap_ad(sid, m["kind"]))
+            wrapped = wrapper.wrap(key, ring._wrap_ad(sid, m["kind"]))
             out.append((f"{new_dir}/{name}", cbor.encode({"kind": m["kind"], "key": wrapped})))
             done.add(name)
         st.write_many(out)  # a fresh folder: plain writes, overlapped by object stores
 
     rewrap()
-    nonce = os.urandom(12)
-    meta["check"] = nonce + AESGCM(kek).encrypt(nonce, _CHECK, ring.id)
-    nonce = os.urandom(12)
-    meta["index"] = nonce + AESGCM(kek).encrypt(nonce, ring._index, ring.id + b"index")
+    meta["check"] = wrapper.wrap(_CHECK, ring.id)
+    meta["index"] = wrapper.wrap(ring._index, ring.id + b"index")
     st.replace(KEYRING_FILE, cbor.encode(meta))  # the switch
     # a scope a writer created in the old generation meanwhile is carried over; a scope erased
     # meanwhile loses its rewrapped key too
@@ -363,7 +371,7 @@ def _rotate(ring: Keyring, passphrase: str | None, argon2: dict[str, int] | None
     st.delete_many([f"{old_dir}/{n}" for n in st.listing(old_dir).files])
     if "kdf" not in ring._meta:
         st.delete(ring._master_path)
-    return Keyring(st, passphrase=passphrase)
+    return Keyring(st, passphrase=passphrase, kms=kms)
 
 
 def open_keyring(url: str | os.PathLike[str] | Keyring, *, passphrase: str | None = None,
