@@ -673,3 +673,13 @@ def test_kms_keyring_on_moto(s3_options: dict[str, Any]) -> None:
     rs.replace("keyring.cbor", cbor2.dumps(meta))
     with pytest.raises(KeyringError, match="does not open"):
         fresh()
+
+
+def test_a_bound_keyring_does_not_make_a_second_store(two_runs: tuple[str, str],
+                                                      tmp_path: Path) -> None:
+    url, ring = two_runs
+    with pytest.raises(KeyringError, match="another store"):
+        ckptfs.open_store(str(tmp_path / "second"), keyring=ring).start_run("x")
+    assert not (tmp_path / "second" / "ckptfs.cbor").exists()
+    got = cli("init", str(tmp_path / "third"), "--encrypt", "--keyring", ring)
+    assert got.returncode == 3 and "another store" in got.stderr

@@ -33,7 +33,8 @@ def encryption_setting(cfg: StoreConfig, url: str) -> dict[str, Any] | None:
 def open_encrypted(inner: Storage, keyring: str | os.PathLike[str] | Keyring, *,
                    passphrase: str | None = None) -> EncryptedStorage:
     """The plaintext view of the encrypted store in ``inner``. When ``inner`` holds no store
-    yet, the keyring is made (if its folder holds none) and bound to a fresh store id; the
+    yet, the keyring is made (if its folder holds none) and bound to a fresh store id (a
+    keyring bound already is refused, unless given as an open Keyring: a copy); the
     store's config is written by the first ``init`` or checkpoint (Repository.init adds the
     feature and the setting)."""
     try:
@@ -55,6 +56,11 @@ def open_encrypted(inner: Storage, keyring: str | os.PathLike[str] | Keyring, *,
             raise KeyringError(f"{ring.url}: the store's own key scope is missing")
         return EncryptedStorage(inner, ring, enc["store"], ring.scope(sid))
     ring = _ring_for_new(keyring, passphrase)
+    if ring.store_id is not None and not isinstance(keyring, Keyring):
+        # a keyring serves one store and its copies: a copy (ckptfs copy) hands over the
+        # source's open Keyring; a path to a bound keyring for a new store is a mistake
+        raise KeyringError(f"{ring.url} is the keyring of another store; give a new (empty) "
+                           f"keyring folder for the new store at {inner.url}")
     if ring.store_id is None:
         ring.bind(os.urandom(16))
     assert ring.store_id is not None
