@@ -83,6 +83,17 @@ def _ring_for_new(keyring: str | os.PathLike[str] | Keyring, passphrase: str | N
         return Keyring.create(st, passphrase=passphrase)
 
 
+def check_encryption(cfg: StoreConfig, storage: Storage) -> None:
+    """An encrypted store is read only through its keyring, a plaintext one only without
+    (spec/encryption.md 3): KeyringError otherwise, before anything else is read."""
+    enc = encryption_setting(cfg, storage.url)
+    if enc is not None and not isinstance(storage, EncryptedStorage):
+        raise KeyringError(f"{storage.url} is an encrypted store: open it with its keyring "
+                           "(open_store(url, keyring=...), --keyring or CKPTFS_KEYRING)")
+    if enc is None and isinstance(storage, EncryptedStorage):
+        raise KeyringError(f"{storage.url} is a plaintext store: open it without a keyring")
+
+
 def new_config_fields(storage: Storage) -> tuple[tuple[str, ...], dict[str, Any]] | None:
     """The required feature and the setting a new store's config gets on ``storage``: an
     encrypted view gets ``encrypted`` and its ``encryption`` setting; others None."""
