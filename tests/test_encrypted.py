@@ -23,7 +23,6 @@ from ckptfs.ops.erase_scope import erase_subject, verify_erased
 from ckptfs.storage.keyring import Keyring, KeyringError, ScopeErased
 from ckptfs.storage.open import open_storage
 
-pytestmark = pytest.mark.layout(2)
 
 
 def tree(root: Path) -> dict[str, str]:
