@@ -272,6 +272,9 @@ def test_erasure_reaches_copies_made_before(two_runs: tuple[str, str], tmp_path:
             assert rep.tombstone in str(e.value) and e.value.tombstone == rep.tombstone
         st.resume("b").checkpoint({"y": 2})
         v = verify_erased(st.storage, "user-1")
+        print(f"copy-erasure {loc.rsplit('/', 1)[-1]}: {v.scope_objects} object(s) of the scope, "
+              f"{v.scope_opened} open; {v.other_objects} other, {len(v.other_failed)} fail; "
+              f"{v.runs_read} run(s), {v.snapshots_read} snapshot(s) read")
         assert v.ok, v.problems
         assert v.scope_opened == 0 and v.runs_read == 1
         if loc != url:
