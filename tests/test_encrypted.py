@@ -685,3 +685,21 @@ def test_a_bound_keyring_does_not_make_a_second_store(two_runs: tuple[str, str],
     assert not (tmp_path / "second" / "ckptfs.cbor").exists()
     got = cli("init", str(tmp_path / "third"), "--encrypt", "--keyring", ring)
     assert got.returncode == 3 and "another store" in got.stderr
+
+
+def test_export_of_an_encrypted_store_is_an_encrypted_copy(two_runs: tuple[str, str],
+                                                           tmp_path: Path) -> None:
+    url, ring = two_runs
+    out = str(tmp_path / "a.zip")
+    got = cli("export", url, out, "--run", "a", "--keyring", ring)
+    assert got.returncode == 0, got.stdout + got.stderr
+    assert ckptfs.open_store(out, keyring=ring).read("a") == {"x": 2}
+    with pytest.raises(KeyringError):
+        ckptfs.open_store(out).read("a")
+    import zipfile
+
+    blob = b"".join(zipfile.ZipFile(out).read(n) for n in zipfile.ZipFile(out).namelist())
+    assert b'"x"' not in blob and b"\xa1ax" not in blob
+    erase_subject(ckptfs.open_store(url, keyring=ring).storage, "user-1")
+    with pytest.raises(ScopeErased):
+        ckptfs.open_store(out, keyring=ring).read("a")
