@@ -703,3 +703,15 @@ def test_export_of_an_encrypted_store_is_an_encrypted_copy(two_runs: tuple[str, 
     erase_subject(ckptfs.open_store(url, keyring=ring).storage, "user-1")
     with pytest.raises(ScopeErased):
         ckptfs.open_store(out, keyring=ring).read("a")
+
+
+def test_demo_on_an_encrypted_store(tmp_path: Path) -> None:
+    """The demo's workers (killed and resumed as subprocesses) run on an encrypted store."""
+    store, ring = str(tmp_path / "s"), str(tmp_path / "k")
+    got = cli("demo", "--store", store, "--keyring", ring, "--seed", "7")
+    assert got.returncode == 0, got.stdout + got.stderr
+    assert "exactly once" in got.stdout
+    assert (Path(ring) / "keyring.cbor").exists()
+    with pytest.raises(KeyringError):
+        ckptfs.open_store(store).runs()
+    assert len(ckptfs.open_store(store, keyring=ring).runs()) == 1
