@@ -67,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     for cmd in sub.choices.values():  # -o after the command too: one meaning on every command
         cmd.add_argument("-o", "--option", action="append", default=[], dest="options",
                          metavar="KEY=VALUE", help=OPTION_HELP)
+        cmd.add_argument("--keyring", default=None, metavar="KEYRING",
+                         help="the keyring of an encrypted store (a folder path or URL; "
+                              "default: the CKPTFS_KEYRING environment variable)")
     return parser
 
 
@@ -129,7 +132,8 @@ def _main(argv: Sequence[str] | None) -> int:
         parser.print_help()
         return EXIT_USAGE
     try:
-        stores.configure(stores.parse_options([*args.top_options, *args.options]))
+        stores.configure(stores.parse_options([*args.top_options, *args.options]),
+                         keyring=getattr(args, "keyring", None))
     except ValueError as e:
         print(f"ckptfs: error (usage): {clean(e)}", file=sys.stderr)
         return EXIT_USAGE

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 from typing import TYPE_CHECKING
 
 from ckptfs.cli import EXIT_OK, EXIT_PROBLEMS, human, print_json
@@ -45,12 +46,21 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.set_defaults(func=run)
 
 
+def _dst_keyring(src: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """A copy of an encrypted store is encrypted under the same keyring (encryption.md 7):
+    a new destination is opened with the source's keyring."""
+    from ckptfs.storage.encrypted import EncryptedStorage
+
+    st = src.storage
+    return {"keyring": st.keyring} if isinstance(st, EncryptedStorage) else {}
+
+
 def run(args: argparse.Namespace) -> int:
     import ckptfs
     from ckptfs.ops.copy import copy_runs
 
     src = human.open_existing(args.src)
-    dst = _stores.open_store(args.dst)
+    dst = _stores.open_store(args.dst, **_dst_keyring(src, args))
     with Progress("copy", mode=args.progress) as bar:
         bar.watch(src.storage)
         if dst.storage is not src.storage:

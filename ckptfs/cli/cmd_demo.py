@@ -47,6 +47,12 @@ def run(args: argparse.Namespace) -> int:
     log = store.rstrip("/") + ".payments.jsonl"
     import ckptfs
 
+    if args.keyring:  # an encrypted demo store: made here, opened by the workers through
+        from ckptfs.storage.keyring import KEYRING_ENV  # the environment's keyring
+
+        os.environ[KEYRING_ENV] = args.keyring
+        if not os.path.isdir(store):
+            ckptfs.open_store(store, keyring=args.keyring).init()
     taken = set(ckptfs.open_store(store).runs()) if os.path.isdir(store) else set()
     run_id = next(f"demo-{seed}-{n}" for n in range(1, len(taken) + 2)
                   if f"demo-{seed}-{n}" not in taken)

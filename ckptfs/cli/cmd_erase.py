@@ -18,10 +18,14 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                                    "uses (immediately, no grace period), and leave a tombstone "
                                    "saying what was erased, when and why.")
     p.add_argument("store", metavar="STORE")
-    p.add_argument("run_id", metavar="RUN")
+    p.add_argument("run_id", metavar="RUN", nargs="?")
+    p.add_argument("--subject", metavar="S",
+                   help="encrypted stores: destroy the key scope of subject S (every run about "
+                        "S, in this store and in every copy of it), then delete what this "
+                        "store holds of it")
     p.add_argument("--snapshot", metavar="SEQ|ID",
                    help="only this snapshot (a seq, RUN@SEQ, or a snapshot id of RUN)")
-    p.add_argument("--reason", required=True, help="why (e.g. 'GDPR request #123')")
+    p.add_argument("--reason", required=False, help="why (e.g. 'GDPR request #123')")
     p.add_argument("--break-lease", action="store_true",
                    help="take the maintenance lease even if another forget/gc/erase seems to "
                         "hold it (only when you know that process is gone; prints a warning)")
@@ -33,6 +37,21 @@ def run(args: argparse.Namespace) -> int:
     import ckptfs
     from ckptfs.ops.erase import erase_run
 
+    if args.subject is not None:
+        if args.run_id is not None or args.snapshot is not None:
+            return usage_error("erase", "give RUN or --subject S, not both")
+        from ckptfs.ops.erase_scope import erase_subject
+
+        rep = erase_subject(_stores.open_store(args.store).storage, args.subject)
+        if args.json:
+            print_json(rep.to_json())
+        else:
+            print(f"erased key scope {rep.scope}: its key is destroyed (tombstone "
+                  f"{rep.tombstone}); deleted {rep.deleted} object(s) of it here. Copies made "
+                  "before can no longer open it.")
+        return EXIT_OK
+    if args.run_id is None or not args.reason:
+        return usage_error("erase", "give RUN and --reason (or --subject S)")
     repo = _stores.open_store(args.store).repo
     seq = None
     if args.snapshot is not None:

@@ -18,6 +18,10 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                    help="create the bucket (or container) of an object-store URL first if it "
                         "does not exist (s3://, gs://, az://; needs the right to create one)")
     p.add_argument("--json", action="store_true", help="print the config as JSON")
+    p.add_argument("--encrypt", action="store_true",
+                   help="create an encrypted store whose keys live in the keyring --keyring "
+                        "(or CKPTFS_KEYRING) names; the keyring folder is made if it is empty "
+                        "(spec/encryption.md)")
     p.set_defaults(func=run)
 
 
@@ -45,7 +49,20 @@ def create_bucket(store: object) -> str | None:
 def run(args: argparse.Namespace) -> int:
     import ckptfs
 
-    store = _stores.open_store(args.store)
+    if args.encrypt:
+        import os
+
+        from ckptfs.storage.keyring import KEYRING_ENV
+
+        ring = args.keyring or os.environ.get(KEYRING_ENV)
+        if not ring:
+            from ckptfs.cli._usage import usage_error
+
+            return usage_error("init", "--encrypt needs a keyring: --keyring KEYRING or "
+                                       f"{KEYRING_ENV}")
+        store = _stores.open_store(args.store, keyring=ring)
+    else:
+        store = _stores.open_store(args.store)
     made = create_bucket(store) if args.create_bucket else None
     existed = store.repo.load_config() is not None
     store.init()

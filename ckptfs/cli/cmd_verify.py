@@ -30,6 +30,9 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                    help="name every snapshot a problem touches (by default a damaged object "
                         "used by many snapshots is one line naming the first few)")
     p.add_argument("--json", action="store_true", help="machine-readable report")
+    p.add_argument("--erased", metavar="S",
+                   help="encrypted stores: prove that subject S is erased in this store or "
+                        "copy: its key is gone, none of its objects opens, every other run reads")
     add_progress(p)
     p.set_defaults(func=run)
 
@@ -91,6 +94,20 @@ def run(args: argparse.Namespace) -> int:
     from ckptfs.ops.runs import require_runs
 
     store = _stores.open_store(args.store)
+    if args.erased is not None:
+        from ckptfs.ops.erase_scope import verify_erased
+
+        v = verify_erased(store.storage, args.erased)
+        if args.json:
+            print_json(v.to_json())
+        else:
+            print(f"scope {v.scope}: tombstone {v.tombstone or 'MISSING'}; {v.scope_objects} "
+                  f"object(s) of it here, {v.scope_opened} open; {v.other_objects} other "
+                  f"object(s), {len(v.other_failed)} fail; {v.runs_read} other run(s), "
+                  f"{v.snapshots_read} snapshot(s) read")
+            for p in v.problems:
+                print(f"problem: {p}")
+        return EXIT_OK if v.ok else EXIT_PROBLEMS
     runs = require_runs(store.repo, args.runs)
     with Progress("verify", mode=args.progress) as bar:
         if bar.mode != "none":

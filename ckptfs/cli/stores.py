@@ -49,9 +49,13 @@ def parse_options(items: Iterable[str]) -> dict[str, Any]:
     return out
 
 
-def configure(options: dict[str, Any]) -> None:
+_keyring: list[str] = []
+
+
+def configure(options: dict[str, Any], keyring: str | None = None) -> None:
     _options.clear()
     _options.update(options)
+    _keyring[:] = [keyring] if keyring else []
 
 
 def _is_local(url: str) -> bool:
@@ -63,4 +67,6 @@ def open_store(url: str, **kw: Any) -> Store:
     import ckptfs
 
     opts = {} if _is_local(os.fspath(url)) else dict(_options)
+    if _keyring and "keyring" not in kw:
+        kw["keyring"] = _keyring[0]
     return ckptfs.open_store(url, storage_options=opts, **kw)

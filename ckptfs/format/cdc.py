@@ -41,6 +41,11 @@ class ChunkerParams:
     max_size: int = 256 * 1024
     normalization: int = 1
     algorithm: str = ALGORITHM
+    #: the gear seed: XORed into every gear table entry (fastcdc-rs / pyfastcdc ``seed``). 0 in
+    #: plaintext stores; an encrypted store's writers use a secret 64-bit seed per key scope
+    #: (spec/encryption.md 4.1), so chunk boundaries are not a public function of content.
+    #: Not part of the config (``to_cbor``): readers never need it.
+    seed: int = 0
 
     def __attrs_post_init__(self) -> None:
         if self.algorithm != ALGORITHM:
@@ -54,6 +59,8 @@ class ChunkerParams:
                 f"chunker sizes out of range: min {self.min_size} (64..1 MiB), avg {self.avg_size} "
                 f"(256..4 MiB), max {self.max_size} (1 KiB..16 MiB), and min <= avg <= max"
             )
+        if not 0 <= self.seed < 1 << 63:
+            raise FormatError("chunker seed must be an unsigned integer below 2^63")
         if self.normalization not in (0, 1, 2, 3):
             raise FormatError(f"chunker normalization must be 0..3, got {self.normalization}")
 
@@ -90,7 +97,7 @@ def _cut_py(p: ChunkerParams, buf: bytes | memoryview, start: int, end: int) -> 
         center = remaining
     mask_s, mask_l = _masks(p)
     mask_s_ls, mask_l_ls = (mask_s << 1) & _U64, (mask_l << 1) & _U64
-    gear = GEAR
+    gear = GEAR if not p.seed else tuple(g ^ p.seed for g in GEAR)
     h = 0
     pos = (p.min_size // 2) * 2
     mid = (center // 2) * 2
@@ -126,7 +133,7 @@ def native(params: ChunkerParams) -> Any:
 
 def _native(params: ChunkerParams) -> Any:
     return _FastCDC(params.avg_size, min_size=params.min_size, max_size=params.max_size,
-                    normalized_chunking=params.normalization)
+                    normalized_chunking=params.normalization, seed=params.seed)
 
 
 def cut_lengths(data: bytes | memoryview, params: ChunkerParams) -> list[int]:

@@ -36,7 +36,7 @@ COMPLETE_LOCATORS = "complete-locators"
 #: store at its config instead of taking such a record for damage
 COMPRESSED_HEADERS = "compressed-headers"
 KNOWN_FEATURES: frozenset[str] = frozenset({"typed-values", COMPLETE_LOCATORS,
-                                            COMPRESSED_HEADERS})
+                                            COMPRESSED_HEADERS, "encrypted"})
 #: features of a store's config that say how its writers behave, not how its data reads: a copy
 #: need not find them in its destination (its own writers follow the rule or not)
 WRITER_FEATURES: frozenset[str] = frozenset({COMPLETE_LOCATORS, COMPRESSED_HEADERS})

@@ -86,7 +86,21 @@ def erase(repo: Repository, run_id: str, *, reason: str, seq: int | None = None,
 def erase_run(repo: Repository, run_id: str, *, reason: str, seq: int | None = None,
               now: int | None = None, lease_ttl_ms: int = DEFAULT_TTL_MS,
               keep: Iterable[int] = ()) -> EraseReport:
-    """``erase``, reporting also the packs it could not attribute (``EraseReport``)."""
+    """``erase``, reporting also the packs it could not attribute (``EraseReport``). On an
+    encrypted store, erasing a whole run that has a key scope of its own then destroys that
+    key (spec/encryption.md 7): copies made before can no longer open the run either."""
+    report = _erase_run(repo, run_id, reason=reason, seq=seq, now=now,
+                        lease_ttl_ms=lease_ttl_ms, keep=keep)
+    if seq is None:
+        from ckptfs.ops.erase_scope import erase_run_scope
+
+        erase_run_scope(repo.storage, run_id)
+    return report
+
+
+def _erase_run(repo: Repository, run_id: str, *, reason: str, seq: int | None = None,
+               now: int | None = None, lease_ttl_ms: int = DEFAULT_TTL_MS,
+               keep: Iterable[int] = ()) -> EraseReport:
     if not reason.strip() or len(reason) > MAX_REASON:
         raise ValueError(f"erase needs a reason of 1-{MAX_REASON} characters (who asked, why)")
     keeps = frozenset(keep)

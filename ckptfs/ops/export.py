@@ -21,6 +21,7 @@ from ckptfs.errors import InvalidURL
 from ckptfs.format.names import TMP
 from ckptfs.ops.copy import CopyReport, Progress, copy_runs
 from ckptfs.storage.local import LocalStorage
+from ckptfs.storage.base import Storage
 from ckptfs.store.repository import Repository
 
 KINDS = {".zip": "zip", ".tar": "tar"}
@@ -50,7 +51,7 @@ def export_archive(src: Repository, path: str, *, runs: Iterable[str] | None = N
     scratch = tempfile.mkdtemp(prefix=".ckptfs-export-", dir=os.path.dirname(path))
     partial = f"{scratch}.{kind}"
     try:
-        report = copy_runs(src, Repository(LocalStorage(scratch, durable=False)), runs=runs,
+        report = copy_runs(src, Repository(_scratch_storage(src, scratch)), runs=runs,
                            progress=progress)
         files = _pack(scratch, partial, kind)
         os.replace(partial, path)
@@ -59,6 +60,17 @@ def export_archive(src: Repository, path: str, *, runs: Iterable[str] | None = N
         if os.path.exists(partial):
             os.unlink(partial)
     return ExportReport(path, kind, files, os.path.getsize(path), report)
+
+
+def _scratch_storage(src: Repository, scratch: str) -> Storage:
+    """Where the archive's store is built: an encrypted source's archive is an encrypted copy
+    under the source's keyring (spec/encryption.md 7: a copy, erasable like any other)."""
+    from ckptfs.storage.encrypted import EncryptedStorage
+    from ckptfs.storage.encrypted_open import open_encrypted
+
+    inner = LocalStorage(scratch, durable=False)
+    st = src.storage
+    return open_encrypted(inner, st.keyring) if isinstance(st, EncryptedStorage) else inner
 
 
 def _pack(root: str, out: str, kind: str) -> int:

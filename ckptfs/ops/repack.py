@@ -207,9 +207,19 @@ def repack(storage: Storage, victims: list[Held], keep: Callable[[Digest], bool]
     new: dict[Digest, Location] = {}
     moved_bytes = 0
     if moving:
+        from ckptfs.storage.encrypted import writer_for
+
         framed = _copy_bodies(storage, moving)
-        objects, new = pack_bodies(framed, target=PACK_TARGET, writer=writer)
-        storage.write_many(objects)
+        # bodies go into packs of their own container's key scope (encrypted stores; one group
+        # on any other storage)
+        groups: dict[bytes, tuple[Storage, list[tuple[Digest, int, bytes]]]] = {}
+        for (h, _), body in zip(moving, framed):
+            key, view = writer_for(storage, container_path(h.ref))
+            groups.setdefault(key, (view, []))[1].append(body)
+        for view, part in groups.values():
+            objects, locs = pack_bodies(part, target=PACK_TARGET, writer=writer)
+            view.write_many(objects)
+            new.update(locs)
         moved_bytes = sum(len(b) for _, _, b in framed)
         report.bodies_moved += len(framed)
         report.bytes_moved += moved_bytes

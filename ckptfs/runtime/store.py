@@ -25,6 +25,7 @@ from ckptfs.format.names import check_run_id
 from ckptfs.runtime.codecs import Codecs
 from ckptfs.runtime.effects import large_result
 from ckptfs.runtime.migrations import Migrations, Step, apply_steps, apply_to_result, as_schema
+from ckptfs.runtime import scopes
 from ckptfs.runtime.refs import NO_REFS, RefPolicy, check_reference, to_ref
 from ckptfs.runtime.run import Run, expiry_ms
 from ckptfs.storage import Storage, open_storage
@@ -85,17 +86,29 @@ class Store:
         ``{"default_ttl_ms": ..., "gc_grace_ms": ...}``."""
         self.repo.init(self._chunker, settings=settings, created=self.now())
 
+    #: the chunker's gear seed of this Store's writers (an encrypted store's key scope sets it)
+    gear_seed = 0
+
+    def _seeded(self, params: ChunkerParams) -> ChunkerParams:
+        return attrs.evolve(params, seed=self.gear_seed) if self.gear_seed else params
+
     def _writer(self) -> EntryWriter:
         cfg = self.repo.init(self._chunker, created=self.now(), implicit=True)
-        return EntryWriter(self.repo.objects, cfg.chunker)
+        return EntryWriter(self.repo.objects, self._seeded(cfg.chunker))
 
     # -- runs --------------------------------------------------------------------------------
     def start_run(self, run_id: str | None = None, *, schema: SchemaLike | None = None,
-                  expires_at: Any = None) -> Run:
-        """A new run. Its first checkpoint claims sequence number 1 (a taken id conflicts)."""
+                  expires_at: Any = None, subject: str | None = None) -> Run:
+        """A new run. Its first checkpoint claims sequence number 1 (a taken id conflicts).
+        ``subject`` (encrypted stores): the person the run is about; every run of one subject
+        shares its key scope, which ``ckptfs erase --subject`` destroys."""
         if run_id is None:
             run_id = time.strftime("run-%Y%m%d-%H%M%S-", time.gmtime()) + secrets.token_hex(4)
         check_run_id(run_id)
+        if subject is not None or scopes.base_view(self) is not None:
+            self._writer()  # the store's config exists before its first key scope
+            return scopes.new_run_scope(self, run_id, subject).start_run(
+                run_id, schema=schema, expires_at=expires_at)
         writer = self._writer()
         self.repo.check_not_erased(run_id)
         if self.repo.head(run_id) is not None or read_retired(self.storage, run_id) is not None:
@@ -114,6 +127,10 @@ class Store:
         state is migrated step by step in memory and the next commit records ``migrated_from``;
         a newer, differently named or unreachable schema raises SchemaError before anything runs.
         """
+        if scopes.base_view(self) is not None:
+            return scopes.run_store(self, self.repo.resolve(ref).run).resume(
+                ref, lenient_refs=lenient_refs, schema=schema, migrations=migrations,
+                allow_expired=allow_expired, ref_policy=ref_policy)
         # retention hook (ckptfs.store.sweeps): look at the maintenance lease before relying on
         # the head's chunks, so that the next commit knows whether a sweep may have taken them
         self.repo.objects.sweeps.before_write()
@@ -148,6 +165,10 @@ class Store:
         ``resume`` when ``schema`` is newer than the snapshot's."""
         snap = self.repo.resolve(ref)
         check_run_id(new_run_id)
+        if scopes.base_view(self) is not None:  # a fork lives in its parent's key scope
+            return scopes.new_run_scope(self, new_run_id, None, same_as=snap.run).fork(
+                ref, new_run_id, lenient_refs=lenient_refs, schema=schema,
+                migrations=migrations, ref_policy=ref_policy)
         self.repo.check_not_erased(new_run_id)
         if self.repo.head(new_run_id) is not None:
             raise ConflictError(f"run {new_run_id!r} already exists")
@@ -221,7 +242,7 @@ class Store:
         if not any(s.ledger_results for s in chain) or not ledger.records:
             return ledger
         where = f"{_where(snap)} ledger"
-        writer = EntryWriter(self.repo.objects, self.repo.config.chunker)
+        writer = EntryWriter(self.repo.objects, self._seeded(self.repo.config.chunker))
         out = Ledger()
         for r in ledger.records:
             if r.status == "completed" and r.kind == "effect":
@@ -311,7 +332,7 @@ class Store:
         policy = ref_policy or self.ref_policy
         if not allow_expired:
             self.repo.check_not_expired(snap, look=look)
-        writer = self._writer() if seed else EntryWriter(self.repo.objects, self.repo.config.chunker)
+        writer = self._writer() if seed else EntryWriter(self.repo.objects, self._seeded(self.repo.config.chunker))
         self.repo.ensure_located(snap)
         state: dict[str, Any] = {}
         problems: list[tuple[str, str]] = []
@@ -358,7 +379,7 @@ def open_store(url: str, *, chunker: ChunkerParams | None = None,
                clock: Callable[[], int] | None = None, writer: str | None = None,
                ref_policy: RefPolicy | None = None, codecs: Codecs | None = None,
                storage_options: Mapping[str, Any] | None = None, filesystem: Any = None,
-               **options: Any) -> Store:
+               keyring: Any = None, passphrase: str | None = None, **options: Any) -> Store:
     """Open the store at ``url`` (any fsspec URL or a local path). Nothing is written until the
     first checkpoint or ``init()``. ``clock`` (ms since the epoch) and ``writer`` (the name
     recorded in manifests) exist for reproducible stores. ``ref_policy`` (a RefPolicy) says
@@ -368,14 +389,20 @@ def open_store(url: str, *, chunker: ChunkerParams | None = None,
 
     Backend options (``endpoint_url=``, ``anon=``, ...) come as a ``storage_options`` dict, the
     pandas/dask style, or as keyword arguments (not the same key both ways); ``filesystem`` is
-    an fsspec filesystem the caller configured already, ``url`` then the path in it."""
+    an fsspec filesystem the caller configured already, ``url`` then the path in it.
+
+    ``keyring`` (a folder path or URL, or a Keyring; default: CKPTFS_KEYRING) opens an
+    encrypted store (spec/encryption.md), or makes the store created here an encrypted one;
+    ``passphrase`` unlocks a keyring that has one."""
     merged = dict(storage_options or {})
     both = sorted(set(merged) & set(options))
     if both:
         raise InvalidArgument(f"{both} given both in storage_options= and as keyword "
                               "arguments; give each option once")
     merged.update(options)
-    return Store(open_storage(url, filesystem=filesystem, **merged), chunker=chunker, clock=clock,
+    storage = scopes.keyring_storage(open_storage(url, filesystem=filesystem, **merged), keyring,
+                                     passphrase)
+    return Store(storage, chunker=chunker, clock=clock,
                  writer=writer, ref_policy=ref_policy, codecs=codecs)
 
 

@@ -48,6 +48,7 @@ from ckptfs.format.names import (
     run_dir,
 )
 from ckptfs.storage.base import Storage
+from ckptfs.storage.encrypted_open import check_encryption, new_config_fields
 from ckptfs.store.lifecycle import (
     check_record_path as check_record_path,  # re-exported: its old home
     effective_expiry,
@@ -130,6 +131,7 @@ class Repository:
             self._window_error = None
         except CorruptObject as e:
             self.objects.sweeps.window_ms, self._window_error = 0, e
+        check_encryption(cfg, self.storage)
         self._config = cfg
         self.objects.layout = cfg.version
 
@@ -162,9 +164,13 @@ class Repository:
         if implicit:
             refuse_foreign(self.storage)
         refuse_v1_request()
+        required, settings = V2_REQUIRED, initial_settings(settings)
+        enc = new_config_fields(self.storage)  # an encrypted store (spec/encryption.md 3)
+        if enc is not None:
+            required, settings = required + enc[0], {**settings, **enc[1]}
         cfg = StoreConfig(chunker=chunker or ChunkerParams(),
                           created=now_ms() if created is None else created,
-                          settings=initial_settings(settings), required=V2_REQUIRED)
+                          settings=settings, required=required)
         try:
             self.storage.create(CONFIG_PATH, cfg.to_bytes())
             self._configured(cfg)

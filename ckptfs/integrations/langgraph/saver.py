@@ -163,12 +163,29 @@ class CkptfsSaver(AsyncTwins, RunLookup, BaseCheckpointSaver[int]):
         new items are encoded (the writer checks it is that same list, else encodes it all)."""
         writer = idx.writers.get(name)
         if writer is None:
-            repo = self.store.repo
-            writer = idx.writers[name] = EntryWriter(repo.objects, repo.config.chunker)
+            st = self._writes_to(idx.run_id)
+            repo = st.repo
+            writer = idx.writers[name] = EntryWriter(repo.objects,
+                                                     st._seeded(repo.config.chunker))
         entry = writer.encode_state({name: data}, {name: labels},
                                     changed=(name,) if grown else None)[name]
         chunks.extend(writer.pending)
         return entry
+
+    def _writes_to(self, run_id: str) -> Store:
+        """The Store that writes ``run_id``: the saver's own, or on an encrypted store the one
+        of the run's key scope (a thread's run gets a scope of its own at its first commit;
+        spec/encryption.md 4.2)."""
+        from ckptfs.runtime import scopes
+
+        view = scopes.base_view(self.store)
+        if view is None:
+            return self.store
+        scope = view.run_scope(run_id)
+        if scope is None:
+            scope = view.keyring.new_scope("run")
+            view.register_run(run_id, scope)
+        return scopes.scope_store(self.store, scope)
 
     def _entry_value(self, snap: Snapshot, name: str) -> Any:
         entry = snap.manifest.entries[name]
@@ -213,7 +230,7 @@ class CkptfsSaver(AsyncTwins, RunLookup, BaseCheckpointSaver[int]):
                                 entries=entries, parent=parent, labels={**own, **chain},
                                 required=(TYPED_FEATURE,) if typed else ())
             try:
-                snap = self.store.repo.commit(manifest, chunks)
+                snap = self._writes_to(idx.run_id).repo.commit(manifest, chunks)
             except ConflictError:
                 self._sync(idx)
                 if idx.top < seq:  # not a lost race: the run was erased or forgotten meanwhile

@@ -1,0 +1,93 @@
+"""Encrypted vs plaintext stores (issue 33), in one run: W1 (a growing conversation, one ~1 KB
+message appended and checkpointed per step, then a restore in a fresh store object), store
+size, and W2 (write, then read and verify a large blob). Ratios are encrypted / plaintext.
+
+    python -m bench.encrypted [--n 500] [--blob-mib 256] [--dir /tmp/x]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import ckptfs
+from bench.data import message
+
+
+def _size(root: Path) -> int:
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+
+
+def w1(base: Path, n: int, encrypted: bool) -> dict[str, float]:
+    url = str(base / ("enc" if encrypted else "plain"))
+    kw: dict[str, Any] = {"keyring": str(base / "ring")} if encrypted else {}
+    store = ckptfs.open_store(url, **kw)
+    run = store.start_run("w1", schema=("chat", 1))
+    state: dict[str, Any] = {"messages": []}
+    steps = []
+    for i in range(n):
+        state["messages"].append(message(i))
+        t = time.perf_counter()
+        run.checkpoint(state)
+        steps.append(time.perf_counter() - t)
+    restores = []
+    for _ in range(5):
+        t = time.perf_counter()
+        got = ckptfs.open_store(url, **kw).read("w1")
+        restores.append(time.perf_counter() - t)
+        assert len(got["messages"]) == n
+    return {"step_ms": statistics.median(steps) * 1000,
+            "restore_ms": statistics.median(restores) * 1000,
+            "bytes": _size(Path(url))}
+
+
+def w2(base: Path, mib: int, encrypted: bool) -> dict[str, float]:
+    url = str(base / ("w2enc" if encrypted else "w2plain"))
+    kw: dict[str, Any] = {"keyring": str(base / "ring2")} if encrypted else {}
+    data = os.urandom(mib << 20)
+    store = ckptfs.open_store(url, **kw)
+    t = time.perf_counter()
+    store.start_run("w2").checkpoint({"blob": ckptfs.Blob(io.BytesIO(data))})
+    write = time.perf_counter() - t
+    t = time.perf_counter()
+    blob = ckptfs.open_store(url, **kw).read("w2")["blob"]
+    got = sum(len(piece) for piece in blob.iter_bytes())
+    read = time.perf_counter() - t
+    assert got == len(data)
+    return {"write_mib_s": mib / write, "read_mib_s": mib / read, "bytes": _size(Path(url))}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=500)
+    ap.add_argument("--blob-mib", type=int, default=256)
+    ap.add_argument("--dir", default=None)
+    a = ap.parse_args()
+    base = Path(a.dir or tempfile.mkdtemp(prefix="ckptfs-enc-bench-"))
+    try:
+        p1, e1 = w1(base, a.n, False), w1(base, a.n, True)
+        p2, e2 = w2(base, a.blob_mib, False), w2(base, a.blob_mib, True)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    print(f"W1 n={a.n}: step median plain {p1['step_ms']:.2f} ms, encrypted "
+          f"{e1['step_ms']:.2f} ms, ratio {e1['step_ms'] / p1['step_ms']:.2f}")
+    print(f"W1 restore median plain {p1['restore_ms']:.1f} ms, encrypted "
+          f"{e1['restore_ms']:.1f} ms, ratio {e1['restore_ms'] / p1['restore_ms']:.2f}")
+    print(f"W1 store size plain {p1['bytes']} B, encrypted {e1['bytes']} B, ratio "
+          f"{e1['bytes'] / p1['bytes']:.3f}")
+    print(f"W2 {a.blob_mib} MiB: write plain {p2['write_mib_s']:.0f} MiB/s, encrypted "
+          f"{e2['write_mib_s']:.0f} MiB/s; read+verify plain {p2['read_mib_s']:.0f} MiB/s, "
+          f"encrypted {e2['read_mib_s']:.0f} MiB/s, ratio "
+          f"{e2['read_mib_s'] / p2['read_mib_s']:.2f}; size ratio "
+          f"{e2['bytes'] / p2['bytes']:.4f}")
+
+
+if __name__ == "__main__":
+    main()

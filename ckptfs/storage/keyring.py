@@ -1,0 +1,387 @@
+"""A keyring: where an encrypted store's scope keys live, kept apart from the store and its
+copies (spec/encryption.md 4).
+
+A keyring is a folder (a local path or any fsspec URL, opened as a ckptfs Storage) holding:
+
+- ``keyring.cbor``: its id, the store it serves, how its master key is protected, and a check
+  value sealed under the key-encryption key (a wrong passphrase or key file fails here, clearly);
+- ``master.key``: the master key (``CKMK`` + 32 bytes + 4 bytes of its digest) when no
+  passphrase protects it; with a passphrase, argon2id derives the master key (parameters in
+  ``keyring.cbor``);
+- ``scopes/<scope hex>``: each scope's key, wrapped (AES-256-GCM) under the key-encryption key;
+- ``names/<keyed digest>``: which scope a subject or a run belongs to (the name itself is never
+  stored in the clear);
+- ``erased/<scope hex>``: the tombstone of an erased scope. Erasure writes it, then deletes the
+  wrapped key: from then on no copy of the store can open that scope with this keyring.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from typing import Any
+
+import attrs
+
+from ckptfs.errors import CkptfsError, ErasedError
+from ckptfs.format import cbor
+from ckptfs.format import crypto
+from ckptfs.storage.base import Storage
+from ckptfs.storage.key_providers import AwsKms, KeyProvider, LocalKek, UnwrapError
+
+KEYRING_FILE = "keyring.cbor"
+MASTER_FILE = "master.key"
+MASTER_MAGIC = b"CKMK"
+SCOPES, NAMES, ERASED = "scopes", "names", "erased"
+#: environment variable naming the keyring for every command and for open_store
+KEYRING_ENV = "CKPTFS_KEYRING"
+#: environment variable holding the keyring's passphrase, when it has one
+PASSPHRASE_ENV = "CKPTFS_KEYRING_PASSPHRASE"
+#: argon2id parameters of new passphrase keyrings (RFC 9106 second recommended option)
+ARGON2 = {"t": 3, "m": 65536, "p": 4}
+_CHECK = b"ckptfs keyring check"
+
+
+class KeyringError(CkptfsError):
+    """The keyring is missing, damaged, protected by another key or passphrase, or belongs to
+    another store."""
+
+    category = "keyring"
+
+
+class ScopeErased(ErasedError):
+    """The data belongs to a key scope that was erased (its key destroyed)."""
+
+    category = "erased"
+
+    def __init__(self, message: str, tombstone: str) -> None:
+        super().__init__(message)
+        #: the keyring path of the scope's tombstone
+        self.tombstone = tombstone
+
+
+@attrs.frozen
+class Scope:
+    """One key scope: its id, what it is (``run``, ``subject``, ``shared``, ``store``) and
+    its key."""
+
+    id: bytes
+    kind: str
+    key: bytes
+
+
+def _master_from_file(data: bytes, where: str) -> bytes:
+    if (len(data) != 40 or data[:4] != MASTER_MAGIC
+            or hashlib.sha256(data[4:36]).digest()[:4] != data[36:]):
+        raise KeyringError(f"{where}: the master key file is truncated or damaged "
+                           f"({len(data)} bytes); restore it from your key backup")
+    return data[4:36]
+
+
+def _master_file(key: bytes) -> bytes:
+    return MASTER_MAGIC + key + hashlib.sha256(key).digest()[:4]
+
+
+def _argon2(passphrase: str, salt: bytes, p: dict[str, int]) -> bytes:
+    from argon2.low_level import Type, hash_secret_raw
+
+    return hash_secret_raw(passphrase.encode("utf-8"), salt, time_cost=p["t"],
+                           memory_cost=p["m"], parallelism=p["p"], hash_len=32, type=Type.ID)
+
+
+class Keyring:
+    """An open keyring: unwraps scope keys for one store, creates and erases scopes."""
+
+    def __init__(self, storage: Storage, *, passphrase: str | None = None,
+                 kms: Any = None) -> None:
+        self.storage = storage
+        self.url = storage.url
+        try:
+            meta = cbor.decode(storage.read(KEYRING_FILE), what="keyring")
+        except FileNotFoundError:
+            raise KeyringError(f"{self.url}: no keyring here ({KEYRING_FILE} is missing); "
+                               "give the keyring 'ckptfs init --encrypt' made for this store"
+                               ) from None
+        except CkptfsError:
+            meta = None
+        if (not isinstance(meta, dict) or meta.get("format") != "ckptfs-keyring"
+                or not isinstance(meta.get("id"), bytes) or len(meta["id"]) != 16
+                or not isinstance(meta.get("store", b"x" * 16), bytes)
+                or not isinstance(meta.get("check"), bytes)):
+            raise KeyringError(f"{self.url}: {KEYRING_FILE} is not a ckptfs keyring (damaged "
+                               "or another file); restore the keyring from its backup")
+        self.id: bytes = meta["id"]
+        self.store_id: bytes | None = meta.get("store")
+        self._meta = meta
+        #: the key generation: rotation makes a new one (its master file and scopes folder)
+        self.gen: int = meta.get("gen", 0) if type(meta.get("gen", 0)) is int else -1
+        #: where this generation's master key file and wrapped scope keys are
+        self._master_path = meta.get("master", MASTER_FILE)
+        self._scopes = meta.get("scopes", SCOPES)
+        if (self.gen < 0 or not isinstance(self._master_path, str)
+                or not isinstance(self._scopes, str)
+                or not self._master_path.startswith("master")
+                or not self._scopes.startswith(SCOPES) or "/" in self._master_path + self._scopes):
+            raise KeyringError(f"{self.url}: {KEYRING_FILE} is damaged (its generation)")
+        kdf = meta.get("kdf")
+        master = b""
+        if isinstance(kdf, dict) and kdf.get("algorithm") == "aws-kms":
+            self._wrapper: KeyProvider = AwsKms(str(kdf.get("key_id")), kms)
+        else:
+            master = self._master(meta, passphrase)
+            self._wrapper = LocalKek(crypto.derive(master, b"ckptfs-keyring-1 kek"))
+        try:
+            if self._wrapper.unwrap(meta["check"], self.id) != _CHECK:
+                raise UnwrapError("check value")
+            # the name-index key: derived from the first master key, kept wrapped after a
+            # rotation (name entries are never rewritten) and in KMS keyrings
+            index = meta.get("index")
+            self._index = (crypto.derive(master, b"ckptfs-keyring-1 names") if index is None
+                           else self._wrapper.unwrap(index, self.id + b"index"))
+        except (UnwrapError, KeyError, TypeError, ValueError):
+            raise KeyringError(f"{self.url}: the master key or passphrase does not open this "
+                               "keyring (wrong key file or passphrase, or a damaged keyring)"
+                               ) from None
+        self._cache: dict[bytes, Scope] = {}
+
+    def _master(self, meta: dict[str, Any], passphrase: str | None) -> bytes:
+        kdf = meta.get("kdf")
+        if isinstance(kdf, dict) and kdf.get("algorithm") == "argon2id":
+            passphrase = passphrase if passphrase is not None else os.environ.get(PASSPHRASE_ENV)
+            if not passphrase:
+                raise KeyringError(f"{self.url}: this keyring is protected by a passphrase; "
+                                   f"give it (passphrase= or {PASSPHRASE_ENV})")
+            try:
+                return _argon2(passphrase, kdf["salt"], kdf["params"])
+            except Exception:  # argon2's HashingError, a missing or mistyped parameter
+                raise KeyringError(f"{self.url}: the keyring's argon2id parameters are "
+                                   "damaged") from None
+        try:
+            return _master_from_file(self.storage.read(self._master_path), self.url)
+        except FileNotFoundError:
+            raise KeyringError(f"{self.url}: the master key file {self._master_path} is "
+                               "missing") from None
+
+    # -- creation -------------------------------------------------------------------------------
+    @classmethod
+    def create(cls, storage: Storage, *, passphrase: str | None = None,
+               argon2: dict[str, int] | None = None, kms_key_id: str | None = None,
+               kms: Any = None) -> Keyring:
+        """A new keyring in an empty folder, protected by a fresh master key file, argon2id
+        over ``passphrase``, or the AWS KMS key ``kms_key_id`` (``kms``: a boto3 KMS client;
+        default ``boto3.client("kms")``). The key file is written before the keyring file,
+        create-only: a crash leaves a folder with no ``keyring.cbor`` (not a keyring), never a
+        half-made one."""
+        kid = os.urandom(16)
+        meta: dict[str, Any] = {"format": "ckptfs-keyring", "version": 1, "id": kid}
+        wrapper = _protect(storage, meta, passphrase, argon2, kms_key_id, kms, MASTER_FILE)
+        meta["check"] = wrapper.wrap(_CHECK, kid)
+        meta["index"] = wrapper.wrap(crypto.new_key(), kid + b"index")
+        storage.create(KEYRING_FILE, cbor.encode(meta))
+        return cls(storage, passphrase=passphrase, kms=kms)
+
+    def bind(self, store_id: bytes) -> None:
+        """Tie this keyring to a store (once: a keyring serves one store and its copies)."""
+        if self.store_id is None:
+            self._meta["store"] = store_id
+            self.storage.replace(KEYRING_FILE, cbor.encode(self._meta))
+            self.store_id = store_id
+        elif self.store_id != store_id:
+            raise KeyringError(f"{self.url} is the keyring of another store; open this store "
+                               "with its own keyring")
+
+    # -- scopes ---------------------------------------------------------------------------------
+    def _wrap_ad(self, scope_id: bytes, kind: str) -> bytes:
+        return cbor.encode(["ckptfs-keyring", 1, self.id, scope_id, kind])
+
+    def new_scope(self, kind: str, name: str | None = None) -> Scope:
+        """Create a scope with a fresh key (written before any object is sealed under it)."""
+        sid = crypto.new_scope_id()
+        key = crypto.new_key()
+        nonce = os.urandom(12)
+        wrapped = self._wrapper.wrap(key, self._wrap_ad(sid, kind))
+        self.storage.create(f"{self._scopes}/{sid.hex()}", cbor.encode({"kind": kind, "key": wrapped}))
+        scope = Scope(sid, kind, key)
+        self._cache[sid] = scope
+        if name is not None:
+            self.storage.create(f"{NAMES}/{crypto.name_digest(self._index, kind, name)}",
+                                cbor.encode({"scope": sid}))
+        return scope
+
+    def rotate(self, *, passphrase: str | None = None, argon2: dict[str, int] | None = None,
+               kms_key_id: str | None = None, kms: Any = None) -> Keyring:
+        """Replace the master key (a new key file, or argon2id over a new ``passphrase``) and
+        rewrap every scope key under it; no object of the store is rewritten. Returns the
+        keyring opened under the new key. Run it while no writer creates scopes (a scope
+        created during the rotation is carried over when the rotation sees it)."""
+        return _rotate(self, passphrase, argon2, kms_key_id, kms)
+
+    def tombstone_path(self, scope_id: bytes) -> str:
+        return f"{ERASED}/{scope_id.hex()}"
+
+    def erased(self, scope_id: bytes) -> ScopeErased | None:
+        path = self.tombstone_path(scope_id)
+        if not self.storage.exists(path):
+            return None
+        return ScopeErased(f"key scope {scope_id.hex()} was erased (tombstone {self.url}/{path}): "
+                           "its key is destroyed and its data opens nowhere, in this store or "
+                           "any copy", f"{self.url}/{path}")
+
+    def scope(self, scope_id: bytes) -> Scope:
+        """The scope with this id; ScopeErased or KeyringError when its key is not here."""
+        hit = self._cache.get(scope_id)
+        if hit is not None:
+            return hit
+        gone = self.erased(scope_id)
+        if gone is not None:
+            raise gone
+        try:
+            m = cbor.decode(self.storage.read(f"{self._scopes}/{scope_id.hex()}"), what="scope key")
+            kind, wrapped = m["kind"], m["key"]
+            key = self._wrapper.unwrap(wrapped, self._wrap_ad(scope_id, kind))
+        except FileNotFoundError:
+            raise KeyringError(f"key scope {scope_id.hex()} is not in keyring {self.url}: "
+                               "this data was sealed under another keyring") from None
+        except (KeyError, TypeError, ValueError, CkptfsError):
+            raise KeyringError(f"{self.url}: the wrapped key of scope {scope_id.hex()} is "
+                               "damaged or was altered") from None
+        scope = Scope(scope_id, kind, key)
+        self._cache[scope_id] = scope
+        return scope
+
+    def find(self, kind: str, name: str) -> bytes | None:
+        """The scope id a subject or run name belongs to, or None."""
+        try:
+            m = cbor.decode(self.storage.read(
+                f"{NAMES}/{crypto.name_digest(self._index, kind, name)}"), what="keyring name")
+        except FileNotFoundError:
+            return None
+        except CkptfsError:
+            m = None
+        sid = m.get("scope") if isinstance(m, dict) else None
+        if not isinstance(sid, bytes) or len(sid) != crypto.SCOPE_ID_SIZE:
+            raise KeyringError(f"{self.url}: a name entry is damaged; restore the keyring "
+                               "from its backup")
+        return sid
+
+    def name(self, kind: str, name: str, scope_id: bytes) -> None:
+        """Record that ``name`` (a run) belongs to scope ``scope_id``."""
+        path = f"{NAMES}/{crypto.name_digest(self._index, kind, name)}"
+        try:
+            self.storage.create(path, cbor.encode({"scope": scope_id}))
+        except FileExistsError:
+            if self.find(kind, name) != scope_id:
+                raise KeyringError(f"{kind} name already belongs to another scope") from None
+
+    def subject_scope(self, subject: str) -> Scope:
+        """The scope of a subject, created on first use."""
+        sid = self.find("subject", subject)
+        if sid is not None:
+            return self.scope(sid)
+        try:
+            return self.new_scope("subject", subject)
+        except FileExistsError:  # another writer made it first: its name entry wins
+            sid = self.find("subject", subject)
+            assert sid is not None
+            return self.scope(sid)
+
+    def erase(self, scope_id: bytes, *, now_ms: int | None = None) -> str:
+        """Destroy a scope's key: write its tombstone, then delete the wrapped key (a crash in
+        between leaves the scope erased: readers look for the tombstone first). Idempotent;
+        returns the tombstone's path."""
+        path = self.tombstone_path(scope_id)
+        stone = cbor.encode({"scope": scope_id,
+                             "erased": int(time.time() * 1000) if now_ms is None else now_ms})
+        try:
+            self.storage.create(path, stone)
+        except FileExistsError:
+            pass
+        # every generation's copy of the key (a rotation in another process may have
+        # rewrapped it into the next one)
+        for folder in self.storage.listing("").folders:
+            if folder == SCOPES or folder.startswith(f"{SCOPES}-"):
+                self.storage.delete(f"{folder}/{scope_id.hex()}")
+        self._cache.pop(scope_id, None)
+        return path
+
+
+def _protect(storage: Storage, meta: dict[str, Any], passphrase: str | None,
+             argon2: dict[str, int] | None, kms_key_id: str | None, kms: Any,
+             master_name: str) -> KeyProvider:
+    """Set up how a keyring (generation) is protected; its provider. Writes the master key
+    file (create-only) when neither a passphrase nor KMS protects it."""
+    if kms_key_id:
+        meta["kdf"] = {"algorithm": "aws-kms", "key_id": kms_key_id}
+        return AwsKms(kms_key_id, kms)
+    if passphrase:
+        params = dict(argon2 or ARGON2)
+        salt = os.urandom(16)
+        meta["kdf"] = {"algorithm": "argon2id", "salt": salt, "params": params}
+        master = _argon2(passphrase, salt, params)
+    else:
+        master = crypto.new_key()
+        if master_name != MASTER_FILE:
+            meta["master"] = master_name
+        storage.create(master_name, _master_file(master))
+    return LocalKek(crypto.derive(master, b"ckptfs-keyring-1 kek"))
+
+
+def _rotate(ring: Keyring, passphrase: str | None, argon2: dict[str, int] | None,
+            kms_key_id: str | None = None, kms: Any = None) -> Keyring:
+    """``Keyring.rotate``: new master key, every scope key rewrapped into the next
+    generation's folder, then ``keyring.cbor`` replaced (the one step that switches), then
+    the old generation deleted. A crash before the switch leaves the old keyring whole (a
+    rerun writes the new generation again); after it, the new one."""
+    st, old, old_dir = ring.storage, ring.gen, ring._scopes
+    gen = old + 1
+    # a fresh name per attempt: a rerun after a crash never meets its own half-written files
+    tag = os.urandom(4).hex()
+    new_dir, new_master = f"{SCOPES}-{gen}-{tag}", f"master-{gen}-{tag}.key"
+    meta = {k: v for k, v in ring._meta.items()
+            if k not in ("kdf", "check", "index", "gen", "master", "scopes")}
+    meta.update(gen=gen, scopes=new_dir)
+    wrapper = _protect(st, meta, passphrase, argon2, kms_key_id, kms, new_master)
+
+    done: set[str] = set()
+
+    def rewrap() -> None:
+        erased = set(st.listing(ERASED).files)
+        todo = [n for n in st.listing(old_dir).files if n not in erased and n not in done]
+        out = []
+        for name, data in zip(todo, st.read_many([f"{old_dir}/{n}" for n in todo])):
+            if data is None:
+                continue
+            sid = bytes.fromhex(name)
+            m = cbor.decode(data, what="scope key")
+            key = ring._wrapper.unwrap(m["key"], ring._wrap_ad(sid, m["kind"]))
+            wrapped = wrapper.wrap(key, ring._wrap_ad(sid, m["kind"]))
+            out.append((f"{new_dir}/{name}", cbor.encode({"kind": m["kind"], "key": wrapped})))
+            done.add(name)
+        st.write_many(out)  # a fresh folder: plain writes, overlapped by object stores
+
+    rewrap()
+    meta["check"] = wrapper.wrap(_CHECK, ring.id)
+    meta["index"] = wrapper.wrap(ring._index, ring.id + b"index")
+    st.replace(KEYRING_FILE, cbor.encode(meta))  # the switch
+    # a scope a writer created in the old generation meanwhile is carried over; a scope erased
+    # meanwhile loses its rewrapped key too
+    rewrap()
+    st.delete_many([f"{new_dir}/{n}" for n in st.listing(ERASED).files])
+    st.delete_many([f"{old_dir}/{n}" for n in st.listing(old_dir).files])
+    if "kdf" not in ring._meta:
+        st.delete(ring._master_path)
+    return Keyring(st, passphrase=passphrase, kms=kms)
+
+
+def open_keyring(url: str | os.PathLike[str] | Keyring, *, passphrase: str | None = None,
+                 create: bool = False) -> Keyring:
+    """The keyring at ``url`` (a folder path or fsspec URL); ``create`` makes a new one there."""
+    if isinstance(url, Keyring):
+        return url
+    from ckptfs.storage.open import open_storage
+
+    storage = open_storage(os.fspath(url))
+    if create:
+        return Keyring.create(storage, passphrase=passphrase)
+    return Keyring(storage, passphrase=passphrase)

@@ -1,0 +1,134 @@
+"""Generate spec/vectors/encryption.json: the published test keys of spec/encryption.md and
+what every primitive makes of them (python -m ckptfs_conformance.gen_encryption)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ckptfs.format import crypto
+
+#: published test keys: NEVER use them for data
+SCOPE_KEY = bytes(range(32))
+STORE_ID = bytes.fromhex("00112233445566778899aabbccddeeff")
+SCOPE_ID = bytes.fromhex("a0a1a2a3a4a5a6a7a8a9aaabacadaeaf")
+NONCE = bytes.fromhex("000102030405060708090a0b")
+OUT = Path(__file__).resolve().parent.parent / "spec" / "vectors" / "encryption.json"
+
+
+def vectors() -> dict[str, Any]:
+    path = "runs/chat-1/00000000000000000001"
+    plain = b"\x00hello, sealed world"
+    sealed = crypto.seal(SCOPE_KEY, store_id=STORE_ID, scope_id=SCOPE_ID, path=path,
+                         plaintext=plain, nonce=NONCE)
+    tampered = bytearray(sealed)
+    tampered[-1] ^= 1
+    return {
+        "note": "published test keys of spec/encryption.md section 9; never use them for data",
+        "scope_key": SCOPE_KEY.hex(), "store_id": STORE_ID.hex(), "scope_id": SCOPE_ID.hex(),
+        "subkeys": {label.decode(): crypto.derive(SCOPE_KEY, label, size).hex()
+                    for label, size in ((crypto.CONTENT, 32), (crypto.NAMES, 64),
+                                        (crypto.CHUNK_IDS, 32), (crypto.GEAR, 32))},
+        "seal": {"path": path, "nonce": NONCE.hex(), "plaintext": plain.hex(),
+                 "associated_data": crypto.associated_data(STORE_ID, SCOPE_ID, "runs",
+                                                           path).hex(),
+                 "sealed": sealed.hex()},
+        "must_fail": [
+            {"why": "tampered: last tag bit flipped", "path": path,
+             "sealed": bytes(tampered).hex()},
+            {"why": "moved: the same bytes at another path", "path":
+             "runs/chat-1/00000000000000000002", "sealed": sealed.hex()},
+            {"why": "planted: a plain framed object", "path": path,
+             "sealed": (b"\x00" + plain).hex()},
+        ],
+        "names": [{"context": ctx, "name": name,
+                   "segment": crypto.encrypt_name(SCOPE_KEY, name, context=ctx)}
+                  for ctx, name in (("run", "chat-1"), ("run", "alice@example.com"),
+                                    ("packs", "ab" * 32))],
+    }
+
+
+def main() -> int:
+    OUT.write_text(json.dumps(vectors(), indent=1, sort_keys=True) + "\n")
+    print(OUT)
+    if "--stores" in sys.argv:
+        stores()
+        print(STORES)
+    return 0
+
+
+
+# -- encrypted store vectors: real stores with their (published) keyrings -------------------------
+STORES = Path(__file__).resolve().parent.parent / "spec" / "vectors" / "encrypted-stores"
+
+
+def stores() -> dict[str, Any]:
+    """Write spec/vectors/encrypted-stores/: one valid store with its keyring, and variants
+    (tampered, swapped, wrong scope, erased scope, planted, another store's keyring); return
+    the expectations (``expect.json``)."""
+    import shutil
+
+    import ckptfs
+    from ckptfs.ops.erase_scope import erase_subject
+
+    shutil.rmtree(STORES, ignore_errors=True)
+    STORES.mkdir(parents=True)
+    base = STORES / "valid"
+    st = ckptfs.open_store(str(base / "store"), keyring=str(base / "keyring"),
+                           clock=lambda: 1700000000000)
+    st.start_run("chat-1", subject="user-42").checkpoint({"msg": "hello", "n": 1})
+    st.start_run("chat-2").checkpoint({"msg": "other", "n": 2})
+    expect: dict[str, Any] = {"valid": {"chat-1": {"msg": "hello", "n": 1},
+                                        "chat-2": {"msg": "other", "n": 2}}}
+
+    def variant(name: str) -> Path:
+        shutil.copytree(base, STORES / name)
+        return STORES / name
+
+    def records(root: Path) -> dict[str, list[Path]]:
+        out: dict[str, list[Path]] = {}
+        for p in sorted((root / "store" / "runs").rglob("*")):
+            if p.is_file() and p.name.isdigit():
+                out.setdefault(p.parent.name, []).append(p)
+        return out
+
+    v = variant("tampered")
+    rec = sorted(records(v).values())[0][0]
+    data = bytearray(rec.read_bytes())
+    data[-1] ^= 1
+    rec.write_bytes(bytes(data))
+    v = variant("swapped")
+    a, b = [r[0] for r in records(v).values()]
+    da, db = a.read_bytes(), b.read_bytes()
+    a.write_bytes(db)
+    b.write_bytes(da)
+    v = variant("planted")
+    rec = sorted(records(v).values())[0][0]
+    rec.write_bytes(b"\x00" + rec.read_bytes()[32:])
+    v = variant("wrong-keyring")
+    other = ckptfs.open_store(str(STORES / "_other"), keyring=str(v / "keyring-other"))
+    other.start_run("x").checkpoint({})
+    shutil.rmtree(v / "keyring")
+    (v / "keyring-other").rename(v / "keyring")
+    shutil.rmtree(STORES / "_other")
+    v = variant("erased-scope")
+    # erase through a scratch copy of the store: this variant keeps the store as copied
+    # before the erase, with the keyring as it is after it
+    shutil.copytree(v / "store", STORES / "_scratch")
+    erase_subject(ckptfs.open_store(str(STORES / "_scratch"), keyring=str(v / "keyring"))
+                  .storage, "user-42")
+    shutil.rmtree(STORES / "_scratch")
+    expect.update({
+        "tampered": {"chat-1|chat-2": "corrupt"}, "swapped": {"chat-1": "corrupt",
+                                                            "chat-2": "corrupt"},
+        "planted": {"chat-1|chat-2": "corrupt"}, "wrong-keyring": {"*": "keyring"},
+        "erased-scope": {"chat-1": "erased", "chat-2": {"msg": "other", "n": 2}},
+    })
+    (STORES / "expect.json").write_text(json.dumps(expect, indent=1, sort_keys=True) + "\n")
+    return expect
+
+
+if __name__ == "__main__":
+    sys.exit(main())
