@@ -22,6 +22,7 @@ from bench.data import message, messages
 from bench.peers import (
     PEERS,
     Ckptfs,
+    CkptfsAppend,
     CkptfsSingle,
     ObjectStorage,
     PickleFsync,
@@ -31,7 +32,7 @@ from bench.peers import (
 )
 
 RESTORE_REPEATS = 5
-PEER_ORDER = [Ckptfs.name, Sqlite.name, SqliteDelta.name, ObjectStorage.name, PickleFsync.name]
+PEER_ORDER = [Ckptfs.name, CkptfsAppend.name, Sqlite.name, SqliteDelta.name, ObjectStorage.name, PickleFsync.name]
 
 
 # -- workers (run in a fresh process) --------------------------------------------------------
