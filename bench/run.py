@@ -110,39 +110,50 @@ def main(argv: list[str] | None = None) -> None:
     workdir = tempfile.mkdtemp(prefix=time.strftime("%Y%m%d-%H%M%S-"), dir=base)
     print(f"bench: writing stores under {workdir}", flush=True)
     t0 = time.perf_counter()
+    failed: list[str] = []
     try:
         for w in only:
             t = time.perf_counter()
             print(f"== {w} ({'quick' if args.quick else 'full'})", flush=True)
             sub = os.path.join(workdir, w)
             os.makedirs(sub)
-            if w == "w1":
-                from bench import w1
+            try:
+                if w == "w1":
+                    from bench import w1
 
-                ns = [int(x) for x in args.n.split(",")] if args.n else None
-                rounds = args.rounds or (1 if args.quick else 2)
-                print(w1.run(sub, quick=args.quick, ns=ns, rounds=rounds))
-            elif w == "w2":
-                from bench import w2
+                    ns = [int(x) for x in args.n.split(",")] if args.n else None
+                    rounds = args.rounds or (1 if args.quick else 2)
+                    print(w1.run(sub, quick=args.quick, ns=ns, rounds=rounds))
+                elif w == "w2":
+                    from bench import w2
 
-                print(w2.run(sub, quick=args.quick))
-            elif w == "w3":
-                from bench import w3
+                    print(w2.run(sub, quick=args.quick))
+                elif w == "w3":
+                    from bench import w3
 
-                print(w3.run(sub, quick=args.quick))
-            elif w == "w4":
-                from bench import w4
+                    print(w3.run(sub, quick=args.quick))
+                elif w == "w4":
+                    from bench import w4
 
-                print(w4.run(sub, quick=args.quick))
-            elif w == "langgraph":
-                _langgraph(sub, quick=args.quick)
-            else:
-                _script(w, quick=args.quick)
+                    print(w4.run(sub, quick=args.quick))
+                elif w == "langgraph":
+                    _langgraph(sub, quick=args.quick)
+                else:
+                    _script(w, quick=args.quick)
+            except Exception:  # one broken workload must not cost the others their run
+                import traceback
+
+                traceback.print_exc()
+                failed.append(w)
+                print(f"== {w} FAILED after {time.perf_counter() - t:.0f} s", flush=True)
+                continue
             print(f"== {w} done in {time.perf_counter() - t:.0f} s", flush=True)
     finally:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
     print(f"bench: all done in {time.perf_counter() - t0:.0f} s; results in {common.RESULTS}")
+    if failed:
+        sys.exit(f"bench: these workloads failed: {', '.join(failed)}")
 
 
 if __name__ == "__main__":
