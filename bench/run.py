@@ -78,7 +78,7 @@ def _script(name: str, *, quick: bool) -> None:
         subprocess.run([sys.executable, *argv], check=True, cwd=root, env=env)
         return
     out = subprocess.run([sys.executable, *argv], check=True, cwd=root, env=env,
-                         capture_output=True, text=True).stdout
+                         stdout=subprocess.PIPE, text=True).stdout  # stderr: to the console
     text = (f"# {TITLES.get(name, name)}\n\n"
             + common.machine_md({"mode": "quick" if quick else "full",
                                  "command": "`python " + " ".join(argv) + "`",

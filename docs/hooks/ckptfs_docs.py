@@ -7,9 +7,9 @@ Two jobs, both so that nothing in the site is a hand-made copy that can drift:
   (``bench/results/``) and the conformance suite's README. Their own relative links keep
   working and ``mkdocs build --strict`` checks them like any page's.
 * **The CLI reference is generated from the command's own parser**
-  (``ckptfs.cli.build_parser``): a page that holds the line ``<!-- ckptfs-cli-reference -->``
-  gets, in its place, every subcommand's usage, description, arguments and epilog, rendered
-  at build time. A new ``cmd_*.py`` module or option appears without touching the docs.
+  (``ckptfs.cli.build_parser``): in a page that holds the line ``<!-- ckptfs-cli-reference -->``
+  (up to an optional ``<!-- /ckptfs-cli-reference -->``) that part is replaced with every
+  subcommand's usage, description, arguments and epilog, rendered at build time. A new ``cmd_*.py`` module or option appears without touching the docs.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ MOUNTS: dict[str, tuple[str, ...]] = {
 MOUNT_FILES = ("ckptfs_conformance/README.md", "ckptfs_conformance/*.py")
 
 MARKER = "<!-- ckptfs-cli-reference -->"
+END_MARKER = "<!-- /ckptfs-cli-reference -->"
 
 
 def on_files(files: Files, config: Any) -> Files:
@@ -55,7 +56,9 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str
     """Replace the CLI marker with the reference rendered from ``build_parser()``."""
     if MARKER not in markdown:
         return markdown
-    return markdown.replace(MARKER, cli_reference())
+    head, _, rest = markdown.partition(MARKER)
+    _, found, tail = rest.partition(END_MARKER)  # what stands between is for readers of the
+    return head + cli_reference() + (tail if found else rest)  # source (e.g. on GitHub)
 
 
 def cli_reference() -> str:
