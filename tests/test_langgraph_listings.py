@@ -21,6 +21,7 @@ from langgraph.graph import END, START, StateGraph  # noqa: E402
 
 from ckptfs.format.names import run_dir  # noqa: E402
 from ckptfs.integrations.langgraph import CkptfsSaver, run_id_for  # noqa: E402
+from ckptfs.storage.base import Listing  # noqa: E402
 from tests.conftest import new_s3_url  # noqa: E402
 
 
@@ -48,13 +49,25 @@ class Listings:
         self.whole = 0
         self.names = 0
         storage = saver.store.storage
-        real_list, real_after = storage.list, storage.list_after
+        real_list, real_after, real_listing = storage.list, storage.list_after, storage.listing
+        inside = [False]  # a backend's ``listing`` may answer through its own ``list``
 
         def counted_list(prefix: str) -> list[str]:
             out = real_list(prefix)
-            if prefix == RUN:
+            if prefix == RUN and not inside[0]:
                 self.whole += 1
                 self.names += len(out)
+            return out
+
+        def counted_listing(prefix: str) -> Listing:
+            inside[0] = True
+            try:
+                out = real_listing(prefix)
+            finally:
+                inside[0] = False
+            if prefix == RUN:
+                self.whole += 1
+                self.names += len(out.names)
             return out
 
         def counted_after(prefix: str, after: str) -> list[str] | None:
@@ -67,6 +80,7 @@ class Listings:
 
         storage.list = counted_list  # type: ignore[method-assign]
         storage.list_after = counted_after  # type: ignore[method-assign]
+        storage.listing = counted_listing  # type: ignore[method-assign]
 
     def take(self) -> tuple[int, int]:
         out = (self.whole, self.names)
