@@ -70,6 +70,11 @@ class UnsupportedVersion(CkptfsError):
     category = "unsupported-version"
 
 
+class UpgradeRequired(UnsupportedVersion):
+    """A change asked of a format version 1 store (or a new version 1 store): ckptfs reads
+    version 1 but writes only version 2; ``ckptfs upgrade`` turns the store into version 2."""
+
+
 class UnsupportedFeature(CkptfsError):
     """A store or manifest requires a feature this reader does not implement."""
 

@@ -8,7 +8,6 @@ The README's "Format version 2" section maps each rule of spec/v2.md to its vect
 from __future__ import annotations
 
 import io
-import os
 import shutil
 import time
 import types
@@ -44,19 +43,13 @@ REC1 = record_path("r1", 1)
 
 @contextmanager
 def layout_v2(t0: int) -> Iterator[None]:
-    """New stores are version 2 and packs carry the fixed clock (reproducible pack names)."""
-    before = os.environ.get("CKPTFS_FORMAT_VERSION")
-    os.environ["CKPTFS_FORMAT_VERSION"] = "2"
+    """Packs carry the fixed clock (reproducible pack names)."""
     real = getattr(store_containers, "time")
     setattr(store_containers, "time", types.SimpleNamespace(time=lambda: t0 / 1000))
     try:
         yield
     finally:
         setattr(store_containers, "time", real)
-        if before is None:
-            del os.environ["CKPTFS_FORMAT_VERSION"]
-        else:
-            os.environ["CKPTFS_FORMAT_VERSION"] = before
 
 
 # -- container surgery -------------------------------------------------------------------------
@@ -280,17 +273,18 @@ def _chain(p: Path, hops: int) -> None:
 
 def upgraded(p: Path, new_store: Any, prng: Any) -> None:
     """A version 1 store upgraded in place (config version 2, optional v1-objects): loose
-    chunks and manifests of seqs 1-2, a v2 record at seq 3 that reuses them, a new v2 run."""
-    os.environ["CKPTFS_FORMAT_VERSION"] = "1"
-    try:
-        s, c = new_store(p)
-        r = s.start_run("r1")
-        for i in (1, 2):
-            c.tick()
-            r.checkpoint({"blob": ckptfs.Blob(prng("up-blob", 3000)), "step": i})
-        s.close()
-    finally:
-        os.environ["CKPTFS_FORMAT_VERSION"] = "2"
+    chunks and manifests of seqs 1-2, a v2 record at seq 3 that reuses them, a new v2 run.
+    The version 1 part is built object by object (ckptfs writes no version 1 store)."""
+    from ckptfs_conformance import generate as G  # it imports this module
+
+    G.init_store(p)
+    parent = None
+    for i in (1, 2):
+        step = cbor.encode(i)
+        entries = {"blob": G.content_entry(p, "blob", prng("up-blob", 3000), inline=False),
+                   "step": G.content_entry(p, "value", step, encoding="cbor")}
+        parent = G.commit_raw(p, G.manifest_map("r1", i, entries, parent=(
+            None if parent is None else parent.raw)))
     cfg = cbor2.loads((p / "ckptfs.cbor").read_bytes())
     cfg.update(version=2, optional=sorted(set(cfg["optional"]) | {"v1-objects"}))
     (p / "ckptfs.cbor").write_bytes(cbor.encode(cfg))

@@ -35,47 +35,12 @@ hypothesis.settings.register_profile(
 hypothesis.settings.load_profile("ckptfs")
 
 
-#: the store layout new stores get in tests that do not choose one (``@pytest.mark.layout(N)``
-#: or the ``any_layout`` fixture); CKPTFS_TEST_LAYOUT overrides it for a whole run
-DEFAULT_LAYOUT = os.environ.get("CKPTFS_TEST_LAYOUT", "2")
-
-
 # -- s3req14: the check window of new v2 test stores (spec/v2.md 5.4) ---------------------------
 #: every maintenance operation waits the store's window after taking its lease (500 ms by
 #: default): test stores get 10 ms, long beside a local commit (so writers do reuse their looks)
 #: and short beside the suite's thousands of forget/gc calls. CKPTFS_CHECK_WINDOW_MS overrides.
 os.environ.setdefault("CKPTFS_CHECK_WINDOW_MS", "10")
 # -- end s3req14 --------------------------------------------------------------------------------
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _module_layout(request: pytest.FixtureRequest) -> Iterator[None]:
-    """The same pin for the module-scoped fixtures of a module (stores built once per module):
-    autouse fixtures of a scope run before its other fixtures."""
-    mark = request.node.get_closest_marker("layout")
-    before = os.environ.get("CKPTFS_FORMAT_VERSION")
-    os.environ["CKPTFS_FORMAT_VERSION"] = str(mark.args[0]) if mark is not None else DEFAULT_LAYOUT
-    yield
-    if before is None:
-        os.environ.pop("CKPTFS_FORMAT_VERSION", None)
-    else:
-        os.environ["CKPTFS_FORMAT_VERSION"] = before
-
-
-@pytest.fixture(autouse=True)
-def _layout(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Pin the layout of the stores a test creates (in-process and in subprocesses)."""
-    mark = request.node.get_closest_marker("layout")
-    version = str(mark.args[0]) if mark is not None else DEFAULT_LAYOUT
-    monkeypatch.setenv("CKPTFS_FORMAT_VERSION", version)
-    return version
-
-
-@pytest.fixture(params=[1, 2], ids=["v1", "v2"])
-def any_layout(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int:
-    """Run the test once per store layout (format v1 and v2, spec/v2.md)."""
-    monkeypatch.setenv("CKPTFS_FORMAT_VERSION", str(request.param))
-    return int(request.param)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -91,7 +56,6 @@ LONG = bool(os.environ.get("CKPTFS_LONG"))
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "layout(n): create stores of format version n (1 or 2)")
     config.addinivalue_line("markers", "long: a long enumeration, run with --long or CKPTFS_LONG=1")
     if config.getoption("--long"):
         os.environ["CKPTFS_LONG"] = "1"

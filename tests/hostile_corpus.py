@@ -46,7 +46,7 @@ def build_base(root: str) -> dict[str, str]:
     from ckptfs.store.repository import now_ms
 
     store = ckptfs.open_store(root)
-    v2 = layout() >= 2
+    v2 = True  # ckptfs writes format v2 only
     if v2:  # small bulk thresholds: the store also holds packs (and, after gc, a forward)
         store.init(settings={"record_bulk_max": 4096, "pack_target": 65536})
     r1 = store.start_run("r1", schema=("agent", 1))
@@ -81,27 +81,7 @@ def build_base(root: str) -> dict[str, str]:
         kinds = {k for p in _files(root) for k in ("packs", "moved") if p.startswith(k + "/")}
         assert kinds == {"packs", "moved"}, kinds
         future = [record_path("r1", head.seq + 1)]  # the record the writer entry point makes
-    else:
-        future = _future_chunks(root)
     return {"head_id": str(head.id), "future_chunks": ",".join(future)}
-
-
-def layout() -> int:
-    """The format version new stores get (the test suite pins CKPTFS_FORMAT_VERSION)."""
-    from ckptfs.store.new_store import default_version
-
-    return default_version()
-
-
-def _future_chunks(root: str) -> list[str]:
-    """Chunk paths that the writer entry point will create (to plant things there)."""
-    scratch = root.rstrip("/") + ".future"
-    shutil.copytree(root, scratch, symlinks=True)
-    before = set(_files(scratch))
-    ckptfs.open_store(scratch).resume("r1").checkpoint(FUTURE)
-    new = sorted(p for p in set(_files(scratch)) - before if p.startswith("chunks/"))
-    shutil.rmtree(scratch)
-    return new
 
 
 def _files(root: str) -> Iterator[str]:

@@ -61,7 +61,7 @@ class Twin:
 
 
 # -- correctness against the full path -------------------------------------------------------
-def test_append_and_changed_match_full_path(tmp_path: Path, any_layout: int) -> None:
+def test_append_and_changed_match_full_path(tmp_path: Path) -> None:
     msgs = [msg(i) for i in range(30)]
     state: dict[str, Any] = {"messages": msgs, "plan": {"step": 0}, "n": 1}
     t = Twin(tmp_path, state)
@@ -77,7 +77,7 @@ def test_append_and_changed_match_full_path(tmp_path: Path, any_layout: int) -> 
     assert t.fast.state["messages"] is msgs  # append grew the caller's list in place
 
 
-def test_append_from_empty_and_inline_to_chunked(tmp_path: Path, any_layout: int) -> None:
+def test_append_from_empty_and_inline_to_chunked(tmp_path: Path) -> None:
     state: dict[str, Any] = {"messages": []}
     t = Twin(tmp_path, state)
     for i in range(40):  # inline (<= 2048 bytes), then chunked
@@ -90,8 +90,7 @@ def test_append_from_empty_and_inline_to_chunked(tmp_path: Path, any_layout: int
     "undeclared_grow", "undeclared_replace", "undeclared_new_list", "declared_truncate_regrow",
     "undeclared_shrink", "added_entry", "removed_entry", "declared_dict_inplace",
     "undeclared_labels"])
-def test_every_visible_violation_falls_back(tmp_path: Path, any_layout: int,
-                                            violation: str) -> None:
+def test_every_visible_violation_falls_back(tmp_path: Path, violation: str) -> None:
     """Each change the library can see in O(change) is stored even though ``changed`` does
     not name it (or names it but the list was not simply appended to)."""
     msgs = [msg(i) for i in range(40)]
@@ -126,7 +125,7 @@ def test_every_visible_violation_falls_back(tmp_path: Path, any_layout: int,
     assert t.resume_state(tmp_path) == state
 
 
-def test_resume_then_append(tmp_path: Path, any_layout: int) -> None:
+def test_resume_then_append(tmp_path: Path) -> None:
     state: dict[str, Any] = {"messages": [msg(i) for i in range(50)], "plan": "p"}
     t = Twin(tmp_path, state)
     t.check(t.fast.append("messages", msg(50)))
@@ -143,7 +142,7 @@ def test_resume_then_append(tmp_path: Path, any_layout: int) -> None:
     assert _store(tmp_path / "fast").resume("r").state == held
 
 
-def test_append_to_missing_or_non_list_entry(tmp_path: Path, any_layout: int) -> None:
+def test_append_to_missing_or_non_list_entry(tmp_path: Path) -> None:
     run = _store(tmp_path / "s").start_run("r")
     run.checkpoint({"messages": [1], "plan": {"a": 1}})
     with pytest.raises(AppendError, match="no such entry"):
@@ -155,8 +154,7 @@ def test_append_to_missing_or_non_list_entry(tmp_path: Path, any_layout: int) ->
         run.checkpoint({"messages": [1]}, changed="messages")
 
 
-def test_failed_append_leaves_state_and_next_commit_exact(tmp_path: Path,
-                                                          any_layout: int) -> None:
+def test_failed_append_leaves_state_and_next_commit_exact(tmp_path: Path) -> None:
     msgs = [msg(i) for i in range(30)]
     state: dict[str, Any] = {"messages": msgs}
     t = Twin(tmp_path, state)
@@ -167,8 +165,7 @@ def test_failed_append_leaves_state_and_next_commit_exact(tmp_path: Path,
     assert t.resume_state(tmp_path) == state
 
 
-def test_audit_finds_an_in_place_change_it_could_not_see(tmp_path: Path,
-                                                        any_layout: int) -> None:
+def test_audit_finds_an_in_place_change_it_could_not_see(tmp_path: Path) -> None:
     """What the library cannot see (an item mutated in place after its commit) is not stored
     by an O(change) commit; audit() finds it, and the full path then stores it."""
     msgs = [msg(i) for i in range(30)]
@@ -213,7 +210,7 @@ OPS = st.lists(st.sampled_from([
 @settings(max_examples=fuzz_examples(8), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(ops=OPS, start=st.integers(0, 40))
-def test_random_operations_match_full_path(any_layout: int, ops: list[str], start: int) -> None:
+def test_random_operations_match_full_path(ops: list[str], start: int) -> None:
     with tempfile.TemporaryDirectory() as d:
         root = Path(d)
         state: dict[str, Any] = {"messages": [msg(i) for i in range(start)], "plan": {"s": 0}}

@@ -216,26 +216,6 @@ def test_another_process_writes_the_blob_again_as_the_grace_rule_requires(
     assert files == 1 and grew < HEADER_MAX, (grew, files)
 
 
-@pytest.mark.layout(1)
-def test_a_version_1_store_relies_on_the_parent_too(tmp_path: Path) -> None:
-    """v1: the parent names the blob's loose chunk files; none is written again (failed
-    before: every chunk file written again, which a byte count does not show since it
-    replaces a file with the same bytes: counted by the modification times it refreshes)."""
-    root = tmp_path / "s"
-    data = io.BytesIO(os.urandom(4 * MiB))
-    ckptfs.open_store(str(root)).start_run("r").checkpoint({"b": ckptfs.Blob(data)})
-    chunk_files = [p for p in (root / "chunks").rglob("*") if p.is_file()]
-    for p in chunk_files:
-        os.utime(p, (1, 1))
-    before = _usage(root)
-    data.seek(0)
-    ckptfs.open_store(str(root)).resume("r").checkpoint({"b": ckptfs.Blob(data), "n": 2})
-    grew, files = _grew(root, before)
-    assert files <= 3 and grew < HEADER_MAX, (grew, files)
-    rewritten = [p for p in chunk_files if p.stat().st_mtime != 1]
-    assert len(chunk_files) > 40 and rewritten == [], len(rewritten)
-
-
 def test_a_relied_on_body_a_sweep_took_withdraws_the_commit(tmp_path: Path,
                                                             source: Path) -> None:
     """The blob's chunks the commit relies on go through the post-commit check of every

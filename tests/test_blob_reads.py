@@ -105,7 +105,6 @@ def _middle_body(root: Path, codec: int) -> tuple[Path, int, ct.Body]:
     return bodies[len(bodies) // 2]
 
 
-@pytest.mark.layout(2)
 def test_a_large_blob_reads_back_whole(tmp_path: Path, path: str) -> None:
     data = _random(SIZE // 2) + _text(SIZE // 2)  # raw and zstd bodies, a repeated chunk
     blob = _blob(_write(tmp_path, data))
@@ -113,7 +112,6 @@ def test_a_large_blob_reads_back_whole(tmp_path: Path, path: str) -> None:
     assert blob.read() == data
 
 
-@pytest.mark.layout(2)
 @pytest.mark.parametrize("where", ["payload", "codec byte"])
 def test_a_damaged_raw_body_mid_blob_fails_before_any_byte_of_it(tmp_path: Path, path: str,
                                                                  where: str) -> None:
@@ -135,7 +133,6 @@ def test_a_damaged_raw_body_mid_blob_fails_before_any_byte_of_it(tmp_path: Path,
     assert len(got) <= _offset_of(blob, body.digest)
 
 
-@pytest.mark.layout(2)
 def test_a_damaged_zstd_body_mid_blob_fails_before_any_byte_of_it(tmp_path: Path,
                                                                   path: str) -> None:
     data = _text(SIZE)
@@ -149,7 +146,6 @@ def test_a_damaged_zstd_body_mid_blob_fails_before_any_byte_of_it(tmp_path: Path
     assert len(got) <= _offset_of(blob, body.digest)
 
 
-@pytest.mark.layout(2)
 def test_a_pack_cut_short_is_corrupt(tmp_path: Path, path: str) -> None:
     """The last body of a pack lies past its end: the short read is not handed out."""
     data = _random(SIZE, seed=3)
@@ -164,7 +160,6 @@ def test_a_pack_cut_short_is_corrupt(tmp_path: Path, path: str) -> None:
     assert data.startswith(got) and len(got) <= _offset_of(blob, body.digest)
 
 
-@pytest.mark.layout(2)
 def test_a_deleted_pack_is_missing(tmp_path: Path, path: str) -> None:
     data = _random(SIZE, seed=4)
     root = _write(tmp_path, data)
@@ -182,7 +177,6 @@ def _fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-@pytest.mark.layout(2)
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc")
 def test_a_stream_dropped_early_reads_a_few_windows_and_leaves_nothing_open(
         tmp_path: Path, path: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -244,7 +238,6 @@ def test_open_ranges_reads_ranges_of_one_object(tmp_path: Path, how: str,
         storage.open_ranges(link).read(0, 10)
 
 
-@pytest.mark.layout(2)
 def test_a_blob_over_many_packs_keeps_few_open_and_reopens_an_evicted_one(
         tmp_path: Path, path: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A blob over dozens of packs, whose second half repeats its first (those chunks lie in

@@ -17,7 +17,7 @@ import ckptfs
 from ckptfs.errors import CorruptSnapshot, StorageError
 from ckptfs.format import containers as ct
 from ckptfs.format import framing
-from ckptfs.format.cdc import ChunkerParams, cut_lengths, cut_lengths_py
+from ckptfs.format.cdc import ChunkerParams, cut_lengths_py
 from ckptfs.format.containers import PackHeader
 from ckptfs.format.digest import Digest
 from ckptfs.format.models import Captured, ChunkRef
@@ -51,7 +51,6 @@ def small_window(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(blobs, "WINDOW", 16 * 1024)
 
 
-@pytest.mark.layout(2)
 @pytest.mark.parametrize("size", [0, 1, 255, 4096, 16 * 1024, 16 * 1024 + 1, 200_000])
 def test_windowed_cuts_match_the_reference_chunker(tmp_path: Path, small_window: None,
                                                    size: int) -> None:
@@ -69,7 +68,6 @@ def test_windowed_cuts_match_the_reference_chunker(tmp_path: Path, small_window:
     s.close()
 
 
-@pytest.mark.layout(2)
 def test_every_pack_of_a_streamed_blob_is_a_whole_container(tmp_path: Path,
                                                              small_window: None) -> None:
     data = _data(300_000, seed=2)
@@ -148,7 +146,6 @@ class _Failing(io.RawIOBase):
         return n
 
 
-@pytest.mark.layout(2)
 def test_a_source_error_mid_blob_propagates_and_leaves_only_whole_packs(
         tmp_path: Path, small_window: None) -> None:
     data = _data(200_000, seed=3)
@@ -164,7 +161,6 @@ def test_a_source_error_mid_blob_propagates_and_leaves_only_whole_packs(
     assert not (root / "runs" / "r").exists() or not any((root / "runs" / "r").iterdir())
 
 
-@pytest.mark.layout(2)
 def test_a_pack_write_failing_in_the_worker_reaches_the_caller(tmp_path: Path,
                                                               small_window: None) -> None:
     s = _store(tmp_path)
@@ -177,7 +173,6 @@ def test_a_pack_write_failing_in_the_worker_reaches_the_caller(tmp_path: Path,
     assert not [p for p in (tmp_path / "s" / "tmp").rglob("*") if p.is_file()]
 
 
-@pytest.mark.layout(2)
 def test_a_framing_failure_in_the_store_worker_reaches_the_caller(
         tmp_path: Path, small_window: None, monkeypatch: pytest.MonkeyPatch) -> None:
     """A failure in the store worker (framing a chunk, mid-blob) reaches the caller, and no
@@ -204,7 +199,6 @@ def test_a_framing_failure_in_the_store_worker_reaches_the_caller(
     assert not [p for p in (root / "tmp").rglob("*") if p.is_file()]
 
 
-@pytest.mark.layout(2)
 def test_a_flipped_byte_in_a_pack_is_corrupt_on_read(tmp_path: Path,
                                                      small_window: None) -> None:
     data = os.urandom(100_000)  # raw bodies: the reader verifies them from views
@@ -224,7 +218,6 @@ def test_a_flipped_byte_in_a_pack_is_corrupt_on_read(tmp_path: Path,
             pass
 
 
-@pytest.mark.layout(2)
 def test_whole_content_mismatch_is_reported_before_the_stream_ends(tmp_path: Path) -> None:
     data = _data(50_000, seed=5)
     s = _store(tmp_path)
@@ -242,19 +235,6 @@ def test_whole_content_mismatch_is_reported_before_the_stream_ends(tmp_path: Pat
     assert b"".join(got) == data  # every chunk verified; the mismatch came at the end
 
 
-@pytest.mark.layout(1)
-def test_v1_stores_take_the_windowed_path_too(tmp_path: Path, small_window: None) -> None:
-    data = _data(120_000, seed=6)
-    s = _store(tmp_path)
-    s.start_run("r").checkpoint({"b": ckptfs.Blob(io.BytesIO(data))})
-    s.close()
-    assert not (tmp_path / "s" / "packs").exists()
-    blob = ckptfs.open_store(str(tmp_path / "s")).read("r")["b"]
-    assert [c.size for c in blob.chunks] == cut_lengths(data, SMALL)
-    assert blob.read() == data
-
-
-@pytest.mark.layout(2)
 def test_a_source_without_readinto_is_read_whole(tmp_path: Path, small_window: None) -> None:
     data = _data(60_000, seed=7)
 
@@ -289,7 +269,6 @@ def test_a_pack_whose_write_fails_leaves_no_file(tmp_path: Path, monkeypatch: py
     assert not [p for p in (tmp_path / "s" / "tmp").rglob("*") if p.is_file()]
 
 
-@pytest.mark.layout(2)
 def test_an_object_store_uploads_several_packs_at_once(small_window: None) -> None:
     # the sync worker used to upload one staged pack at a time on every backend: serial PUTs
     import threading

@@ -20,7 +20,6 @@ from ckptfs.ops.gc import gc
 from ckptfs.ops.retention import forget_snapshots
 from ckptfs_conformance.validate import container_header, validate_store
 
-pytestmark = pytest.mark.layout(2)
 CDDL = (Path(__file__).parent.parent / "spec" / "ckptfs.cddl").read_text()
 ROOTS = ("v2-record-header", "v2-pack-header", "v2-head-hint", "v2-forward")
 SCHEMAS = {root: pycddl.Schema(f"root = {root}\n{CDDL}") for root in ROOTS}
@@ -40,23 +39,19 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     hint, and a forward that forget + gc left."""
     import os
 
-    os.environ["CKPTFS_FORMAT_VERSION"] = "2"  # module scope: the autouse fixture is per test
-    try:
-        p = tmp_path_factory.mktemp("v2") / "s"
-        s = ckptfs.open_store(str(p))
-        s.init(settings={"record_bulk_max": 2048, "pack_target": 4096})
-        r = s.start_run("r1")
-        r.checkpoint({"text": "t" * 100 + bytes(range(256)).hex() * 8, "n": 1})
-        r.checkpoint({"text": "t" * 100 + bytes(range(256)).hex() * 8, "n": 2,
-                      "blob": ckptfs.Blob(os.urandom(20_000))})
-        head = r.checkpoint({"text": "t" * 100 + bytes(range(256)).hex() * 8, "n": 3})
-        s.start_run("r2").checkpoint({"v": "v" * 50 + bytes(range(200)).hex() * 8})
-        s.storage.hint(head_hint_path("r1"), ct.HeadHint("r1", 3, head.digest, 1).to_bytes())
-        forget_snapshots(s.repo, {"r1": {1}})
-        gc(s.repo, grace_ms=0, now=int(time.time() * 1000) + 3_600_000)
-        s.close()
-    finally:
-        os.environ.pop("CKPTFS_FORMAT_VERSION")
+    p = tmp_path_factory.mktemp("v2") / "s"
+    s = ckptfs.open_store(str(p))
+    s.init(settings={"record_bulk_max": 2048, "pack_target": 4096})
+    r = s.start_run("r1")
+    r.checkpoint({"text": "t" * 100 + bytes(range(256)).hex() * 8, "n": 1})
+    r.checkpoint({"text": "t" * 100 + bytes(range(256)).hex() * 8, "n": 2,
+                  "blob": ckptfs.Blob(os.urandom(20_000))})
+    head = r.checkpoint({"text": "t" * 100 + bytes(range(256)).hex() * 8, "n": 3})
+    s.start_run("r2").checkpoint({"v": "v" * 50 + bytes(range(200)).hex() * 8})
+    s.storage.hint(head_hint_path("r1"), ct.HeadHint("r1", 3, head.digest, 1).to_bytes())
+    forget_snapshots(s.repo, {"r1": {1}})
+    gc(s.repo, grace_ms=0, now=int(time.time() * 1000) + 3_600_000)
+    s.close()
     return p
 
 

@@ -20,7 +20,6 @@ from ckptfs.ops.retention import forget_snapshots
 from ckptfs.runtime.store import Store
 from ckptfs.store.sweeps import Seen, check_window_ms
 
-pytestmark = pytest.mark.layout(2)
 
 WINDOW = 1500  # ms: long beside a local commit, short for the maintenance waits below
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
 
 import ckptfs
 from ckptfs.errors import EffectInDoubt
@@ -54,31 +53,6 @@ def test_effects_and_log_flag_in_doubt(tmp_path: Path) -> None:
     assert per_seq == {1: [], 2: [("k1", "intended", False)], 3: [("k1", "completed", False)],
                        4: [("k2", "intended", True)]}
     assert "! effect k2  pay  intended" in cli("log", url, "x").stdout
-
-
-@pytest.mark.layout(1)  # unlinks a loose chunk; v2: tests/test_v2_layout.py
-def test_copy_carries_ledger_results_and_verify_checks_them(tmp_path: Path) -> None:
-    src, dst = str(tmp_path / "src"), str(tmp_path / "dst")
-    big = _run_with_effects(src)
-    s = ckptfs.open_store(src)
-    result_chunks = [c for what, c in snapshot_chunks(s.repo, s.head("x"))
-                     if what == "(ledger result 'k1')"]
-    assert result_chunks  # the result lives in chunks of its own, named only by the ledger
-    assert cli_json("copy", src, dst)["snapshots_copied"] == 4
-    assert cli_json("verify", dst, "--read-data")["ok"]
-    resumed = ckptfs.open_store(dst).resume("x")
-
-    def must_not_run() -> str:
-        raise AssertionError("a completed effect ran again")
-
-    assert resumed.effect("fetch", must_not_run, key="k1") == big  # read from the copied chunks
-    (Path(dst) / chunk_path(result_chunks[0].digest)).unlink()
-    rep = cli("verify", dst, "--json", check=1)
-    import json
-
-    problems = json.loads(rep.stdout)["problems"]
-    assert problems and all("ledger result 'k1'" in p["message"] for p in problems)
-    assert {p["seq"] for p in problems} == {3, 4}
 
 
 def test_gc_keeps_the_ledger_and_its_results(tmp_path: Path) -> None:

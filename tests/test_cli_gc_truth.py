@@ -11,12 +11,10 @@ import json
 import os
 from pathlib import Path
 
-import pytest
 
 import ckptfs
 from tests.clihelp import cli
 
-pytestmark = pytest.mark.layout(2)
 
 
 def _store(root: str) -> None:

@@ -19,7 +19,6 @@ from ckptfs.ops.retention import forget_snapshots
 from tests.clihelp import cli, cli_json
 from tests.retention_helpers import age_tree, files_containing
 
-pytestmark = pytest.mark.layout(2)
 
 SECRET = b"DS-STORE-ERASE-SECRET-"
 JUNK = b"\x00\x00\x00\x01Bud1\x00\x00\x10\x00"

@@ -158,25 +158,6 @@ def _effect_store(tmp_path: Path) -> str:
     return url
 
 
-def _files(root: Path) -> tuple[int, int]:
-    sizes = [p.stat().st_size for p in root.rglob("*") if p.is_file()]
-    return len(sizes), sum(sizes)
-
-
-@pytest.mark.layout(1)  # compares with loose v1 chunk files on disk
-def test_du_counts_ledger_chunks(tmp_path: Path) -> None:
-    url = _effect_store(tmp_path)
-    out = json.loads(cli("du", url, "--json").stdout)
-    nchunks, chunk_bytes = _files(Path(url) / "chunks")
-    _, manifest_bytes = _files(Path(url) / "snapshots")
-    assert nchunks > 4  # the store holds ledger and result chunks besides the entries'
-    assert out["chunks"] == nchunks
-    assert out["stored_bytes"] == chunk_bytes + manifest_bytes
-    assert out["runs"][0]["stored_bytes"] == chunk_bytes + manifest_bytes
-    text = cli("du", url).stdout
-    assert f"{nchunks} chunks" in text, text
-
-
 # --- 5. log after forget: no made-up fork, earlier records not pinned on the oldest kept ---
 
 def test_log_after_forget(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ Every case runs ``ckptfs`` as a subprocess (under a pseudo-terminal where progre
 from __future__ import annotations
 
 import json
+import random
 import os
 import subprocess
 import sys
@@ -316,7 +317,6 @@ def test_du_and_gc_speak_human_units(tmp_path: Path) -> None:
     assert "nothing to free" in gc and "stray record" not in gc, gc  # issue 35 item 2
 
 
-@pytest.mark.layout(1)  # counts loose v1 objects gc frees
 def test_forget_summary_prune_and_when_space_is_free(tmp_path: Path) -> None:
     url = _store(tmp_path, runs=("a", "b"), steps=6)
     out = cli("forget", url, "--keep-last", "2", "--dry-run").stdout
@@ -338,18 +338,17 @@ def test_forget_summary_prune_and_when_space_is_free(tmp_path: Path) -> None:
     assert json.loads(cli("gc", url, "--grace", "0s", "--json").stdout)["bytes_freed"] > 0
 
 
-@pytest.mark.layout(1)  # deletes a loose v1 chunk file
 def test_verify_groups_a_problem_by_object(tmp_path: Path) -> None:
     url = str(tmp_path / "store")
-    run = ckptfs.open_store(url).start_run("r")
-    big = "shared text " * 3000  # one chunk every snapshot keeps
+    store = ckptfs.open_store(url)
+    store.init(settings={"record_bulk_max": 4096})  # the shared chunk goes to a pack
+    run = store.start_run("r")
+    big = random.Random(7).randbytes(20_000).hex()  # chunks every snapshot keeps
     for i in range(12):
         run.checkpoint({"doc": big, "i": i})
-    from ckptfs.format.names import chunk_path
-
-    snap = ckptfs.open_store(url).head("r")
-    doc = snap.manifest.entries["doc"]
-    (Path(url) / chunk_path(doc.chunks[0].digest)).unlink()  # type: ignore[union-attr]
+    packs = [p for p in (Path(url) / "packs").rglob("*") if p.is_file()]
+    assert len(packs) == 1, packs
+    packs[0].unlink()
     out = cli("verify", url, check=1).stdout
     lines = [line for line in out.splitlines() if "missing" in line]
     assert len(lines) == 1, out

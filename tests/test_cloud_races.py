@@ -28,20 +28,7 @@ def test_eight_writers_race_on_an_emulator(kind: str, request: pytest.FixtureReq
 
     request.getfixturevalue(f"{kind}_emulator")
     attempts = 3 if LONG else 1  # per writer and run: 16 commit attempts, 8 on one run
-    test_racing_writers.test_eight_writers_race(2, (new_url(kind), attempts), tmp_path)
-
-
-@pytest.mark.long
-@pytest.mark.parametrize("kind", KINDS)
-def test_eight_writers_race_on_an_emulator_v1(kind: str, request: pytest.FixtureRequest,
-                                              tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-                                              ) -> None:
-    """The same on format v1, 3 attempts per writer and run."""
-    from tests.emulators import new_url
-
-    request.getfixturevalue(f"{kind}_emulator")
-    monkeypatch.setenv("CKPTFS_FORMAT_VERSION", "1")
-    test_racing_writers.test_eight_writers_race(1, (new_url(kind), 3), tmp_path)
+    test_racing_writers.test_eight_writers_race((new_url(kind), attempts), tmp_path)
 
 
 #: crash points sampled per emulator in the default suite (evenly spread over the script's

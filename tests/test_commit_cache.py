@@ -9,7 +9,6 @@ older manifests, resumes (a new encoder) and edits made in place, so a stale cac
 
 from __future__ import annotations
 
-import os
 import random
 from typing import Any
 
@@ -245,7 +244,6 @@ def test_committed_records_are_the_fresh_encoding(tmp_path: Any,
     from ckptfs.format.names import record_path
     from ckptfs.store.records import parse_record
 
-    monkeypatch.setenv("CKPTFS_FORMAT_VERSION", "2")
     rng = random.Random(5)
     store = ckptfs.open_store(str(tmp_path / "s"), chunker=SMALL, clock=lambda: T0, writer="t")
     runs = [store.start_run("r")]

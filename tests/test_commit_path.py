@@ -177,7 +177,7 @@ def test_two_writers_through_failing_probes_lose_no_commit(
 
 
 # -- a lost answer is not a conflict -----------------------------------------------------------
-def test_lost_answer_to_a_record_create_is_not_a_conflict(any_layout: int, fault_proxy: FaultProxy) -> None:
+def test_lost_answer_to_a_record_create_is_not_a_conflict(fault_proxy: FaultProxy) -> None:
     """The first attempt of every record PUT lands and its answer is lost; the retry gets 412.
     Every commit must return normally (before the fix: ConflictError for each)."""
     fault_proxy.set_rules([Rule("drop_response", first_per_path=True, **RECORD_CREATE)])
@@ -191,7 +191,7 @@ def test_lost_answer_to_a_record_create_is_not_a_conflict(any_layout: int, fault
     TALLY["reads-back that proved a landed commit"] += 5
 
 
-def test_lost_answers_while_racing(any_layout: int, fault_proxy: FaultProxy, tmp_path: Path) -> None:
+def test_lost_answers_while_racing(fault_proxy: FaultProxy, tmp_path: Path) -> None:
     """Three writers race on one run and a third of the record creates lose their answer:
     every commit reported landed is there with its bytes, no ConflictError for one that
     landed."""
@@ -211,7 +211,7 @@ def test_lost_answers_while_racing(any_layout: int, fault_proxy: FaultProxy, tmp
     TALLY["racing commits refused"] += tally["refused"]
 
 
-def test_unreadable_after_a_lost_answer_is_outcome_unknown(any_layout: int, fault_proxy: FaultProxy) -> None:
+def test_unreadable_after_a_lost_answer_is_outcome_unknown(fault_proxy: FaultProxy) -> None:
     """The record PUT's answers are all lost and the read-back fails too: neither success nor
     ConflictError, but an error that says the outcome is unknown."""
     store = ckptfs.open_store(new_s3_url(), **fault_proxy.options(**FEW_RETRIES))
@@ -225,7 +225,7 @@ def test_unreadable_after_a_lost_answer_is_outcome_unknown(any_layout: int, faul
     assert [s.seq for s in store.snapshots("r")] == [1, 2]  # it had landed
 
 
-def test_a_failed_create_whose_object_is_absent_did_not_commit(any_layout: int, fault_proxy: FaultProxy) -> None:
+def test_a_failed_create_whose_object_is_absent_did_not_commit(fault_proxy: FaultProxy) -> None:
     """Every attempt of a record PUT fails (500, the server did nothing): the read-back finds
     no record, so the commit did not happen: a StorageError, not a conflict, not unknown."""
     store = ckptfs.open_store(new_s3_url(), **fault_proxy.options(**FEW_RETRIES))
@@ -317,8 +317,7 @@ def test_init_without_credentials_is_one_clear_error(s3_options: dict[str, Any],
     assert len(err.strip().splitlines()) <= 2, err
 
 
-def test_a_timed_out_record_create_that_landed_is_not_a_conflict(any_layout: int, 
-        fault_proxy: FaultProxy) -> None:
+def test_a_timed_out_record_create_that_landed_is_not_a_conflict(fault_proxy: FaultProxy) -> None:
     """The record PUT lands but its answer comes after the client's read timeout: botocore
     retries, the retry gets 412, the read-back finds our bytes. Before the fix: ConflictError."""
     store = ckptfs.open_store(new_s3_url(),

@@ -28,7 +28,6 @@ from ckptfs.ops.upgrade import check_locators, upgrade
 from ckptfs.ops.verify import verify
 from ckptfs.store.objects import ObjectStore
 
-pytestmark = pytest.mark.layout(2)
 
 X = random.Random(11).randbytes(6000).hex()  # one chunk, carried in a record's bodies
 

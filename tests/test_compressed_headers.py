@@ -23,9 +23,10 @@ from ckptfs.errors import CorruptObject, FormatError, UnsupportedFeature
 from ckptfs.format import containers as ct
 from ckptfs.format import cbor, framing, models
 from ckptfs.format.models import COMPLETE_LOCATORS, COMPRESSED_HEADERS, StoreConfig
-from ckptfs.format.names import CONFIG_PATH
+from ckptfs.format.names import CONFIG_PATH, record_path
 from ckptfs.ops.copy import copy_runs
 from tests.clihelp import cli
+from tests.v1_stores import v1_store
 
 
 def _records(root: Path) -> list[Path]:
@@ -190,17 +191,15 @@ def test_a_header_bomb_is_refused_without_inflating(tmp_path: Path) -> None:
     assert peak < 8 * 1024 * 1024
 
 
-def test_upgrading_a_version_1_store_gives_both_features(tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_upgrading_a_version_1_store_gives_both_features(tmp_path: Path) -> None:
     from ckptfs.ops.upgrade import upgrade
 
-    url = str(tmp_path / "s")
-    monkeypatch.setenv("CKPTFS_FORMAT_VERSION", "1")
-    ids = _grow(ckptfs.open_store(url), "r", 2)
-    monkeypatch.setenv("CKPTFS_FORMAT_VERSION", "2")
+    url = v1_store(tmp_path / "s")
+    ids = [s.id for s in ckptfs.open_store(url).snapshots("chat")]
     r = upgrade(ckptfs.open_store(url).repo)
     assert r.changed and r.added == (COMPLETE_LOCATORS, COMPRESSED_HEADERS)
     store = ckptfs.open_store(url)
-    ids += _grow(store, "r", 1, resume=True)
-    assert _records(tmp_path / "s")[-1].read_bytes()[8] == ct.CONTAINER_COMPRESSED
-    assert [s.id for s in ckptfs.open_store(url).snapshots("r")] == ids
+    run = store.resume("chat")
+    ids.append(run.checkpoint({**run.state, "step": 6}).id)
+    assert (tmp_path / "s" / record_path("chat", 7)).read_bytes()[8] == ct.CONTAINER_COMPRESSED
+    assert [s.id for s in ckptfs.open_store(url).snapshots("chat")] == ids

@@ -7,12 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 
 from ckptfs.storage import open_storage
 from tests.conftest import new_s3_url
 
-pytestmark = pytest.mark.layout(2)
 
 
 def test_a_changed_object_is_kept_and_an_unchanged_one_deleted(s3_options: dict[str, Any]

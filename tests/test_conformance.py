@@ -252,14 +252,38 @@ def test_readmes_state_the_vector_counts() -> None:
         assert re.search(rf"\b{n} (of them need )?the `{cap}` capability", text), cap
 
 
-def test_writer_cases_write_version_1_stores_whatever_the_default(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """The writer vectors are format 1 stores (README "Writer cases"): ckptfs's adapter writes
-    them so when new stores default to format 2 (no CKPTFS_FORMAT_VERSION, as for an outsider
-    running the suite)."""
-    monkeypatch.delenv("CKPTFS_FORMAT_VERSION")
+def test_writer_cases_write_version_2_stores() -> None:
+    """The writer vectors are format 2 stores (README "Writer cases"), the only version
+    ckptfs writes: the exact ones hold run records and packs, no loose object."""
     st = _statuses(runner.run(ADAPTER, batch=True, only="writer/values*"))
     assert st == {"writer/values": runner.PASS, "writer/values-exact": runner.PASS}
+    stores = sorted((VECTORS / "writer").glob("*.store"))
+    assert len(stores) >= 9
+    for store in stores:
+        assert not (store / "chunks").exists() and not (store / "snapshots").exists(), store
+        assert _config_version(store) == 2, store
+
+
+def _config_version(store: Path) -> int:
+    from ckptfs.format.models import StoreConfig
+
+    return StoreConfig.from_bytes((store / "ckptfs.cbor").read_bytes()).version
+
+
+def test_frozen_vectors_are_unchanged() -> None:
+    """The format version 1 vectors (and those of the primitives) are frozen data: the
+    generator leaves them as they are (ckptfs writes no version 1 store to make them again),
+    and every file keeps the digest listed in ckptfs_conformance/frozen_vectors.sha256."""
+    import hashlib
+
+    from ckptfs_conformance.generate import frozen
+
+    listed = frozen()
+    assert len(listed) > 4000
+    changed = [rel for rel, digest in listed.items()
+               if not (VECTORS / rel).is_file()
+               or hashlib.sha256((VECTORS / rel).read_bytes()).hexdigest() != digest]
+    assert not changed, f"frozen vector files changed or missing: {changed[:5]}"
 
 
 # -- issue 16: one broken-adapter rule per rule it settled (ckptfs_conformance/gen_spec16.py) ----------

@@ -16,7 +16,7 @@ import pytest
 import ckptfs
 from tests.clihelp import cli, cli_json
 from ckptfs.errors import ErasedError, NotFound
-from ckptfs.format.names import CONFIG_PATH, record_path
+from ckptfs.format.names import CONFIG_PATH
 from ckptfs.ops.copy import copy_runs
 from ckptfs.ops.erase import erase
 from ckptfs.ops.gc import gc
@@ -24,7 +24,6 @@ from ckptfs.ops.retention import Policy, forget
 from ckptfs.ops.verify import verify
 from ckptfs.store.lifecycle import read_retired
 
-pytestmark = pytest.mark.layout(2)
 
 RUNS = ("r0", "r1")
 N = 10
@@ -239,23 +238,6 @@ def test_an_erasure_still_reaches_the_backup(tmp_path: Path) -> None:
 
 
 # -- a version 1 destination: records carry no bodies, mirror deletes them as v1 forget does --------
-@pytest.mark.layout(1)
-def test_mirror_into_a_v1_destination_deletes_the_forgotten_records(tmp_path: Path) -> None:
-    src, dst = str(tmp_path / "P"), str(tmp_path / "B")
-    states = _mk(src)
-    copy_runs(_repo(src), _repo(dst))
-    assert _repo(dst).config.version == 1
-    forget(_repo(src), Policy(keep_last=2))
-    copy_runs(_repo(src), _repo(dst))  # default: nothing goes
-    assert [_repo(dst).record_seqs(r) for r in RUNS] == [list(range(1, N + 1))] * 2
-    copy_runs(_repo(src), _repo(dst), mirror=True)
-    d = _repo(dst)
-    assert [d.record_seqs(r) for r in RUNS] == [[N - 1, N]] * 2
-    assert not d.storage.exists(record_path("r0", 1))
-    _clean(dst)
-    _reads_back(dst, states, LAST2)
-
-
 # -- the CLI: the backup cycle, --mirror, --dry-run -------------------------------------------------
 def _tree(root: str) -> dict[str, bytes]:
     """Every file of a store folder and its bytes (absent folder: empty)."""

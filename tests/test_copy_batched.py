@@ -20,7 +20,6 @@ from ckptfs.storage import open_storage
 from ckptfs.store.repository import Repository
 from tests.retention_helpers import crashes_at
 
-pytestmark = pytest.mark.layout(2)
 
 MiB = 1 << 20
 

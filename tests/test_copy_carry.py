@@ -23,7 +23,6 @@ from ckptfs.store.repository import Repository
 from tests.conftest import new_s3_url
 from tests.retention_helpers import CrashingStorage, crashes_at
 
-pytestmark = pytest.mark.layout(2)
 
 RUNS = ("a", "b")
 SNAPS = 3

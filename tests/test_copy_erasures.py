@@ -98,7 +98,7 @@ def test_erasure_reaches_a_destination_that_went_on(tmp_path: Path, mirror: bool
 
 @MODES
 def test_erasure_copied_into_a_backup_keeps_its_later_snapshots(
-        tmp_path: Path, mirror: bool, any_layout: int) -> None:
+        tmp_path: Path, mirror: bool) -> None:
     """A backup holds r@1; the primary commits r@2, erases r@1 and copies to the backup: the
     backup must end with r@2, as a fresh destination does. Before the fix it ended with no
     snapshot of r (the copy said ok, snapshots_skipped=1): the erase of r@1 in the backup

@@ -25,7 +25,6 @@ from ckptfs.storage import open_storage
 from ckptfs.store.repository import Repository
 from tests.retention_helpers import CrashingStorage, InjectedCrash, crashes_at
 
-pytestmark = pytest.mark.layout(2)
 
 KiB = 1024
 MiB = 1 << 20

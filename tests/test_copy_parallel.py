@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import pytest
 
 import ckptfs
 from ckptfs.ops.copy import copy_runs
@@ -21,7 +20,6 @@ from ckptfs.store.repository import Repository
 from tests.conftest import new_s3_url
 from tests.faults import FaultyStorage
 
-pytestmark = pytest.mark.layout(2)
 
 RUNS = ("a", "b", "c")
 

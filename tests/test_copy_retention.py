@@ -15,19 +15,16 @@ from tests.retention_helpers import files_containing
 
 import ckptfs
 from ckptfs.errors import ConflictError, ErasedError, ExpiredError, NotFound
-from ckptfs.format.names import expiry_path, record_path, retired_dir
 from ckptfs.ops.copy import copy_runs
 from ckptfs.ops.erase import erase
 from ckptfs.ops.expire import set_expiry
 from ckptfs.ops.gc import gc
-from ckptfs.ops.retention import Policy, forget
 from ckptfs.ops.verify import verify
 from ckptfs.storage.local import LocalStorage
 from ckptfs.store.lifecycle import effective_expiry
-from ckptfs.store.repository import Repository, Snapshot
+from ckptfs.store.repository import Snapshot
 
 #: format v1 layout on purpose: lists v1 files after forget (v2 forget keeps the records as strays)
-pytestmark = pytest.mark.layout(1)
 
 HOUR = 3_600_000
 
@@ -128,57 +125,6 @@ class _Recording(LocalStorage):
         super().replace(path, data)
 
 
-def test_controls_reach_the_destination_before_the_records_they_govern(tmp_path: Path) -> None:
-    src, dst = str(tmp_path / "src"), str(tmp_path / "dst")
-    _run(src, "r", 6)
-    s = ckptfs.open_store(src)
-    forget(s.repo, Policy(keep_last=4))  # seqs 1 and 2: retired marker through 2
-    set_expiry(s.repo, "r@4", _ms() + HOUR)
-    set_expiry(s.repo, "r@5", 1)  # expired: retired in the destination instead
-    set_expiry(s.repo, "r", _ms() + 2 * HOUR)
-    rec = _Recording(dst)
-    copy_runs(s.repo, Repository(rec))
-    log = rec.log
-    first_record = log.index(record_path("r", 3))
-    assert log.index(expiry_path("r")) < first_record
-    assert log.index(f"{retired_dir('r')}/{2:020d}") < first_record
-    assert log.index(expiry_path("r", 4)) < log.index(record_path("r", 4))
-    assert log.index(f"{retired_dir('r')}/{5:020d}") < log.index(record_path("r", 6))
-    assert record_path("r", 5) not in log
-    assert ckptfs.open_store(dst).repo.seqs("r") == [3, 4, 6]
-    _clean(dst)
-
-
-# -- forget -----------------------------------------------------------------------------------
-def test_forget_then_copy_keeps_them_forgotten_and_their_seqs_unusable(tmp_path: Path) -> None:
-    """A copy made after the forget never had the forgotten snapshots: their seqs are retired
-    there (a gap needs a marker). A copy made before keeps them (a copy is a backup, issue 35)
-    until a ``mirror`` copy repeats the forget (v1 here: the records are deleted, as a v1
-    forget does; v2 keeps them as strays: tests/test_copy_backup.py)."""
-    src, early, late = (str(tmp_path / n) for n in ("src", "early", "late"))
-    snaps = _run(src, "r", 5)
-    _copy(src, early)  # copied before the forget ...
-    forget(ckptfs.open_store(src).repo, Policy(keep_last=2))
-    _copy(src, late)  # ... and after it
-    assert _copy(src, early)["snapshots_present"] == 2
-    assert ckptfs.open_store(early).repo.seqs("r") == [1, 2, 3, 4, 5]  # a backup keeps them
-    assert _copy(src, early, mirror=True)["forgotten"] == ["r@1", "r@2", "r@3"]
-    for url in (early, late):
-        d = ckptfs.open_store(url)
-        assert d.repo.seqs("r") == [4, 5] and d.repo.record_seqs("r") == [4, 5]
-        for seq in (1, 2, 3):
-            with pytest.raises(NotFound):
-                d.read(f"r@{seq}")
-        with pytest.raises(ConflictError):  # a stale writer cannot fill the gap
-            d.repo.commit(snaps[1].manifest)
-        assert d.repo.record_seqs("r") == [4, 5]
-        with pytest.raises(ConflictError):
-            d.start_run("r")
-        d.resume("r").checkpoint({"i": 6}, "step")  # the head goes on
-        _clean(url)
-    _clean(src)
-
-
 def test_a_run_forgotten_whole_is_copied_as_a_marker(tmp_path: Path) -> None:
     """A run gc forgot whole in the source: a backup copy has nothing of it to send and writes
     nothing for it; a mirror copy carries the marker (the id is closed there too)."""
@@ -226,19 +172,6 @@ def test_erase_before_the_first_copy(tmp_path: Path) -> None:
     _erased_in(dst, "victim")
     stone = ckptfs.open_store(dst).repo.erased("victim")
     assert stone is not None and "request #1" in str(stone)
-    _idempotent(src, dst)
-    _clean(src, dst)
-
-
-def test_erase_after_a_copy_erases_the_copy_too(tmp_path: Path) -> None:
-    src, dst = str(tmp_path / "src"), str(tmp_path / "dst")
-    _two_runs(src)
-    _copy(src, dst)
-    assert files_containing(dst, b"SECRET-7f3a")  # the scan sees it while it is there
-    erase(ckptfs.open_store(src).repo, "victim", reason="request #2")
-    rep = cli_json("copy", src, dst)
-    assert rep["erased"] == ["victim"] and rep["ok"]
-    _erased_in(dst, "victim")
     _idempotent(src, dst)
     _clean(src, dst)
 

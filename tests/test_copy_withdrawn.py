@@ -19,7 +19,6 @@ from ckptfs.ops.verify import verify
 BIG = "shared text " * 2000  # bodies the two runs share: deduplicated by the copy
 
 
-@pytest.mark.layout(2)
 def test_bodies_of_a_withdrawn_copy_record_are_not_named_by_the_next(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     src = ckptfs.open_store(str(tmp_path / "src"))

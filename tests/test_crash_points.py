@@ -31,7 +31,6 @@ from ckptfs.ops.verify import verify
 from ckptfs.runtime.effects import NOT_DONE
 from ckptfs.storage import Storage, open_storage
 from tests.conftest import TALLY
-from tests.sampling import long_only
 from tests.faults import Crash, FaultyStorage
 
 SMALL = ChunkerParams(min_size=64, avg_size=256, max_size=1024)
@@ -170,18 +169,16 @@ def scratch(tmp_path: Path) -> Iterator[Path]:
 
 
 @pytest.mark.parametrize("kind", ["local", "memory"])
-def test_every_crash_point(any_layout: int, kind: str, scratch: Path,
+def test_every_crash_point(kind: str, scratch: Path,
                            monkeypatch: pytest.MonkeyPatch) -> None:
     tmp_path = scratch
-    if any_layout == 1 and kind == "memory":
-        long_only("format v1 dies at every point on local disk by default (and v2 on both)")
     # v2 stores: a check window no step of the script outlasts (spec/v2.md 5.4), so that every
     # run makes the same storage operations (the window's reuse of the lease and retired
     # listings depends on time): every commit after the first reuses them
     monkeypatch.setenv("CKPTFS_CHECK_WINDOW_MS", "60000")
     counting = FaultyStorage(reopen(kind, fresh(kind, tmp_path)))
     script(ckptfs.Store(counting, chunker=SMALL), Journal())
-    assert counting.ops >= (100 if any_layout == 1 else 50), counting.ops
+    assert counting.ops >= 50, counting.ops
     # every operation dies before and after; on local disk every write also dies torn
     plan = [(k, mode) for k, (_, has_data) in enumerate(counting.log)
             for mode in ("before", "after", "tear")
@@ -196,9 +193,9 @@ def test_every_crash_point(any_layout: int, kind: str, scratch: Path,
         if kind == "memory":  # memory:// lists by scanning every object it holds
             with contextlib.suppress(FileNotFoundError):
                 fsspec.filesystem("memory").rm(url, recursive=True)
-    TALLY[f"crash:{kind}:v{any_layout}"] += len(plan)
+    TALLY[f"crash:{kind}:v2"] += len(plan)
     assert TALLY["in-doubt effects reconciled"] > 0  # crashes did land inside effects
-    print(f"\ncrash points on {kind}, format v{any_layout}: {len(plan)} ({counting.ops} "
+    print(f"\ncrash points on {kind}, format v2: {len(plan)} ({counting.ops} "
           "operations)")
 
 

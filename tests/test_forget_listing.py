@@ -14,7 +14,6 @@ from ckptfs.format.names import record_path
 from ckptfs.ops.retention import Policy, forget
 from ckptfs.ops.verify import verify
 
-pytestmark = pytest.mark.layout(2)
 
 
 def _verdicts(rep: object) -> list[tuple[str, int, bool, tuple[str, ...]]]:

@@ -18,11 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-import pytest
 
 import ckptfs
-from ckptfs.format.digest import Digest
-from ckptfs.ops.chunks import snapshot_chunks
 from ckptfs.ops.gc import gc
 from ckptfs.ops.retention import Policy, forget, forget_snapshots
 from ckptfs.ops.verify import verify
@@ -126,43 +123,6 @@ def test_interleaving_hook_runs_where_asked(tmp_path: Path) -> None:
                           lambda: seen.append(storage.ops))
     write_script(Store(storage))
     assert seen == [0, 3]
-
-
-def reckless_collect(root: Path) -> None:
-    """A collector that breaks the rules: no lease (writers cannot see it), no grace period."""
-    repo = ckptfs.open_store(str(root), durable=False).repo
-    live = {c.digest for r in repo.run_ids() for s in repo.snapshots(r)
-            for _, c in snapshot_chunks(repo, s)}
-    for path in repo.storage.scan("chunks"):
-        if Digest.parse(path.rsplit("/", 1)[-1]) not in live:
-            repo.storage.delete(path)
-
-
-@pytest.mark.layout(1)  # the reckless collector deletes loose v1 chunks
-def test_a_collector_that_ignores_the_rules_is_caught(tmp_path: Path) -> None:
-    """The check can fail: collecting with no lease and no grace while the writer runs breaks
-    its store. (gc with grace 0 does not: the writers' handshake restores what it took.)"""
-    template = tmp_path / "template"
-    make_template(template)
-    root = tmp_path / "s"
-    shutil.copytree(template, root, copy_function=shutil.copy2)
-    total = one_interleaving(template, tmp_path / "dry", set())
-    failures = 0
-    for at in range(total):
-        shutil.rmtree(root, ignore_errors=True)
-        shutil.copytree(template, root, copy_function=shutil.copy2)
-
-        def reckless() -> None:
-            reckless_collect(root)
-
-        storage = Interleaved(LocalStorage(str(root), durable=False), {at}, reckless)
-        try:
-            write_script(Store(storage))
-            ok = verify(ckptfs.open_store(str(root)).repo, read_data=True).ok
-        except ckptfs.errors.CkptfsError:
-            ok = False
-        failures += not ok
-    assert failures > 0
 
 
 # -- widened (issue 13): forks, cross-run stored blobs, and windows inside gc -------------------

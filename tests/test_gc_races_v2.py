@@ -21,7 +21,6 @@ from tests.retention_helpers import age_tree
 from tests.retention_writer import POOL
 from tests.test_gc_races import Beside, Hooked, _collector, _old_store, _pool_garbage
 
-pytestmark = pytest.mark.layout(2)
 
 
 def _first_container_delete(name: str, path: str) -> bool:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 
 import ckptfs
 from ckptfs.format.models import COMPLETE_LOCATORS
@@ -17,7 +16,6 @@ from ckptfs.ops.verify import verify
 from tests.conftest import new_s3_url
 from tests.test_maintenance_requests import Counted
 
-pytestmark = pytest.mark.layout(2)
 
 
 def _history(url: str, opts: dict[str, Any], n: int) -> None:

@@ -20,7 +20,6 @@ from ckptfs.ops.retention import forget_snapshots
 from tests.clihelp import cli
 from tests.retention_helpers import age_tree
 
-pytestmark = pytest.mark.layout(2)
 
 
 def _store(root: str) -> None:

@@ -17,6 +17,8 @@ import ckptfs
 from ckptfs.errors import EffectFailed, EffectInDoubt, MissingReference
 from ckptfs.ops.verify import verify
 from ckptfs.runtime.effects import result_of
+from ckptfs.errors import UpgradeRequired
+from ckptfs.ops.upgrade import upgrade
 from ckptfs.testing import assert_stores_load, copy_store
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -148,6 +150,12 @@ def test_golden_refs_fail_closed_unless_lenient() -> None:
 def test_golden_runs_resume_and_continue(name: str, tmp_path: Path) -> None:
     url = copy_store(GOLDEN / name / "store", tmp_path / "copy")
     store = ckptfs.open_store(url)
+    if store.repo.config.version == 1:  # read, never changed: upgraded first (in place)
+        run = store.resume(store.runs()[0], lenient_refs=True)
+        with pytest.raises(UpgradeRequired, match="ckptfs upgrade"):
+            run.checkpoint(run.state)
+        assert upgrade(store.repo).changed
+        store = ckptfs.open_store(url)
     for run_id in store.runs():
         head = store.head(run_id)
         run = store.resume(run_id, lenient_refs=True)

@@ -27,7 +27,6 @@ from ckptfs.storage.local import STAGE_SLICE, LocalStorage
 from tests import hostile_corpus as hc
 
 #: format v1 layout on purpose: plants hostile objects at v1 chunk and manifest paths
-pytestmark = pytest.mark.layout(1)
 
 
 class Hang(BaseException):
@@ -113,23 +112,6 @@ READERS: dict[str, Callable[[str], Any]] = {
 }
 
 
-@pytest.mark.parametrize("kind", sorted(READERS))
-def test_a_fifo_in_place_of_an_object_fails_at_once(base: Any, tmp_path: Any, kind: str) -> None:
-    """Before: opening the FIFO blocked the reader forever (issue 13, "Hangs")."""
-    store, _, target = hostile(base, tmp_path, kind, "fifo")
-    with deadline(), pytest.raises(StorageError, match="is a FIFO"):
-        READERS[kind](store)
-
-
-@pytest.mark.parametrize("kind", sorted(set(READERS) - {"lease"}))
-def test_a_sparse_huge_file_is_refused_before_it_is_read(base: Any, tmp_path: Any,
-                                                         kind: str) -> None:
-    """Before: the 6 GiB file was read whole (MemoryError under a cap, else gigabytes)."""
-    store, _, target = hostile(base, tmp_path, kind, "sparse-6GiB")
-    with memory_cap(), pytest.raises(CorruptObject, match="larger than a"):
-        READERS[kind](store)
-
-
 def test_a_huge_lease_counts_as_damaged_not_as_memory(base: Any, tmp_path: Any) -> None:
     """A damaged lease blocks nobody (spec/retention.md): a sparse 6 GiB one included."""
     store, _, _ = hostile(base, tmp_path, "lease", "sparse-6GiB")
@@ -175,55 +157,6 @@ def test_a_symlinked_tmp_folder_keeps_temp_files_out_of_other_folders(base: Any,
 def _age(path: str) -> int:
     os.utime(path, (1_000_000_000, 1_000_000_000), follow_symlinks=False)
     return os.lstat(path).st_mtime_ns
-
-
-def test_a_hard_linked_chunk_is_replaced_not_touched(base: Any, tmp_path: Any) -> None:
-    """Before: a writer re-using the chunk freshened it with utime, changing the outside
-    file's mtime through the shared inode."""
-    root, facts = base
-    store, outside = str(tmp_path / "store"), str(tmp_path / "outside")
-    # a chunk of the blob of r1@2: checkpointing the same bytes again re-uses it
-    st = ckptfs.open_store(root)
-    data = bytes(range(256)) * 1200
-    digest = st.get("r1@2").manifest.entries["file"].chunks[0].digest  # type: ignore[union-attr]
-    rel = f"chunks/{digest.hex[:2]}/{digest.hex}"
-    hc.make(root, hc.Case("chunk", rel, "hardlink-out"), store, outside)
-    target = os.path.join(outside, rel.replace("/", "_"))
-    mtime = _age(target)
-    run = ckptfs.open_store(store).start_run("again")
-    run.checkpoint({"file": ckptfs.Blob(data)})
-    assert os.lstat(target).st_mtime_ns == mtime  # the outside file was not touched
-    st2 = os.lstat(os.path.join(store, rel))
-    assert st2.st_nlink == 1 and st2.st_ino != os.lstat(target).st_ino  # a fresh copy
-    assert ckptfs.open_store(store).read("again")["file"].read() == data
-
-
-@pytest.mark.parametrize("mutation", ["symlink-out", "hardlink-out", "fifo", "empty"])
-def test_a_thing_planted_where_a_future_chunk_goes_is_replaced(base: Any, tmp_path: Any,
-                                                               mutation: str) -> None:
-    """Before: the writer took a symlink (or FIFO, empty file) there for the chunk, touched the
-    link's outside target with utime, and the committed snapshot could not be read."""
-    store, outside, _ = hostile(base, tmp_path, "future-chunk", mutation)
-    for p in os.listdir(outside):
-        _age(os.path.join(outside, p))
-    before = hc.snapshot_tree(outside)
-    ckptfs.open_store(store).resume("r1").checkpoint(hc.FUTURE)
-    assert hc.snapshot_tree(outside) == before
-    assert ckptfs.open_store(store).read("r1") == hc.FUTURE
-    assert not verify(ckptfs.open_store(store).repo, read_data=True).problems
-
-
-@pytest.mark.parametrize("mutation,needle", [("symlink-in", "symbolic link"),
-                                             ("symlink-out", "symbolic link"),
-                                             ("fifo", "FIFO")])
-def test_verify_without_read_data_reports_a_chunk_that_is_not_a_file(
-        base: Any, tmp_path: Any, mutation: str, needle: str) -> None:
-    """Before: verify (sizes only) reported a symlinked chunk as fine."""
-    store, _, target = hostile(base, tmp_path, "chunk", mutation)
-    report = verify(ckptfs.open_store(store).repo)
-    assert any(needle in p.message for p in report.problems), report.problems
-    report = verify(ckptfs.open_store(store).repo, read_data=True)
-    assert any(needle in p.message for p in report.problems), report.problems
 
 
 @pytest.mark.parametrize("folder,call", [

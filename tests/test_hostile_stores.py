@@ -14,9 +14,9 @@ CKPTFS_HOSTILE_FULL=1 for every object of the store, every CLI command in proces
 store, and in its own process on one store of each (kind, mutation).
 ``python -m tests.test_hostile_stores [--full]`` prints the figures for RELIABILITY.md.
 
-Both store layouts: a format v2 store (run records that carry manifests and bodies, packs, a
-forward, a head hint, the next record's path) by default; the format v1 store (loose chunks and
-manifests) as well with --long.
+The store is format v2 (run records that carry manifests and bodies, packs, a forward, a head
+hint, the next record's path): ckptfs writes no other layout. Hostile version 1 stores are
+the conformance suite's frozen store-invalid vectors.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def _cli_for(case: hc.Case, full: bool, seen: set[tuple[str, str]]) -> bool:
 def run_corpus(tmp: str, *, full: bool, timeout: float = CALL_TIMEOUT,
                with_control: bool = True, only: Callable[[hc.Case], bool] | None = None,
                cli: bool | None = None) -> tuple[list[dict[str, Any]], list[hc.Case]]:
-    """Build the corpus under ``tmp`` (in the layout CKPTFS_FORMAT_VERSION says) and run it;
+    """Build the corpus under ``tmp`` and run it;
     one result row per call. ``only``: the cases to run (all by default); ``cli``: run the
     CLI in its own processes on every store (True), on none (False), or on the sample."""
     base = os.path.join(tmp, "base")
@@ -214,19 +214,11 @@ def summarize(rows: list[dict[str, Any]], cases: list[hc.Case]) -> dict[str, int
     return dict(c)
 
 
-@pytest.fixture(scope="module", params=["v2", pytest.param("v1", marks=pytest.mark.long)])
-def corpus(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory
            ) -> tuple[list[dict[str, Any]], list[hc.Case]]:
-    """The corpus of each store layout (the children inherit the layout's environment)."""
-    before = os.environ.get("CKPTFS_FORMAT_VERSION")
-    os.environ["CKPTFS_FORMAT_VERSION"] = request.param[1:]
-    try:
-        return run_corpus(str(tmp_path_factory.mktemp(f"hostile-{request.param}")), full=FULL)
-    finally:
-        if before is None:
-            os.environ.pop("CKPTFS_FORMAT_VERSION", None)
-        else:
-            os.environ["CKPTFS_FORMAT_VERSION"] = before
+    """The corpus (a format v2 store, the only layout ckptfs writes)."""
+    return run_corpus(str(tmp_path_factory.mktemp("hostile-v2")), full=FULL)
 
 
 @pytest.mark.timeout(1800)

@@ -23,7 +23,6 @@ from ckptfs.ops.retention import forget_snapshots
 from ckptfs.ops.verify import verify
 from ckptfs.storage import Listing, Storage, open_storage
 
-pytestmark = pytest.mark.layout(2)
 
 JUNK = b"junk bytes"
 

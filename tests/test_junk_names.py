@@ -13,7 +13,6 @@ collection (see ``test_case_count``).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time
@@ -30,8 +29,8 @@ from ckptfs.ops.gc import gc
 from ckptfs.ops.retention import forget_snapshots
 from ckptfs.ops.upgrade import upgrade
 from tests.retention_helpers import age_tree
+from tests.v1_stores import v1_store
 
-pytestmark = pytest.mark.layout(2)
 
 SECRET = b"JUNK-TEST-SECRET-"
 
@@ -97,18 +96,11 @@ def templates(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     _build(v2)
     assert any(Path(v2, "moved").rglob("*")), "the template needs forwards"
     assert any(Path(v2, "packs").rglob("*")), "the template needs packs"
-    before = os.environ.get("CKPTFS_FORMAT_VERSION")
-    v1 = str(tmp_path_factory.mktemp("v1") / "store")
-    os.environ["CKPTFS_FORMAT_VERSION"] = "1"
-    try:
-        store = ckptfs.open_store(v1)
-        _grow(store, "keep", 3, "keep")
-        _grow(store, "gone", 2, "gone")
-        _grow(store, "old", 3, "old")
-    finally:
-        os.environ["CKPTFS_FORMAT_VERSION"] = before or "2"
+    # a version 1 store (golden: runs alpha 1-4, beta 1, gamma 1-2) upgraded in place, alpha@1
+    # forgotten (a v1 stray); its runs stand in for keep (alpha) and gone (gamma)
+    v1 = v1_store(tmp_path_factory.mktemp("v1") / "store", "v1-basic")
     upgrade(ckptfs.open_store(v1).repo)
-    forget_snapshots(ckptfs.open_store(v1).repo, {"old": {1}})
+    forget_snapshots(ckptfs.open_store(v1).repo, {"alpha": {1}})
     age_tree(v1, 7200)
     return {"v2": v2, "v1": v1}
 
@@ -140,11 +132,18 @@ def _op_gc(root: str, tmp: Path, c: Callable[..., tuple[int, str]]) -> None:
     assert rc == 0, out
 
 
+def _runs(root: str) -> tuple[str, str]:
+    """The runs that are kept and erased: keep and gone, or in the store upgraded from the
+    golden version 1 store alpha and gamma."""
+    return ("keep", "gone") if Path(root, "runs", "keep").exists() else ("alpha", "gamma")
+
+
 def _op_erase(root: str, tmp: Path, c: Callable[..., tuple[int, str]]) -> None:
-    rc, out = c("erase", root, "gone", "--reason", "junk test")
+    keep, gone = _runs(root)
+    rc, out = c("erase", root, gone, "--reason", "junk test")
     assert rc == 0, out
-    assert _stone(root, "gone").state == "erased"
-    rc, out = c("erase", root, "keep", "--snapshot", "1", "--reason", "junk test")
+    assert _stone(root, gone).state == "erased"
+    rc, out = c("erase", root, keep, "--snapshot", "2", "--reason", "junk test")
     assert rc == 0, out
 
 
@@ -161,7 +160,7 @@ def _op_verify(root: str, tmp: Path, c: Callable[..., tuple[int, str]]) -> None:
 def _op_ls_log(root: str, tmp: Path, c: Callable[..., tuple[int, str]]) -> None:
     rc, out = c("ls", root)
     assert rc == 0, out
-    for run in ("keep", "gone"):
+    for run in _runs(root):
         rc, out = c("log", root, run)
         assert rc == 0, out
     rc, out = c("du", root)
@@ -276,8 +275,8 @@ def test_erase_in_a_store_upgraded_from_v1(templates: dict[str, str], tmp_path: 
     the erased run's and ignores the others (spec/v2.md 10)."""
     root = str(tmp_path / "s")
     shutil.copytree(templates["v1"], root)
-    stone = erase(ckptfs.open_store(root).repo, "gone", reason="test")
+    stone = erase(ckptfs.open_store(root).repo, "gamma", reason="test")
     assert stone.state == "erased"
-    assert not [p for p in Path(root, "runs", "gone").iterdir() if p.name.isdigit()]
-    assert Path(root, "runs", "old", "00000000000000000001").exists()  # a v1 stray: kept
-    assert ckptfs.open_store(root).read("keep") is not None
+    assert not [p for p in Path(root, "runs", "gamma").iterdir() if p.name.isdigit()]
+    assert Path(root, "runs", "alpha", "00000000000000000001").exists()  # a v1 stray: kept
+    assert ckptfs.open_store(root).head("beta") is not None

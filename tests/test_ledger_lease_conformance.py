@@ -1,9 +1,9 @@
-"""The lease vectors (ckptfs_conformance/gen_ledger_lease.py) can fail: a reader that ignores an
-intent's deadline treats a running call as in doubt and fails exactly the vector about it."""
+"""The lease vectors (frozen data; their generator, gen_ledger_lease.py, is in git history) can
+fail: a reader that ignores an intent's deadline treats a running call as in doubt and fails
+exactly the vector about it."""
 
 from __future__ import annotations
 
-import pytest
 
 import shlex
 import sys
@@ -11,7 +11,6 @@ import sys
 from ckptfs_conformance import runner
 
 #: format v1 layout on purpose: runs the v1 ledger vectors against v1 stores
-pytestmark = pytest.mark.layout(1)
 
 ADAPTER = f"{shlex.quote(sys.executable)} -m ckptfs_conformance.adapters.ckptfs_adapter"
 

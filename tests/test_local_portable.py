@@ -395,11 +395,11 @@ def test_crash_points_in_filelock_mode_sample(scratch: Path, monkeypatch: pytest
 
 @pytest.mark.long
 @pytest.mark.parametrize("how", CREATE_PATHS)
-def test_crash_points_in_filelock_mode_all(any_layout: int, scratch: Path,
+def test_crash_points_in_filelock_mode_all(scratch: Path,
                                           monkeypatch: pytest.MonkeyPatch, how: str) -> None:
     n = _crash_points(scratch, monkeypatch, sample=False, links=how == "link")
-    TALLY[f"crash:portable:v{any_layout}:{how}"] += n
-    print(f"\ncrash points in filelock mode, creates by {how}, format v{any_layout}: {n}")
+    TALLY[f"crash:portable:v2:{how}"] += n
+    print(f"\ncrash points in filelock mode, creates by {how}, format v2: {n}")
 
 
 def test_sigkill_at_random_moments_in_filelock_mode(tmp_path: Path, portable: None) -> None:
@@ -416,7 +416,7 @@ def test_eight_writers_race_in_filelock_mode(tmp_path: Path, portable: None,
     if how == "rename":
         monkeypatch.setattr(racing, "RACER_PREFIX", [NOLINKS])
     url = str(tmp_path / "store")
-    racing.test_eight_writers_race(2, (url, racing.ATTEMPTS["local"]), tmp_path)
+    racing.test_eight_writers_race((url, racing.ATTEMPTS["local"]), tmp_path)
     locks = os.listdir(Path(url) / "tmp" / LOCKS)
     assert lock_name("runs/shared") in locks  # the writers created under the lock
     with capsys.disabled():
@@ -533,7 +533,7 @@ class TestExfatContract(contract.TestStorageContract):
 def test_eight_writers_race_on_exfat(exfat: Path, tmp_path: Path,
                                      capsys: pytest.CaptureFixture[str]) -> None:
     url = str(exfat / "race")
-    racing.test_eight_writers_race(2, (url, 2), tmp_path)
+    racing.test_eight_writers_race((url, 2), tmp_path)
     with capsys.disabled():
         print(capsys.readouterr().out.strip().replace("local", "exFAT (FUSE), filelock"))
 

@@ -19,7 +19,6 @@ from ckptfs.ops.retention import Policy, forget
 from ckptfs.ops.verify import verify
 from tests.conftest import new_s3_url
 
-pytestmark = pytest.mark.layout(2)
 
 N = 30
 

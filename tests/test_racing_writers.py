@@ -16,7 +16,6 @@ import pytest
 import ckptfs
 from ckptfs.ops.verify import verify
 from tests.conftest import TALLY, new_s3_url
-from tests.sampling import long_only
 from tests.racer import state_for
 
 WRITERS = 8
@@ -37,10 +36,8 @@ def race_url(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, int]:
     return new_s3_url(), ATTEMPTS["s3"]
 
 
-def test_eight_writers_race(any_layout: int, race_url: tuple[str, int], tmp_path: Path) -> None:
+def test_eight_writers_race(race_url: tuple[str, int], tmp_path: Path) -> None:
     url, attempts = race_url
-    if any_layout == 1 and url.startswith("s3://"):
-        long_only("format v1 races on local disk by default; the S3 race runs on format v2")
     ckptfs.open_store(url).init()
     go = tmp_path / "go"
     procs = [subprocess.Popen([sys.executable, *RACER_PREFIX, RACER, url, str(w), str(attempts),
@@ -85,7 +82,7 @@ def test_eight_writers_race(any_layout: int, race_url: tuple[str, int], tmp_path
 
 
 # -- through the fault proxy (issue 13): lost answers and 500s while racing --------------------
-def test_eight_writers_race_through_faults(any_layout: int, fault_proxy: Any, tmp_path: Path
+def test_eight_writers_race_through_faults(fault_proxy: Any, tmp_path: Path
                                           ) -> None:
     """8 processes on one run (and each on its own) through a loopback proxy that drops ~5 %
     of the answers (after the server acted) and fails ~1 % of the requests with 500: 0 lost,
@@ -94,10 +91,6 @@ def test_eight_writers_race_through_faults(any_layout: int, fault_proxy: Any, tm
     3 trials of 6 attempts per writer."""
     from tests.faultproxy import Rule
     from tests.test_commit_path import READ_BACKS, _race, check_race
-
-    if any_layout == 1:
-        long_only("the fault-proxy race runs on format v2 by default; format v1's lost answers "
-                  "are covered by tests/test_commit_path.py")
 
     long = os.environ.get("CKPTFS_RACE_LONG") == "1"
     trials, attempts = (3, 6) if long else (1, 2)

@@ -15,7 +15,6 @@ import ckptfs
 from ckptfs.ops.retention import forget_snapshots
 from tests.conftest import new_s3_url
 
-pytestmark = pytest.mark.layout(2)
 
 
 def _resume_counts(url: str, opts: dict[str, Any]) -> collections.Counter[str]:

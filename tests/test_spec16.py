@@ -27,7 +27,6 @@ def base(tmp_path: Path) -> Path:
     return p
 
 
-@pytest.mark.layout(1)  # forges v1 records and manifest objects
 def test_by_id_lookup_checks_the_record_size(base: Path) -> None:
     """format.md 8.1: by id as by run, a record whose size is not its manifest's is corrupt."""
     G._patch_record(base, size=G._record(base)["size"] + 1)

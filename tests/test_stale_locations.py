@@ -13,7 +13,6 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-import pytest
 
 import ckptfs
 from ckptfs.ops.gc import gc
@@ -23,7 +22,6 @@ from ckptfs.ops.verify import verify
 X = random.Random(7).randbytes(6000).hex()  # one chunk, in a record's bodies
 
 
-@pytest.mark.layout(2)
 def test_a_stale_location_neither_hides_a_chunk_nor_reaches_a_new_record(tmp_path: Path
                                                                           ) -> None:
     root = str(tmp_path / "s")

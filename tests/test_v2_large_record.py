@@ -7,13 +7,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import pytest
 
 import ckptfs
 
 from tests.conftest import new_s3_url
 
-pytestmark = pytest.mark.layout(2)
 
 
 def _roundtrip(url: str, **opts: Any) -> None:

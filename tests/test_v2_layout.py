@@ -20,9 +20,10 @@ from ckptfs.ops.erase import erase
 from ckptfs.ops.gc import gc
 from ckptfs.ops.retention import forget_snapshots
 from ckptfs.ops.verify import verify
+from ckptfs.errors import UpgradeRequired
 from tests.storeutil import walk
+from tests.v1_stores import v1_store
 
-pytestmark = pytest.mark.layout(2)
 
 
 def grow(store: ckptfs.Store, run_id: str, n: int, tag: str = "m") -> list[str]:
@@ -117,47 +118,78 @@ def test_head_hint_stale_ahead_or_torn_never_misleads(tmp_path: Path, s3_options
     assert ckptfs.open_store(url).head("h").seq == 20
 
 
-def test_copy_between_layouts_keeps_every_id(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-                                            ) -> None:
-    monkeypatch.setenv("CKPTFS_FORMAT_VERSION", "1")
-    v1 = ckptfs.open_store(str(tmp_path / "v1"))
-    ids = grow(v1, "r", 5)
-    monkeypatch.setenv("CKPTFS_FORMAT_VERSION", "2")
+def test_copy_from_version_1_keeps_every_id(tmp_path: Path) -> None:
+    """A copy turns a version 1 store into a version 2 one (ids kept); ckptfs writes no
+    version 1 store, so a version 1 destination is refused with the way out."""
+    v1 = ckptfs.open_store(v1_store(tmp_path / "v1"))
+    ids = [s.id for s in v1.snapshots("chat")]
+    assert len(ids) == 6
     v2 = ckptfs.open_store(str(tmp_path / "v2"))
     copy_runs(v1.repo, v2.repo)
     assert v2.repo.config.version == 2
-    assert [s.id for s in ckptfs.open_store(str(tmp_path / "v2")).snapshots("r")] == ids
-    monkeypatch.setenv("CKPTFS_FORMAT_VERSION", "1")
-    back = ckptfs.open_store(str(tmp_path / "back"))
-    back.init()
-    copy_runs(ckptfs.open_store(str(tmp_path / "v2")).repo, back.repo)
-    again = ckptfs.open_store(str(tmp_path / "back"))
-    assert again.repo.config.version == 1
-    assert [s.id for s in again.snapshots("r")] == ids
+    again = ckptfs.open_store(str(tmp_path / "v2"))
+    assert [s.id for s in again.snapshots("chat")] == ids
     assert verify(again.repo, read_data=True).ok
+    back = ckptfs.open_store(v1_store(tmp_path / "back", "v1-basic"))
+    with pytest.raises(UpgradeRequired, match="ckptfs upgrade"):
+        copy_runs(again.repo, back.repo)
+    with pytest.raises(UpgradeRequired, match="ckptfs upgrade"):
+        copy_runs(again.repo, back.repo, dry_run=True)
+    assert "chat" not in back.repo.run_ids()
 
 
-def test_upgrade_in_place_keeps_ids_and_mixes_layouts(tmp_path: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    url = str(tmp_path / "s")
+def test_a_version_1_store_is_read_not_changed(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every change to a version 1 store is refused (UpgradeRequired, naming 'ckptfs
+    upgrade'), before anything is written; reading it works; a request for a new version 1
+    store (CKPTFS_FORMAT_VERSION=1) is refused."""
+    from ckptfs.ops.expire import set_expiry
+    from ckptfs.ops.retention import Policy, forget
+
+    url = v1_store(tmp_path / "s")
+    before = sorted(walk(ckptfs.open_store(url).storage))
+    store = ckptfs.open_store(url)
+    assert store.read("chat")["step"] == 5
+    run = store.resume("chat")
+    for change in (lambda: run.checkpoint({**run.state, "turn": 6}),
+                   lambda: store.start_run("new").checkpoint({"a": 1}),
+                   lambda: run.checkpoint({"b": ckptfs.Blob(b"x" * 100_000)}),
+                   lambda: gc(store.repo, grace_ms=0), lambda: gc(store.repo, dry_run=True),
+                   lambda: forget(store.repo, Policy(keep_last=1)),
+                   lambda: forget_snapshots(store.repo, {"chat": {1}}),
+                   lambda: erase(store.repo, "chat", reason="test"),
+                   lambda: set_expiry(store.repo, "chat", 1)):
+        with pytest.raises(UpgradeRequired, match=f"ckptfs upgrade {url}"):
+            change()
+    assert sorted(walk(ckptfs.open_store(url).storage)) == before
+    out = subprocess.run([sys.executable, "-m", "ckptfs", "gc", url], capture_output=True,
+                         text=True)
+    assert out.returncode != 0 and "ckptfs upgrade" in out.stderr, out
     monkeypatch.setenv("CKPTFS_FORMAT_VERSION", "1")
-    ids = grow(ckptfs.open_store(url), "r", 4)
-    env = {**os.environ, "CKPTFS_FORMAT_VERSION": "2"}
+    with pytest.raises(UpgradeRequired, match="CKPTFS_FORMAT_VERSION=1"):
+        ckptfs.open_store(str(tmp_path / "new")).init()
+    assert not (tmp_path / "new" / "ckptfs.cbor").exists()
+
+
+def test_upgrade_in_place_keeps_ids_and_mixes_layouts(tmp_path: Path) -> None:
+    url = v1_store(tmp_path / "s")
+    ids = [s.id for s in ckptfs.open_store(url).snapshots("chat")]
+    env = dict(os.environ)
     out = subprocess.run([sys.executable, "-m", "ckptfs", "upgrade", url], env=env,
                          capture_output=True, text=True, check=True).stdout
     assert "upgraded from format version 1 to 2" in out
     store = ckptfs.open_store(url)
     assert store.repo.config.version == 2 and "v1-objects" in store.repo.config.optional
-    assert [s.id for s in store.snapshots("r")] == ids
-    run = store.resume("r")
+    assert [s.id for s in store.snapshots("chat")] == ids
+    run = store.resume("chat")
     run.checkpoint({**run.state, "plan": {"step": 100}})
-    assert ct.is_container(store.storage.read("runs/r/00000000000000000005"))
-    forget_snapshots(store.repo, {"r": {1, 2}})
+    assert ct.is_container(store.storage.read("runs/chat/00000000000000000007"))
+    forget_snapshots(store.repo, {"chat": {1, 2}})
     assert not gc(store.repo, grace_ms=0).problems
     fresh = ckptfs.open_store(url)
     assert verify(fresh.repo, read_data=True).ok
-    assert [s.id for s in fresh.snapshots("r")][:2] == ids[2:]
-    assert fresh.read("r")["plan"] == {"step": 100}
+    assert [s.id for s in fresh.snapshots("chat")][:4] == ids[2:]
+    assert fresh.read("chat")["plan"] == {"step": 100}
     again = subprocess.run([sys.executable, "-m", "ckptfs", "upgrade", url], env=env,
                            capture_output=True, text=True, check=True).stdout
     assert "nothing to do" in again

@@ -26,7 +26,6 @@ def store(tmp_path: Path) -> ckptfs.Store:
     return s
 
 
-@pytest.mark.layout(2)
 def test_ledger_of_a_snapshot_from_another_store(store: ckptfs.Store) -> None:
     snap = store.head("r1")
     other = ckptfs.Store(store.repo.storage)
@@ -34,7 +33,6 @@ def test_ledger_of_a_snapshot_from_another_store(store: ckptfs.Store) -> None:
     assert ckptfs.Store(store.repo.storage).read(snap)["big"] == "x" * 9000
 
 
-@pytest.mark.layout(2)
 def test_log_and_effects_of_a_fresh_store(store: ckptfs.Store) -> None:
     fresh = ckptfs.open_store(store.repo.storage.url)
     assert run_effects(fresh.repo, "r1")["records"] == 2

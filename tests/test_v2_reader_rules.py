@@ -12,7 +12,6 @@ from ckptfs.errors import CorruptSnapshot
 from ckptfs.format import containers as ct
 from ckptfs.format.names import record_path
 
-pytestmark = pytest.mark.layout(2)
 
 
 def _store_with_bodies(p: Path) -> tuple[Path, ct.Container, bytes]:

@@ -7,13 +7,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
 
 import ckptfs
 from ckptfs.ops.verify import verify
 from tests.storeutil import walk
 
-pytestmark = pytest.mark.layout(2)
 
 
 def _store(tmp_path: Path) -> tuple[ckptfs.Store, str]:

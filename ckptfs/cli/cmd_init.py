@@ -10,16 +10,14 @@ from ckptfs.cli import stores as _stores
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = sub.add_parser("init", help="create an empty store at a URL",
-                       description="Create a store (its ckptfs.cbor config) at STORE. Does nothing "
+                       description="Create a store (its ckptfs.cbor config, format version 2) "
+                                   "at STORE. Does nothing "
                                    "but print the config in force when a store already exists.")
     p.add_argument("store", metavar="STORE")
     p.add_argument("--create-bucket", action="store_true",
                    help="create the bucket (or container) of an object-store URL first if it "
                         "does not exist (s3://, gs://, az://; needs the right to create one)")
     p.add_argument("--json", action="store_true", help="print the config as JSON")
-    p.add_argument("--format-version", type=int, choices=(1, 2), default=None,
-                   help="the store layout: 2 (default: one file per commit, spec/v2.md) or 1 "
-                        "(for readers older than ckptfs 0.2)")
     p.set_defaults(func=run)
 
 
@@ -50,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     store = _stores.open_store(args.store)
     made = create_bucket(store) if args.create_bucket else None
     existed = store.repo.load_config() is not None
-    store.init(version=args.format_version)
+    store.init()
     cfg = store.repo.config
     c = cfg.chunker
     how, scope = create_only_mode(store)

@@ -20,12 +20,18 @@ from typing import TYPE_CHECKING
 import attrs
 
 from ckptfs.errors import ConflictError, NotFound, UnsupportedFeature
-from ckptfs.format.models import V2_REQUIRED, WRITER_FEATURES, Manifest, StoreConfig
+from ckptfs.format.models import (
+    FORMAT_VERSION,
+    V2_REQUIRED,
+    WRITER_FEATURES,
+    Manifest,
+    StoreConfig,
+)
 from ckptfs.format.names import CONFIG_PATH
 from ckptfs.ops.copy_history import diverged
 from ckptfs.ops.copy_retention import RunLife, tombstoned_runs
-from ckptfs.ops.copy_v2 import source_manifest
-from ckptfs.store.new_store import default_version
+from ckptfs.ops.copy_run import source_manifest
+from ckptfs.store.new_store import check_writable, refuse_v1_request
 from ckptfs.store.repository import Repository
 
 if TYPE_CHECKING:
@@ -53,12 +59,11 @@ def refuse_missing_features(src: Repository, dst: Repository, dst_cfg: StoreConf
 
 
 def writer_features(cfg: StoreConfig) -> tuple[str, ...]:
-    """``cfg``'s required features with the writer features a new store of its layout gets
-    (a v2 destination: complete locators, which this copy's writes follow, and compressed
-    record headers, which it writes, spec/v2.md 2), and
-    without those of another layout (a v1 destination has no locators)."""
+    """``cfg``'s required features with the writer features a new (version 2) store gets:
+    complete locators, which this copy's writes follow, and compressed record headers,
+    which it writes (spec/v2.md 2)."""
     data = tuple(f for f in cfg.required if f not in WRITER_FEATURES)
-    return (*data, *V2_REQUIRED) if cfg.version >= 2 else data
+    return (*data, *V2_REQUIRED)
 
 
 def ensure_config(src: Repository, dst: Repository) -> bool:
@@ -67,8 +72,10 @@ def ensure_config(src: Repository, dst: Repository) -> bool:
     src_cfg = src.config
     dst_cfg = dst.load_config()
     if dst_cfg is None:
-        # the source's config (chunker, settings, features), in the layout new stores get
-        cfg = attrs.evolve(src_cfg, version=default_version())
+        # the source's config (chunker, settings, features), in version 2 (a v1 source's
+        # optional features, such as v1-objects, do not describe the copy)
+        refuse_v1_request()
+        cfg = attrs.evolve(src_cfg, version=FORMAT_VERSION)
         cfg = attrs.evolve(cfg, required=writer_features(cfg))
         try:
             data = cfg.to_bytes() if cfg != src_cfg else src.storage.read(CONFIG_PATH)
@@ -77,6 +84,7 @@ def ensure_config(src: Repository, dst: Repository) -> bool:
             return True
         except FileExistsError:
             dst_cfg = dst.config
+    check_writable(dst_cfg.version, dst.url)
     refuse_missing_features(src, dst, dst_cfg)
     return False
 
@@ -92,6 +100,7 @@ def plan_copy(src: Repository, dst: Repository, run_ids: list[str], *, mirror: b
     if dst_cfg is None:
         report.config_created = True
     else:
+        check_writable(dst_cfg.version, dst.url)
         refuse_missing_features(src, dst, dst_cfg)
     stones = tombstoned_runs(dst.storage)
     for run_id in run_ids:
@@ -113,7 +122,7 @@ def plan_copy(src: Repository, dst: Repository, run_ids: list[str], *, mirror: b
 def _plan_snapshot(src: Repository, dst: Repository, life: RunLife, seq: int, present: bool,
                    report: CopyReport) -> None:
     """Count one source snapshot as present, skipped or to send, as the copy decides it
-    (``copy._RunCopy._prepare``, ``copy_v2.RunCopyV2._prepare``)."""
+    (``copy_run.RunCopy._prepare``)."""
     run_id = life.run
     _, rec = life.history.record(seq)
     if present:

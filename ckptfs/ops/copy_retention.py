@@ -10,9 +10,9 @@ them. Either way every rule fails closed, so a copy never makes data live longer
   a seq the source retired that the destination holds no record of, below a record it holds
   or gets, is retired there too (a gap needs a marker, spec/retention.md 3). With ``mirror``,
   the marker is the merge of both stores' (a seq retired in either stays retired), and the
-  destination's records it hides become invisible as a forget there would leave them: in a
-  format v2 destination the records stay as strays, since later records may locate their
-  bodies in them (spec/v2.md 9.1), and its gc repacks them; in a v1 one they are deleted;
+  destination's records it hides become invisible as a forget there would leave them: the
+  records stay as strays, since later records may locate their bodies in them (spec/v2.md
+  9.1), and its gc repacks them;
 - expiry overrides arrive before the records they govern; where both stores hold one, the
   earlier expiry wins, and no snapshot's effective expiry in the destination ends up later
   than in the source (a lifetime belongs to the data, like the manifest's ``expires``, and a
@@ -39,7 +39,6 @@ from ckptfs.format.names import (
     RETIRED,
     expiry_path,
     parse_seq_name,
-    record_path,
     retired_dir,
     run_dir,
     seq_name,
@@ -212,10 +211,6 @@ class RunLife:
             self._erase(s, keep)
         for s in sorted(forgets):
             self.report.forgotten.append(f"{self.run}@{s}")
-        if forgets and not self.dry and self.dst.config.version < 2:
-            # a version 1 forget deletes the records (they carry no bodies); a version 2 one
-            # leaves them as strays that later records may locate bodies in (spec/v2.md 9.1)
-            self.dst.storage.delete_many(record_path(self.run, s) for s in sorted(forgets))
         for s in erased_seqs if same else []:
             if read_tombstone(self.dst.storage, self.run, s) is None:
                 self._put(tombstone_path(self.run, s), st.read(tombstone_path(self.run, s)))

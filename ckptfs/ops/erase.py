@@ -2,11 +2,12 @@
 
 Order (spec/retention.md "Erase"): 1. a retired marker that fences the whole run, so no writer
 can commit to it again; 2. the tombstone, state ``erasing`` (readers now get ErasedError);
-3. run records (now nothing of the run is visible); 4. every chunk the erased manifests use
-that no other retained (or in-flight) snapshot uses, without waiting for the grace period (v2:
-every body no retained snapshot uses, in every container erase rewrites, and the packs of
-commits that did not land: ``erase_containers``);
-5. every manifest of the erased snapshots, committed or not (last, so that a rerun after a
+3. run records and 4. every chunk the erased manifests use that no other retained (or
+in-flight) snapshot uses, without waiting for the grace period: every body no retained
+snapshot uses, in every container erase rewrites (the erased records among them), and the
+packs of commits that did not land (``erase_containers``), then the loose chunks of a store
+upgraded from version 1; 5. the loose manifests of the erased snapshots (such a store's),
+committed or not (last, so that a rerun after a
 crash still finds the chunks through them); 6. the tombstone again, state ``erased``, with
 counts. A crash at any step leaves a store that verifies; running erase again finishes.
 
@@ -39,6 +40,7 @@ from ckptfs.format.names import head_hint_path
 from ckptfs.ops.erase_containers import Unresolved, erase_containers
 from ckptfs.ops.gc import _chunks, _old, grace_of
 from ckptfs.ops.lease import DEFAULT_TTL_MS, MaintenanceLease
+from ckptfs.ops.locator_holes import V1_OBJECTS
 from ckptfs.store.ledgers import LedgerScanner
 from ckptfs.store.lifecycle import read_retired, read_tombstone, write_retired
 from ckptfs.store.listing import object_paths
@@ -90,6 +92,7 @@ def erase_run(repo: Repository, run_id: str, *, reason: str, seq: int | None = N
     if keeps and (seq is None or seq in keeps):
         raise ValueError("erase keeps other seqs only when it erases one snapshot, not that one")
     st = repo.storage
+    repo.check_writable()  # a version 1 store is upgraded first
     grace = grace_of(repo)
     with MaintenanceLease(st, ttl_ms=lease_ttl_ms, config=repo.config) as lease:
         t0 = int(time.time() * 1000) if now is None else now
@@ -117,10 +120,8 @@ def erase_run(repo: Repository, run_id: str, *, reason: str, seq: int | None = N
             stone = Tombstone(run=run_id, seq=seq, reason=reason, requested=t0, snapshots=())
         stone = attrs.evolve(stone, snapshots=tuple(sorted(ids.items())))
         st.replace(tombstone_path(run_id, seq), stone.to_bytes())
-        # 3. records
+        # 3. records: they hold bodies, deleted with the containers below
         lease.check()
-        if repo.config.version < 2:  # v2 records hold bodies: deleted by the repack below
-            st.delete_many(record_path(run_id, s) for s in targets)
         protected |= _retained_chunks(repo, run_id, set(targets), victims)
         # 4. chunks, while the (now invisible) manifests still name them for a rerun
         lease.check()
@@ -130,13 +131,13 @@ def erase_run(repo: Repository, run_id: str, *, reason: str, seq: int | None = N
         # name leaves the bytes there, which the report must say (one walk, none on buckets)
         links = st.hard_linked()
         linked = [record_path(run_id, s) for s in targets if record_path(run_id, s) in links]
-        if repo.config.version >= 2:  # records and packs holding the erased bodies, at once
-            victim_chunks |= target_chunks
-            gone = victim_chunks - protected
-            n = erase_containers(repo, run_id, targets, gone, protected,
-                                 (t0 - grace) / 1000, lease.check, links)
-            deleted, nbytes, unresolved = n.bodies, n.bytes, n.unresolved
-            linked += n.linked
+        # records and packs holding the erased bodies, at once
+        victim_chunks |= target_chunks
+        gone = victim_chunks - protected
+        n = erase_containers(repo, run_id, targets, gone, protected,
+                             (t0 - grace) / 1000, lease.check, links)
+        deleted, nbytes, unresolved = n.bodies, n.bytes, n.unresolved
+        linked += n.linked
         for d in (victim_chunks - protected) if loose_objects(repo) else ():
             size = st.size(chunk_path(d))
             if size is not None:
@@ -174,10 +175,9 @@ def erase_run(repo: Repository, run_id: str, *, reason: str, seq: int | None = N
 
 
 def loose_objects(repo: Repository) -> bool:
-    """Whether the store may hold v1 loose chunks and manifests: a v1 store, or a v2 store
-    upgraded in place (optional feature ``v1-objects``, spec/v2.md)."""
-    cfg = repo.config
-    return cfg.version < 2 or "v1-objects" in cfg.optional
+    """Whether the store may hold v1 loose chunks and manifests: a store upgraded in place
+    from version 1 (optional feature ``v1-objects``, spec/v2.md)."""
+    return V1_OBJECTS in repo.config.optional
 
 
 def _fence(repo: Repository, run_id: str, seq: int | None, t0: int,

@@ -15,6 +15,7 @@ def set_expiry(repo: Repository, target: str, expires: int | None,
                now: int | None = None) -> Expiry:
     """``target`` is a run id (every snapshot of the run, later ones included) or any snapshot
     reference (``RUN@SEQ``, ``blake3:...``, a hex prefix). ``expires`` None means never."""
+    repo.check_writable()  # a version 1 store is upgraded first
     now = int(time.time() * 1000) if now is None else now
     if "@" not in target and RUN_ID.match(target) and repo.seqs(target):
         return write_expiry(repo.storage, target, None, expires, now)

@@ -17,7 +17,7 @@ import attrs
 
 from ckptfs.errors import CkptfsError
 from ckptfs.format.digest import Digest
-from ckptfs.format.names import CHUNKS, SNAPSHOTS, TMP, record_path
+from ckptfs.format.names import CHUNKS, SNAPSHOTS, TMP
 from ckptfs.ops.chunks import snapshot_chunks
 from ckptfs.ops.lease import DEFAULT_TTL_MS, MaintenanceLease, NoLease, describe
 from ckptfs.storage.base import ObjectStat, Storage
@@ -166,13 +166,13 @@ def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
        break_lease: bool = False) -> GcReport:
     """Collect the store's garbage; see the module docstring for the order and the rules."""
     st = repo.storage
+    repo.check_writable()  # a version 1 store is upgraded first (dry runs included)
     grace = grace_of(repo) if grace_ms is None else grace_ms
     report = GcReport(dry_run=dry_run, grace_ms=grace)
     # the lease says "deletes: false" until the sweep: writers need not wait for the mark
     taken = (NoLease(st) if dry_run else
              MaintenanceLease(st, ttl_ms=lease_ttl_ms, deletes=False, break_lease=break_lease,
                               config=repo.config))
-    v1 = repo.config.version < 2
     with taken as lease:
         if lease.broken is not None:
             report.broken_lease = describe(lease.broken)
@@ -183,7 +183,6 @@ def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
         for run_id in repo.run_ids():
             lease.keep()
             listing = cache.listing(st, run_id)
-            retired = listing.retired
             visible = listing.visible
             strays = listing.strays
             report.stray_records += len(strays)
@@ -205,10 +204,8 @@ def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
             report.expired += [f"{run_id}@{s}" for s in sorted(expired)]
             if dry_run:
                 continue
-            if v1:  # v2 strays hold bodies: the container sweep repacks them (spec/v2.md)
-                st.delete_many(record_path(run_id, s)
-                               for s in (strays if retired is not None else []))
-            if retire(st, run_id, visible, expired, t0, delete_records=v1) or expired:
+            # strays hold bodies: the container sweep repacks them (spec/v2.md)
+            if retire(st, run_id, visible, expired, t0) or expired:
                 cache.relist(run_id)  # its retired range changed: the mark lists it again
         # 2. mark: everything the retained snapshots use
         lease.check()
@@ -249,9 +246,8 @@ def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
                                    "not be read; fix or erase them (see 'ckptfs verify')")
             manifests = {}
         plan = (gc_locators.plan_forwards(st, report.problems)
-                if not v1 and mark.sound and gc_locators.applies(repo) else None)
-        victims = (v2_victims(repo, mark, cutoff_s, report, cache, plan)
-                   if not v1 and mark.sound else [])
+                if mark.sound and gc_locators.applies(repo) else None)
+        victims = v2_victims(repo, mark, cutoff_s, report, cache, plan) if mark.sound else []
         if dry_run:
             if victims:
                 repack(st, victims, lambda d: d in mark.chunks, writer=WRITER, dry_run=True,

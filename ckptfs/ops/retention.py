@@ -172,11 +172,12 @@ def forget(repo: Repository, policy: Policy, *, runs: Iterable[str] | None = Non
     if policy.empty:
         raise ValueError("no keep rule given: forget would remove every snapshot. Pass at "
                          "least one of keep_last, keep_within, keep_labels, keep_unfinished_heads")
+    repo.check_writable()  # a version 1 store is upgraded first (dry runs included)
     now = int(time.time() * 1000) if now is None else now
     from ckptfs.ops.forget_listing import by_seq
 
     def plan() -> ForgetReport:
-        if repo.config.version >= 2 and by_seq(policy) and not dry_run:
+        if by_seq(policy) and not dry_run:
             return _plan_by_seq(repo, policy, runs, now)
         idx = build_index(repo, runs)
         bad_runs = {p.split("@", 1)[0] for p in idx.problems}
@@ -221,6 +222,7 @@ def forget_snapshots(repo: Repository, drop: Mapping[str, Iterable[int]], *,
     with its whole run; a problem raises CkptfsError after the other runs are done."""
     if not any(drop.values()):
         return
+    repo.check_writable()
     now = int(time.time() * 1000) if now is None else now
     with MaintenanceLease(repo.storage, deletes=False, config=repo.config) as lease:  # records only
         problems = _retire_all(repo, lease, {r: set(s) for r, s in drop.items()}, now)
@@ -230,13 +232,12 @@ def forget_snapshots(repo: Repository, drop: Mapping[str, Iterable[int]], *,
 
 def _retire_all(repo: Repository, lease: MaintenanceLease, drop: Mapping[str, set[int]],
                 now: int) -> list[str]:
-    """Retire each run's ``drop`` seqs (marker first, then records); the problems met."""
+    """Retire each run's ``drop`` seqs (their records become strays); the problems met."""
     problems = []
     for run_id, seqs in drop.items():
         lease.check()
         try:
-            retire(repo.storage, run_id, repo.seqs(run_id), seqs, now,
-                   delete_records=repo.config.version < 2)
+            retire(repo.storage, run_id, repo.seqs(run_id), seqs, now)
         except (CkptfsError, ValueError) as e:
             problems.append(f"{run_id}: {e}")
     return problems

@@ -78,11 +78,11 @@ class Store:
     def storage(self) -> Storage:
         return self.repo.storage
 
-    def init(self, settings: dict[str, Any] | None = None, *, version: int | None = None) -> None:
-        """Create the store now (it is otherwise created by the first checkpoint). ``settings``
-        go into ckptfs.cbor, e.g. ``{"default_ttl_ms": ..., "gc_grace_ms": ...}``; ``version``
-        is the layout (default 2, spec/v2.md; 1 for readers older than ckptfs 0.2)."""
-        self.repo.init(self._chunker, settings=settings, created=self.now(), version=version)
+    def init(self, settings: dict[str, Any] | None = None) -> None:
+        """Create the store now (it is otherwise created by the first checkpoint), in format
+        version 2 (spec/v2.md). ``settings`` go into ckptfs.cbor, e.g.
+        ``{"default_ttl_ms": ..., "gc_grace_ms": ...}``."""
+        self.repo.init(self._chunker, settings=settings, created=self.now())
 
     def _writer(self) -> EntryWriter:
         cfg = self.repo.init(self._chunker, created=self.now(), implicit=True)
@@ -115,7 +115,7 @@ class Store:
         """
         # retention hook (ckptfs.store.sweeps): look at the maintenance lease before relying on
         # the head's chunks, so that the next commit knows whether a sweep may have taken them
-        self.repo.objects.sweeps.before_write(())
+        self.repo.objects.sweeps.before_write()
         snap, look = self.repo.resolve_ref(ref)
         self.repo.check_not_erased(snap.run, look)
         # a run id resolved to its head just now: finding it again costs requests, no safety

@@ -52,6 +52,7 @@ from ckptfs.format.values import StoredBlob
 from ckptfs.storage.base import Staged
 from ckptfs.store.blob_reads import read_v2, windows
 from ckptfs.store.containers import PACK_TARGET, created_now
+from ckptfs.store.new_store import check_writable
 from ckptfs.store.objects import ObjectStore
 
 #: bytes of source read at a time: a window's new chunks, framed, fill about one pack (the
@@ -59,7 +60,7 @@ from ckptfs.store.objects import ObjectStore
 WINDOW = PACK_TARGET - 64 * 1024
 #: version 1 stores: bytes of chunks read (one loose file each) and handed out as one piece
 V1_READ_WINDOW = 16 * 1024 * 1024
-#: v1 stores (loose chunk files) and the pure-Python chunker: chunks written per this many bytes
+#: the pure-Python chunker: chunks written (packed) per this many bytes
 _BATCH_BYTES = 32 * 1024 * 1024
 _RAW = framing.CODEC_RAW
 
@@ -82,7 +83,8 @@ def write_stream(objects: ObjectStore, f: IO[bytes], params: ChunkerParams, typ:
     are skipped, as are those this writer wrote within the reuse window (``objects.known``).
     Memory stays bounded by the windows whatever the stream's length: the skip consults sets
     the commit holds anyway."""
-    objects.sweeps.before_write(())  # the writer's first write looks at the lease first
+    check_writable(objects.layout, objects.storage.url)  # never packs into a version 1 store
+    objects.sweeps.before_write()  # the writer's first write looks at the lease first
     cdc = native(params)
     out = _Written()
     if cdc is None:
@@ -215,17 +217,15 @@ class _StoreJob:
         self.syncing = syncing
         #: packs handed to the OS whose fsync and link run on the sync worker, oldest first
         self.staged: list[tuple[Future[None], Staged]] = []
-        self.v2 = objects.layout >= 2
         self.created = created_now()
         self.seen: set[Digest] = set()
         self.placed: dict[Digest, Location] = {}
 
     def window(self, cuts: list[memoryview]) -> None:
         """Digest the chunks ``cuts`` (views into a window), frame the new ones and write them
-        (v2: packs, durable when this returns; v1: loose chunk files). A chunk written before
+        (packs, durable when this returns). A chunk written before
         in this blob, by this writer recently, or that the parent locates is not written."""
         bodies: list[FramedParts] = []
-        loose: list[tuple[Digest, bytes | memoryview]] = []
         known, seen, chunks, reuse = self.objects.known, self.seen, self.out.chunks, self.reuse
         for data in cuts:
             raw = blake3.blake3(data).digest()
@@ -235,11 +235,8 @@ class _StoreJob:
                 continue
             seen.add(d)
             self.out.new_bytes += len(data)
-            if self.v2:
-                codec, payload = framing.frame_parts(data)
-                bodies.append((d, len(data), codec, payload))
-            else:
-                loose.append((d, data))
+            codec, payload = framing.frame_parts(data)
+            bodies.append((d, len(data), codec, payload))
         for group in _groups(bodies):
             p = pack_parts(group, created=self.created, writer=self.objects.writer)
             staged = self.objects.storage.stage_parts(pack_path(p.name), p.parts)
@@ -249,8 +246,6 @@ class _StoreJob:
                                 for b in p.bodies})
             while len(self.staged) > self.objects.storage.staged_max:
                 self.staged.pop(0)[0].result()
-        if loose:
-            self.objects.put_chunks(loose)
 
     def finish_all(self) -> None:
         """Wait until every pack is durable and in place (the first failure raises)."""

@@ -73,15 +73,15 @@ def unprotected(manifest: Manifest, parent: Manifest | None, written: Iterable[D
 class ParentChunks:
     """The chunks a commit may locate instead of writing because its parent, the run's
     previous snapshot, names them (spec/v2.md 5.2, retention.md 4.1): ``raw in`` it is true
-    for a raw digest the parent's manifest names and, in a version 2 store, its record
+    for a raw digest the parent's manifest names and its record
     locates (its body table or its locators, ``table``: the commit takes the locator from
     there). Held by reference: the parent's digest set (``named_raws``, which the commit
     computes anyway) and its record's remembered table; no index of its own, whatever the
     size of what the commit streams."""
 
     named: frozenset[bytes] = frozenset()
-    #: the parent record's (bodies by raw digest, locators by raw digest or prefix); None in
-    #: a version 1 store, whose loose chunks need no locator
+    #: the parent record's (bodies by raw digest, locators by raw digest or prefix); None
+    #: without a parent (``NO_PARENT``)
     table: tuple[Mapping[bytes, Location], Mapping[bytes, Location]] | None = None
 
     def __contains__(self, raw: object) -> bool:

@@ -1,19 +1,22 @@
 """Reading and writing the retention layer's control objects: retired ranges (gaps and
-fences), expiry overrides and tombstones. Unreadable control objects fail closed."""
+fences), expiry overrides and tombstones. Unreadable control objects fail closed. Also what a
+reader says of a record that is not its path's, or of an erased run or snapshot."""
 
 from __future__ import annotations
+
+import time
 
 from collections.abc import Mapping
 from typing import Any
 
-from ckptfs.errors import CorruptObject, FormatError, NonCanonical
+from ckptfs.errors import CorruptObject, CorruptSnapshot, ErasedError, FormatError, NonCanonical
 from ckptfs.format.lifecycle import FENCE_ALL, Expiry, Retired, Tombstone
+from ckptfs.format.models import RunRecord
 from ckptfs.format.names import (
     RUN_ID,
     TOMBSTONES,
     expiry_path,
     parse_seq_name,
-    record_path,
     retired_dir,
     seq_name,
     tombstone_path,
@@ -182,14 +185,13 @@ def default_expiry(settings: Mapping[str, Any], created: int) -> int | None:
     return created + ttl
 
 
-def retire(storage: Storage, run_id: str, visible: list[int], drop: set[int], now: int,
-           *, delete_records: bool = True) -> bool:
+def retire(storage: Storage, run_id: str, visible: list[int], drop: set[int], now: int
+           ) -> bool:
     """Forget the snapshots ``drop`` of a run whose retained seqs are ``visible``: publish the
-    retired marker first, then delete the records. The head goes only with the whole run (a
-    writer still holding that head may go on at head + 1; nobody can reuse a lower seq).
-    Returns True when the whole run went. ``delete_records=False`` (format v2, where records
-    hold chunk bodies that later snapshots may use): only the marker is written; the records
-    are then strays, which gc repacks and deletes (spec/v2.md "Maintenance")."""
+    retired marker. The head goes only with the whole run (a writer still holding that head
+    may go on at head + 1; nobody can reuse a lower seq). Returns True when the whole run
+    went. Only the marker is written: records hold chunk bodies that later snapshots may use,
+    so the records are then strays, which gc repacks and deletes (spec/v2.md "Maintenance")."""
     drop = drop & set(visible)
     if not drop:
         return False
@@ -203,6 +205,24 @@ def retire(storage: Storage, run_id: str, visible: list[int], drop: set[int], no
         through = FENCE_ALL
     kept = tuple(s for s in visible if s <= through and s not in drop)
     write_retired(storage, Retired(run=run_id, through=through, kept=kept, created=now))
-    if delete_records:
-        storage.delete_many(record_path(run_id, s) for s in sorted(drop))
     return whole
+
+
+def check_record_path(rec: RunRecord, run_id: str, seq: int, what: str) -> None:
+    """A record names the run and seq of its own path (format.md 8.1), else ``corrupt``."""
+    if rec.run != run_id or rec.seq != seq:
+        raise CorruptSnapshot(f"{what}: names run {rec.run!r} seq {rec.seq}, not its own path")
+
+
+def erased_error(stone: Tombstone) -> ErasedError:
+    """What a reader says of a run or snapshot with this tombstone: erased (when, why), or
+    being erased when the erase stopped before its last step (run it again)."""
+    run_id, seq = stone.run, stone.seq
+    what = f"run {run_id!r}" if seq is None else f"snapshot {seq} of run {run_id!r}"
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(stone.requested / 1000))
+    if stone.state != "erased":  # the erase stopped before its last step: not finished
+        return ErasedError(f"{what} is being erased since {at} (reason: {stone.reason!r}) "
+                           "and the erase has not finished; run 'ckptfs erase' on it again "
+                           "to finish it")
+    return ErasedError(f"{what} was erased at {at} (reason: "
+                       f"{stone.reason!r}); only its tombstone remains")

@@ -28,6 +28,7 @@ from ckptfs.store.containers import (
     record_bulk_max,
 )
 from ckptfs.store.chunk_sets import named_raws, unprotected
+from ckptfs.store.new_store import check_writable
 from ckptfs.store.records import build_record_raw
 from ckptfs.store.sweeps import SweepGuard, named_chunks
 
@@ -117,19 +118,17 @@ class ObjectStore:
     def layout(self) -> int:
         """The store layout (1: loose objects; 2: containers), from the store config: read on
         first use, so that a Snapshot another Store read is never looked for as loose v1 objects
-        in a v2 store (a store without a config yet counts as v1 until one is written)."""
+        in a v2 store (a store without a config yet counts as v2: the layout it will get)."""
         if self._layout is None and self._read_layout is not None:
             self._read_layout()
-        return 1 if self._layout is None else self._layout
+        return 2 if self._layout is None else self._layout
 
     @layout.setter
     def layout(self, version: int) -> None:
         self._layout = version
 
-    def _unlocatable(self, digests: list[Digest]) -> list[Digest] | None:
-        """v2: the digests no container, forward or loose object holds (None on v1 stores)."""
-        if self.layout < 2:
-            return None
+    def _unlocatable(self, digests: list[Digest]) -> list[Digest]:
+        """The digests no container, forward or loose object holds."""
         return locatable(self.storage, self.locations, digests, fixed=self.last_table)
 
     # -- v2 ----------------------------------------------------------------------------------
@@ -150,7 +149,7 @@ class ObjectStore:
         if len(data) > MAX_MANIFEST_SIZE:
             raise CorruptObject(f"manifest would be {len(data)} bytes, over {MAX_MANIFEST_SIZE}")
         d = Digest.of(data)
-        self.sweeps.before_write([])  # the first write of this writer looks at the lease first
+        self.sweeps.before_write()  # the first write of this writer looks at the lease first
         framed = frame_bodies((c, b) for c, b in chunks if c not in self.known)
         # every chunk it names that this record does not carry is located (raw digests:
         # hashed and looked up in C, ckptfs.store.chunk_sets)
@@ -212,43 +211,21 @@ class ObjectStore:
         return where, holes
 
     # -- chunks ------------------------------------------------------------------------------
-    def frame_chunks(self, chunks: Iterable[tuple[Digest, bytes | memoryview]]
-                     ) -> list[tuple[str, bytes]]:
-        """Framed objects for the chunks not already known to exist (deduplicated)."""
-        batch = self._frame(chunks)
-        self.sweeps.before_write(batch)  # kept until the commit's handshake: it may restore them
-        return batch
-
-    def _frame(self, chunks: Iterable[tuple[Digest, bytes | memoryview]]
-               ) -> list[tuple[str, bytes]]:
-        batch: list[tuple[str, bytes]] = []
-        seen: set[Digest] = set()
-        for d, data in chunks:
-            if d in self.known or d in seen:
-                continue
-            seen.add(d)
-            batch.append((chunk_path(d), framing.frame(data)))
-        return batch
-
     def put_chunks(self, chunks: Iterable[tuple[Digest, bytes | memoryview]]) -> int:
         """Store chunks not already known to exist, durably now; returns the number written.
-        v2: as packs (spec/v2.md), located for the commit that will name them."""
+        As packs (spec/v2.md), located for the commit that will name them; never into a version
+        1 store (UpgradeRequired: a commit there is refused as well)."""
         chunks = list(chunks)
-        if self.layout >= 2:
-            framed = frame_bodies((c, b) for c, b in chunks if c not in self.known)
-            if framed:
-                packs, placed = pack_bodies(framed, target=PACK_TARGET, writer=self.writer)
-                self.storage.write_many(packs)
-                self.locations.add(placed)
-            self.known.update(d for d, _ in chunks)
-            return len(framed)
-        batch = self._frame(chunks)
-        # streamed blobs can be large: the handshake checks these chunks but does not keep them
-        self.sweeps.before_write((p, None) for p, _ in batch)
-        if batch:
-            self.storage.write_many(batch)
+        if not chunks:  # nothing to write: a reader's call (a migrated ledger kept in memory)
+            return 0
+        check_writable(self.layout, self.storage.url)
+        framed = frame_bodies((c, b) for c, b in chunks if c not in self.known)
+        if framed:
+            packs, placed = pack_bodies(framed, target=PACK_TARGET, writer=self.writer)
+            self.storage.write_many(packs)
+            self.locations.add(placed)
         self.known.update(d for d, _ in chunks)
-        return len(batch)
+        return len(framed)
 
     def unprotected_chunks(self, manifest: Manifest, parent: Manifest | None,
                            given: Sequence[tuple[Digest, bytes | memoryview]],
@@ -269,27 +246,17 @@ class ObjectStore:
         refs = [ChunkRef(d, n) for d, n in need]
         where = f"run {manifest.run!r} seq {manifest.seq} (reused)"
         self.known.discard(d for d, _ in need)  # so that the commit writes them
-        if self.layout >= 2 and sum(n for _, n in need) > RECORD_BULK_MAX:
+        if sum(n for _, n in need) > RECORD_BULK_MAX:
             # more than a record carries by default: written now, a window at a time (a fork
             # of a run holding a 10 GiB blob must not hold it in memory), into packs of this
             # writer, which the commit locates (spec/v2.md 5.2)
             from ckptfs.store.blobs import write_again  # blobs builds on this module
 
-            self.sweeps.before_write(())  # the first write of this writer looks first
+            self.sweeps.before_write()  # the first write of this writer looks first
             write_again(self, refs, where=where)
             return []
         data = self.get_chunks(refs, where=where)
         return [(r.digest, b) for r, b in zip(refs, data)]
-
-    def manifest_object(self, manifest: Manifest) -> tuple[Digest, int, tuple[str, bytes]]:
-        """The snapshot id, uncompressed size and framed object of a manifest."""
-        data = self.manifest_bytes.to_bytes(manifest)
-        if len(data) > MAX_MANIFEST_SIZE:
-            raise CorruptObject(f"manifest would be {len(data)} bytes, over {MAX_MANIFEST_SIZE}")
-        d = Digest.of(data)
-        obj = (snapshot_path(d), framing.frame(data))
-        self.sweeps.before_write([obj])
-        return d, len(data), obj
 
     def get_chunk(self, ref: ChunkRef, *, where: str) -> bytes:
         """One chunk's content, verified against its size and digest."""

@@ -1,9 +1,10 @@
 """The commit protocol over a Storage, and every lookup: config, runs, heads, snapshots.
 
-Commit order (spec "Commit protocol"): chunks, then the manifest, then the run record created
-only if absent. Until the record exists nothing of a commit is visible; a second writer racing
-for the same sequence number gets ConflictError and its manifest stays an unreferenced object
-that garbage collection removes.
+Commit order (spec/v2.md "Commit protocol"): packs (bulk only), then the run record, which
+carries the manifest and the new chunk bodies, created only if absent. Until the record exists
+nothing of a commit is visible; a second writer racing for the same sequence number gets
+ConflictError. Version 1 stores are read (loose manifests and chunks) but never changed: a
+change asks for ``ckptfs upgrade`` first (UpgradeRequired).
 """
 
 from __future__ import annotations
@@ -37,27 +38,19 @@ from ckptfs.format.models import (
     StoreConfig,
 )
 from ckptfs.format.names import (
-    parse_uint,
-    CHUNKS,
     CONFIG_PATH,
-    LEASES,
-    MOVED,
-    PACKS,
     RUN_ID,
     RUNS,
-    SNAPSHOTS,
-    TMP,
-    TOMBSTONES,
-    check_run_id,
     head_hint_path,
     parse_seq_name,
     record_path,
     run_dir,
 )
 from ckptfs.storage.base import Storage
-from ckptfs.format.lifecycle import Tombstone
 from ckptfs.store.lifecycle import (
+    check_record_path as check_record_path,  # re-exported: its old home
     effective_expiry,
+    erased_error as erased_error,
     read_retired,
     record_names_of,
     read_tombstone,
@@ -69,7 +62,13 @@ from ckptfs.store.sweeps import Seen, check_window_ms, named_chunks
 from ckptfs.store.heads import HeadLook, look_for_head
 from ckptfs.store.snapshot import Snapshot as Snapshot  # re-exported: its old home
 from ckptfs.store.ids import find_record, ids_with_prefix
-from ckptfs.store.new_store import default_version, initial_settings
+from ckptfs.store.resolve import resolve_ref
+from ckptfs.store.new_store import (
+    check_writable,
+    initial_settings,
+    refuse_foreign,
+    refuse_v1_request,
+)
 from ckptfs.store.records import parse_record
 from ckptfs.format.containers import HeadHint, RecordRef
 
@@ -144,21 +143,20 @@ class Repository:
 
     def init(self, chunker: ChunkerParams | None = None,
              settings: dict[str, Any] | None = None, created: int | None = None,
-             version: int | None = None, *, implicit: bool = False) -> StoreConfig:
-        """Create the store config if absent (create-only); return the config in force.
-        ``version``: the store layout (default: 2, or ``CKPTFS_FORMAT_VERSION``).
+             *, implicit: bool = False) -> StoreConfig:
+        """Create the store config if absent (create-only; format version 2); return the config
+        in force.
         ``implicit``: a first checkpoint creates the store, not the caller on purpose; then a
         location that holds anything else is refused (NotAStore), not turned into a store."""
         existing = self.load_config()
         if existing is not None:
             return existing
         if implicit:
-            self._refuse_foreign()
-        version = default_version(version)
+            refuse_foreign(self.storage)
+        refuse_v1_request()
         cfg = StoreConfig(chunker=chunker or ChunkerParams(),
                           created=now_ms() if created is None else created,
-                          settings=initial_settings(version, settings), version=version,
-                          required=V2_REQUIRED if version >= 2 else ())
+                          settings=initial_settings(settings), required=V2_REQUIRED)
         try:
             self.storage.create(CONFIG_PATH, cfg.to_bytes())
             self._configured(cfg)
@@ -167,20 +165,12 @@ class Repository:
             return self.config
         return cfg
 
-    def _refuse_foreign(self) -> None:
-        """NotAStore when the store's location holds entries ckptfs does not make (a user's
-        files: a wrong path): a first checkpoint must not silently make a store among them.
-        Hidden names (``.DS_Store``) and ``lost+found`` (a mounted disk's root) do not count."""
-        ours = {CONFIG_PATH, CHUNKS, SNAPSHOTS, RUNS, TMP, TOMBSTONES, LEASES, PACKS, MOVED}
-        foreign = sorted(n for n in self.storage.list("")
-                         if n not in ours and not n.startswith(".") and n != "lost+found")
-        if foreign:
-            shown = ", ".join(repr(n) for n in foreign[:3]) + (", ..." if len(foreign) > 3 else "")
-            raise NotAStore(
-                f"{self.url}: holds {len(foreign)} entr{'y' if len(foreign) == 1 else 'ies'} "
-                f"that are not a ckptfs store's ({shown}) and no store, so a first checkpoint "
-                "does not make one here. Give the store a folder of its own (a new or empty "
-                "one), or create it here on purpose with 'ckptfs init URL' (Store.init())")
+    def check_writable(self) -> StoreConfig:
+        """The config of a store this process may change; UpgradeRequired on a version 1
+        store (read, never changed: ``ckptfs upgrade`` first)."""
+        cfg = self.config
+        check_writable(cfg.version, self.url)
+        return cfg
 
     # -- runs and records ----------------------------------------------------------------------
     def run_ids(self) -> list[str]:
@@ -253,22 +243,16 @@ class Repository:
                chunks: list[tuple[Digest, bytes | memoryview]] | None = None,
                results: Iterable[ChunkRef] = ()) -> Snapshot:
         """Write ``chunks`` and the manifest, then create the run record only if absent.
-        ``results``: chunks the ledger's results name (v2 records locate them too)."""
-        cfg = self.config  # a commit needs a store
+        ``results``: chunks the ledger's results name (the record locates them too)."""
+        cfg = self.check_writable()  # a commit needs a version 2 store
         if self._window_error is not None:
             raise self._window_error
-        if cfg.version >= 2:
-            d, rec_bytes, objects, own = self.objects.prepare_v2(
-                manifest, chunks or [], results, nonce=self.nonce(), settings=cfg.settings,
-                parent=self._parent_record(manifest),
-                compress=COMPRESSED_HEADERS in cfg.required)
-        else:
-            d, size, manifest_obj = self.objects.manifest_object(manifest)
-            objects = self.objects.frame_chunks(chunks or []) + [manifest_obj]
-            # the nonce makes this record's bytes ours alone: after a lost answer the storage
-            # layer reads the record back and takes identical bytes as proof that it landed
-            rec_bytes = RunRecord(run=manifest.run, seq=manifest.seq, snapshot=d, size=size,
-                                  created=manifest.created, nonce=self.nonce()).to_bytes()
+        # the nonce makes this record's bytes ours alone: after a lost answer the storage
+        # layer reads the record back and takes identical bytes as proof that it landed
+        d, rec_bytes, objects, own = self.objects.prepare_v2(
+            manifest, chunks or [], results, nonce=self.nonce(), settings=cfg.settings,
+            parent=self._parent_record(manifest),
+            compress=COMPRESSED_HEADERS in cfg.required)
         try:
             self.storage.commit(objects, record_path(manifest.run, manifest.seq), rec_bytes)
             self.objects.known.update(c for c, _ in chunks or [])
@@ -284,11 +268,10 @@ class Repository:
                 f"(the store failed while answering, and then while being read back: {e}). Do "
                 "not continue from this run handle: resume the run once the store is reachable; "
                 f"its head is {manifest.seq} if the commit landed.") from e
-        if cfg.version >= 2:
-            self.objects.locations.wrote_record(RecordRef(manifest.run, manifest.seq),
-                                                {c.raw: x for c, x in own.items()},
-                                                self.objects.last_table)
-            self.ids[d] = (manifest.run, manifest.seq)
+        self.objects.locations.wrote_record(RecordRef(manifest.run, manifest.seq),
+                                            {c.raw: x for c, x in own.items()},
+                                            self.objects.last_table)
+        self.ids[d] = (manifest.run, manifest.seq)
         try:
             # the lease first (spec/v2.md 5.4: a retired-range listing is reused only while no
             # maintenance can have acted since a quiet look that preceded it)
@@ -299,14 +282,12 @@ class Repository:
             # it took
             self.objects.sweeps.after_record(
                 manifest, lambda: ledger_results(self.objects, d, manifest), seen)
-        except ConflictError:
-            if cfg.version >= 2:  # withdrawn: its bodies are gone with it
-                self.objects.locations.forget([RecordRef(manifest.run, manifest.seq)])
-                self.objects.known.discard(own)
-                self.ids.pop(d, None)
+        except ConflictError:  # withdrawn: its bodies are gone with it
+            self.objects.locations.forget([RecordRef(manifest.run, manifest.seq)])
+            self.objects.known.discard(own)
+            self.ids.pop(d, None)
             raise
-        if cfg.version >= 2:
-            self._maybe_hint(manifest, d)
+        self._maybe_hint(manifest, d)
         return Snapshot(d, manifest)
 
     def _reload_record(self, ref: object) -> None:
@@ -346,8 +327,6 @@ class Repository:
         if parent is None:
             return NO_PARENT
         named = named_raws(parent.manifest, self.objects.manifest_bytes.chunk_lists)
-        if self.objects.layout < 2:
-            return ParentChunks(named)
         ref = self._located(RecordRef(parent.run, parent.seq), parent.digest)
         table = self.objects.locations.table(ref)
         return NO_PARENT if table is None else ParentChunks(named, table)
@@ -509,56 +488,5 @@ class Repository:
 
     def resolve_ref(self, ref: str) -> tuple[Snapshot, HeadLook | None]:
         """``resolve``, and the head search that found it when it was found as its run's head
-        just now (``RUN``, ``RUN@head``; else None): a caller that needs the head then need not
-        find it again, and may check the run's retired range and expiry from that look."""
-        ref = ref.strip()
-        if ref.startswith("blake3:") or (len(ref) == 64 and _is_hex(ref)):
-            return self.snapshot(Digest.parse(ref)), None
-        if "@" in ref:
-            run_id, _, seq_text = ref.rpartition("@")
-            check_run_id(run_id)
-            if seq_text == "head":
-                return self._head_snapshot(run_id)
-            seq = parse_uint(seq_text, what=f"{ref!r:.200}: expected RUN@SEQ, and SEQ")
-            snap = self.snapshot_at(run_id, seq)
-            self._check_retained(run_id, snap.seq)
-            return snap, None
-        if _is_hex(ref) and len(ref) >= 6 and ref not in self.run_ids():
-            matches = self.snapshot_ids(ref)
-            if len(matches) > 1:
-                raise NotFound(f"snapshot prefix {ref!r} is ambiguous ({len(matches)} matches)")
-            if matches:
-                return self.snapshot(matches[0]), None
-        if RUN_ID.match(ref):
-            return self._head_snapshot(ref)
-        raise NotFound(f"{ref!r} names no snapshot or run in {self.url}")
-
-    def _head_snapshot(self, run_id: str) -> tuple[Snapshot, HeadLook]:
-        look = self.head_look(run_id)
-        if look.record is None:
-            raise self.erased(run_id) or NotFound(f"no run {run_id!r} in {self.url}")
-        return self._recorded(look.record), look
-
-
-def _is_hex(s: str) -> bool:
-    return bool(s) and all(c in "0123456789abcdef" for c in s)
-
-
-def check_record_path(rec: RunRecord, run_id: str, seq: int, what: str) -> None:
-    """A record names the run and seq of its own path (format.md 8.1), else ``corrupt``."""
-    if rec.run != run_id or rec.seq != seq:
-        raise CorruptSnapshot(f"{what}: names run {rec.run!r} seq {rec.seq}, not its own path")
-
-
-def erased_error(stone: Tombstone) -> ErasedError:
-    """What a reader says of a run or snapshot with this tombstone: erased (when, why), or
-    being erased when the erase stopped before its last step (run it again)."""
-    run_id, seq = stone.run, stone.seq
-    what = f"run {run_id!r}" if seq is None else f"snapshot {seq} of run {run_id!r}"
-    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(stone.requested / 1000))
-    if stone.state != "erased":  # the erase stopped before its last step: not finished
-        return ErasedError(f"{what} is being erased since {at} (reason: {stone.reason!r}) "
-                           "and the erase has not finished; run 'ckptfs erase' on it again "
-                           "to finish it")
-    return ErasedError(f"{what} was erased at {at} (reason: "
-                       f"{stone.reason!r}); only its tombstone remains")
+        just now (``RUN``, ``RUN@head``; else None): ckptfs.store.resolve."""
+        return resolve_ref(self, ref)

@@ -11,9 +11,8 @@ No age check closes that window, on any backend. The handshake does:
   with what it saw after its previous commit (or before its first write). If no sweep can have
   started since, nothing it relies on was judged garbage by a mark that missed its record. If
   one can have, the commit is *in doubt*: the writer waits until that sweep is over, checks that
-  every object the snapshot names or that it wrote since is present, writes again those it holds
-  the bytes of, and withdraws its record (ConflictError: the commit did not happen) if one it
-  cannot restore is gone.
+  every chunk the snapshot names can still be found (its own record carries the bodies it
+  wrote), and withdraws its record (ConflictError: the commit did not happen) if one is gone.
 
 The lease helpers below (reading the highest generation, telling a lease whose holder is gone)
 are shared with ``ckptfs.ops.lease``, which takes and renews the lease.
@@ -36,12 +35,10 @@ from ckptfs.format.digest import Digest
 from ckptfs.format.ledger import LedgerRef
 from ckptfs.format.lifecycle import Lease
 from ckptfs.format.models import Captured, Manifest, StoreConfig
-from ckptfs.format.names import CHUNKS, CONFIG_PATH, LEASES, chunk_path, parse_seq_name, record_path, seq_name
+from ckptfs.format.names import CONFIG_PATH, LEASES, parse_seq_name, record_path, seq_name
 from ckptfs.storage.base import Storage
 
 LEASE_DIR = f"{LEASES}/maintenance"
-#: above this many objects to check, one listing of chunks/ is cheaper than one request each
-_SCAN_ABOVE = 256
 #: a writer takes a lease for expired only this long after its expiry by the writer's clock
 #: (clocks of hosts differ; the holder stops by its own clock at the expiry)
 CLOCK_SKEW_MS = 30_000
@@ -243,7 +240,7 @@ class SweepGuard:
                  on_wait: Callable[[], None] | None = None) -> None:
         self.storage = storage
         #: v2 stores: the digests among those given that nothing in the store holds
-        self.missing: Callable[[list[Digest]], list[Digest] | None] | None = None
+        self.missing: Callable[[list[Digest]], list[Digest]] | None = None
         #: per thread (threads may share a store and commit at once): what it last saw, and
         #: the objects it wrote since (path -> framed bytes; None: not kept)
         self._local = threading.local()
@@ -268,24 +265,11 @@ class SweepGuard:
     def seen(self, v: Seen | None) -> None:
         self._local.seen = v
 
-    @property
-    def pending(self) -> dict[str, bytes | None]:
-        p: dict[str, bytes | None] | None = getattr(self._local, "pending", None)
-        if p is None:
-            p = self._local.pending = {}
-        return p
-
-    @pending.setter
-    def pending(self, v: dict[str, bytes | None]) -> None:
-        self._local.pending = v
-
-    def before_write(self, objects: Iterable[tuple[str, bytes | None]]) -> None:
-        """Call before writing ``objects`` (chunks, a manifest): the first write of this writer
-        looks at the lease first, so that later looks can tell whether a sweep started."""
+    def before_write(self) -> None:
+        """Call before this writer's first write: it looks at the lease first, so that later
+        looks can tell whether a sweep started."""
         if self.seen is None:
             self.seen = look(self.storage)
-        for path, data in objects:
-            self.pending[path] = data
 
     def look_after(self) -> Seen:
         """The look a commit is judged by, taken after its record was created: the last one
@@ -310,7 +294,7 @@ class SweepGuard:
         if after is None:
             after = self.look_after()
         if not may_have_swept(before, after):
-            self.seen, self.pending = after, {}
+            self.seen = after
             return
         self.in_doubt += 1
         after = self._wait(after)
@@ -327,7 +311,7 @@ class SweepGuard:
                     "continuing.")
             self._repair(manifest, results)
         finally:
-            self.seen, self.pending = after, {}
+            self.seen = after
 
     def _wait(self, seen: Seen) -> Seen:
         """Until the highest lease no longer blocks while it may delete."""
@@ -345,31 +329,17 @@ class SweepGuard:
         return seen
 
     def _repair(self, manifest: Manifest, results: Callable[[], Iterable[Captured]]) -> None:
-        """Write again what is missing and held; withdraw the record if anything else is.
-        v2 stores (``missing`` set): the bodies this commit wrote are in its own record, so
-        nothing needs writing again; anything it names that is gone withdraws it."""
-        gone = None if self.missing is None else self.missing([])
-        if gone is not None:  # a v2 store
-            try:
-                gone = self.missing(list(named_chunks(manifest, results()))) if self.missing else []
-            except CkptfsError as e:
-                self._withdraw(manifest, 1, str(e))
-            if gone:
-                self._withdraw(manifest, len(gone), f"chunk {gone[0]}")
+        """Withdraw the record if a chunk it names is gone: the bodies this commit wrote are in
+        its own record, so nothing needs writing again (``missing``: the digests no container,
+        forward or loose object holds)."""
+        if self.missing is None:
             return
-        need: dict[str, bytes | None] = {chunk_path(d): None for d in named_chunks(manifest)}
-        for p, data in self.pending.items():
-            if data is not None or p not in need:
-                need[p] = data
-        lost = self._restore(need)
-        if not lost:  # the ledger's chunks are there: its large results can be read
-            try:
-                lost = self._restore({chunk_path(d): self.pending.get(chunk_path(d))
-                                      for d in named_chunks(manifest, results())})
-            except CkptfsError as e:
-                lost = [str(e)]
-        if lost:
-            self._withdraw(manifest, len(lost), lost[0])
+        try:
+            gone = self.missing(list(named_chunks(manifest, results())))
+        except CkptfsError as e:
+            self._withdraw(manifest, 1, str(e))
+        if gone:
+            self._withdraw(manifest, len(gone), f"chunk {gone[0]}")
 
     def _withdraw(self, manifest: Manifest, n: int, example: str) -> None:
         self.storage.delete(record_path(manifest.run, manifest.seq))
@@ -378,27 +348,6 @@ class SweepGuard:
             f"commit deleted {n} object(s) it names that this writer cannot write "
             f"again (e.g. {example}); the commit was withdrawn and did not happen. Resume the "
             "run's head and checkpoint again (with the data in hand).")
-
-    def _restore(self, need: dict[str, bytes | None]) -> list[str]:
-        """Write again every missing object of ``need`` whose bytes are held; the others."""
-        present = self._present(list(need))
-        lost = []
-        for path, data in need.items():
-            if path in present:
-                continue
-            if data is None:
-                lost.append(path)
-            else:
-                self.storage.write(path, data)  # restored: written again, hence fresh
-        return lost
-
-    def _present(self, paths: list[str]) -> set[str]:
-        if len(paths) > _SCAN_ABOVE:
-            listed = set(self.storage.scan(CHUNKS))
-            rest = [p for p in paths if not p.startswith(f"{CHUNKS}/")]
-            return {p for p in paths if p in listed} | {p for p in rest
-                                                         if self.storage.exists(p)}
-        return {p for p in paths if self.storage.exists(p)}
 
 
 def unprotected(manifest: Manifest, parent: Manifest | None, written: Iterable[Digest],

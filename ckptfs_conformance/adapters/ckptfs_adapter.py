@@ -391,24 +391,25 @@ class _Crash(BaseException):
 
 
 def write_case(case_path: str, store_dir: str) -> str:
-    """Carry out a writer case (README "Writer cases") into an empty directory: a format 1
-    store, whatever the default layout of new stores (the writer vectors are format 1)."""
+    """Carry out a writer case (README "Writer cases") into an empty directory: a format 2
+    store (the only one ckptfs writes) whose config takes no check window from the
+    environment and whose packs carry the case's clock as ``created`` (the reference profile's
+    bytes are then reproducible)."""
     import os
 
-    before = os.environ.get("CKPTFS_FORMAT_VERSION")
-    os.environ["CKPTFS_FORMAT_VERSION"] = "1"
+    window = os.environ.pop("CKPTFS_CHECK_WINDOW_MS", None)
     try:
         return _write_case(case_path, store_dir)
     finally:
-        if before is None:
-            del os.environ["CKPTFS_FORMAT_VERSION"]
-        else:
-            os.environ["CKPTFS_FORMAT_VERSION"] = before
+        if window is not None:
+            os.environ["CKPTFS_CHECK_WINDOW_MS"] = window
 
 
 def _write_case(case_path: str, store_dir: str) -> str:
+    import types
+
     import ckptfs
-    from ckptfs.runtime.run import Run
+    from ckptfs.store import containers as store_containers
 
     case = json.loads(Path(case_path).read_text())
     clock = {"now": 0}
@@ -427,6 +428,19 @@ def _write_case(case_path: str, store_dir: str) -> str:
     if "settings" in case:  # created at the first step's time with these settings
         clock["now"] = case["steps"][0]["time"]
         store.init(settings=untagged(case["settings"]))
+    real = getattr(store_containers, "time")
+    setattr(store_containers, "time", types.SimpleNamespace(time=lambda: clock["now"] / 1000))
+    try:
+        _steps(store, case, clock)
+    finally:
+        setattr(store_containers, "time", real)
+    store.close()
+    return "ok"
+
+
+def _steps(store: Any, case: dict[str, Any], clock: dict[str, int]) -> None:
+    from ckptfs.runtime.run import Run
+
     runs: dict[str, Run] = {}
     for step in case["steps"]:
         clock["now"] = step["time"]
@@ -455,8 +469,6 @@ def _write_case(case_path: str, store_dir: str) -> str:
                 runs[step["run"]].settle_effect(step["key"], failed=out["error"]["message"])
         else:
             raise ValueError(f"unknown writer step {op!r}")
-    store.close()
-    return "ok"
 
 
 def _effect(run: Any, step: dict[str, Any]) -> None:

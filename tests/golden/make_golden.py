@@ -142,120 +142,6 @@ def _as_restored(v: Any) -> Any:
     return v
 
 
-def basic() -> None:
-    """Default chunker: values, cbor-seq lists, blobs (zstd and raw), a ref, labels, expiry,
-    several snapshots, a resume, a fork and a migrated run."""
-    g = Golden("v1-basic")
-    rnd = random.Random(1)
-    msgs = [{"role": "user", "content": "plan a trip to Lisbon", "n": 0}]
-    base = {"plan": {"goal": "trip", "steps": ["search", "book"], "done": None},
-            "messages": msgs, "big": 2**70, "neg": -7, "f": 1.5, "flags": [True, False],
-            "raw": b"\x00\x01\xff", "text": "h\u00e9llo \u2713", "empty": [], "nested/entry": {}}
-    alpha = g.store.start_run("alpha", schema=("agent", 1))
-    g.commit(alpha, base, "start")
-    msgs = msgs + [{"role": "assistant", "content": "searching", "n": 1,
-                    "tool_calls": [{"name": "search", "args": {"q": "Lisbon"}}]}]
-    small = ckptfs.Blob(b"tool output\n" * 10, type="text/plain", labels={"tool": "search"})
-    g.commit(alpha, {**base, "messages": msgs, "page": small}, labels={"phase": "search"},
-             entry_labels={"messages": {"pii": "yes"}})
-    msgs = msgs + [{"role": "tool", "content": "result " * 300, "n": 2}]
-    state3 = {**base, "messages": msgs, "page": small,
-              "report": ckptfs.Blob(b"".join(b"line %d of a long report\n" % i for i in range(6000))),
-              "noise": ckptfs.Blob(rnd.randbytes(40_000)),
-              "doc": ckptfs.Ref(MISSING_URI, digest=Digest.of(b"gone").text, size=4,
-                                labels={"source": "tool"})}
-    g.commit(alpha, state3, "before_effect", expires_at=FAR_FUTURE_S)
-    resumed = g.store.resume("alpha", lenient_refs=True)
-    state4 = {**state3, "messages": msgs + [{"role": "user", "content": "ok", "n": 3}]}
-    state4["doc"] = resumed.state["doc"]
-    g.commit(resumed, state4, "after_effect")
-    beta = g.store.fork("alpha@2", "beta")
-    g.commit(beta, {**base, "messages": msgs[:2], "branch": "beta"})
-    gamma = g.store.start_run("gamma", schema=("agent", 1))
-    g.commit(gamma, {"messages": ["a", "b"], "plan": {"goal": "g"}})
-    migrated = g.store.resume("gamma", schema=("agent", 2), migrations=migrations())
-    g.commit(migrated, {**migrated.state, "history": ["a", "b", "c"]}, "final")
-    g.finish()
-
-
-def effects() -> None:
-    """The effect ledger: completed (small and large results), failed, in doubt, and approvals
-    decided and pending, across a resume; then a migration that reshapes a result."""
-    g = Golden("v1-ledger")
-    state = {"plan": ["search", "fetch", "charge", "email"], "done": []}
-    run = g.store.start_run("agent", schema=("shop", 1))
-    g.commit(run, state, "start")
-    big = {"rows": [{"id": i, "text": "row %d " % i * 20} for i in range(700)]}
-    run.effect("search", lambda q: {"hits": 3, "q": q}, "lisbon", key="search-1")
-    run.effect("fetch", lambda: big, key="fetch-1")
-    try:
-        run.effect("charge", _decline, 1250, key="charge-1")
-    except ValueError:
-        pass
-    try:
-        run.effect("email", _die, "alice@example.com", key="email-1")
-    except KeyboardInterrupt:  # the process "died" after the intent: in doubt
-        pass
-    g.sync(run, state)
-    resumed = g.store.resume("agent")
-    state = {**state, "done": ["search", "fetch"]}
-    g.commit(resumed, state)
-    try:
-        resumed.wait_for_approval({"refund": 1250}, key="approve-refund")
-    except ckptfs.errors.ApprovalPending:
-        pass
-    resumed.approve("approve-refund", {"by": "bob"})
-    try:
-        resumed.wait_for_approval({"delete": "account"}, key="approve-delete")
-    except ckptfs.errors.ApprovalPending:
-        pass
-    g.sync(resumed, state)
-    before = {
-        "search-1": {"kind": "effect", "name": "search", "status": "completed", "via": "call",
-                     "result": {"hits": 3, "q": "lisbon"}},
-        "fetch-1": {"kind": "effect", "name": "fetch", "status": "completed", "via": "call",
-                    "result": big, "large": True},
-        "charge-1": {"kind": "effect", "name": "charge", "status": "failed", "via": "call",
-                     "error": {"type": "ValueError", "message": "card declined"}},
-        "email-1": {"kind": "effect", "name": "email", "status": "intended", "via": None},
-        "approve-refund": {"kind": "approval", "name": "approval", "status": "completed",
-                           "via": "manual", "request": {"refund": 1250},
-                           "result": {"approved": True, "decision": {"by": "bob"}}},
-        "approve-delete": {"kind": "approval", "name": "approval", "status": "intended",
-                           "via": None, "request": {"delete": "account"}},
-    }
-    g.effects[f"agent@{resumed.seq}"] = before
-    # a migration shop@1 -> 2 that reshapes the search result: the migrated run records it
-    migrated = g.store.resume("agent", schema=("shop", 2), migrations=migrations())
-    snap = g.commit(migrated, {**migrated.state, "version": 2}, "final")
-    g.effects[f"agent@{snap.seq}"] = {**before, "search-1": {
-        **before["search-1"], "result": {"count": 3, "query": "lisbon"}}}
-    g.finish()
-
-
-def _decline(amount: int) -> None:
-    raise ValueError("card declined")
-
-
-def _die(to: str) -> None:
-    raise KeyboardInterrupt
-
-
-def small_chunks() -> None:
-    """Tiny chunker parameters: long entries over many chunks, appended step by step."""
-    g = Golden("v1-small-chunks",
-               chunker=ckptfs.ChunkerParams(min_size=64, avg_size=256, max_size=1024))
-    run = g.store.start_run("chat", schema=("chat", 7))
-    msgs: list[Any] = []
-    for step in range(6):
-        msgs = msgs + [{"role": "user" if i % 2 else "assistant", "content": f"step {step} msg {i}",
-                        "tokens": i * step} for i in range(25)]
-        g.commit(run, {"messages": msgs, "step": step,
-                       "log": ckptfs.Blob(b"".join(b"event %d\n" % i for i in range(200 * (step + 1))))})
-    g.finish()
-
-
-# -- format version 2 (spec/v2.md) ----------------------------------------------------------------
 def v2_basic(name: str = "v2-basic", compressed: bool = False) -> None:
     """Format 2: records that carry their manifest and new bodies, bulk content in packs, a
     streamed blob, a resume, a fork, a head hint, and a forward left by forget + gc.
@@ -309,28 +195,20 @@ def v2_basic(name: str = "v2-basic", compressed: bool = False) -> None:
     g.finish()
 
 
-#: the store layout each golden store is written in
-VERSIONS = {"v1-basic": 1, "v1-ledger": 1, "v1-small-chunks": 1, "v2-basic": 2,
-            "v2-compressed": 2}
-WRITERS = {"v1-basic": basic, "v1-ledger": effects, "v1-small-chunks": small_chunks,
-           "v2-basic": v2_basic, "v2-compressed": lambda: v2_basic("v2-compressed", True)}
+#: the golden stores this script writes; the version 1 stores (v1-basic, v1-ledger,
+#: v1-small-chunks) were written by the version 1 writer of ckptfs 0.1, which ckptfs no longer
+#: has: they are frozen, never written again
+WRITERS = {"v2-basic": v2_basic, "v2-compressed": lambda: v2_basic("v2-compressed", True)}
 
 
 def main(names: list[str] | None = None) -> None:
-    """Write the named golden stores (default: all), each in its own layout."""
-    import os
-
+    """Write the named golden stores (default: all it can write)."""
     for name in names or list(WRITERS):
-        before = os.environ.get("CKPTFS_FORMAT_VERSION")
-        os.environ["CKPTFS_FORMAT_VERSION"] = str(VERSIONS[name])
-        try:
-            with fixed_clock():
-                WRITERS[name]()
-        finally:
-            if before is None:
-                del os.environ["CKPTFS_FORMAT_VERSION"]
-            else:
-                os.environ["CKPTFS_FORMAT_VERSION"] = before
+        if name not in WRITERS:
+            raise SystemExit(f"{name}: not written by this script (the version 1 golden "
+                             "stores are frozen)")
+        with fixed_clock():
+            WRITERS[name]()
     print(f"wrote golden stores in {HERE}")
 
 
