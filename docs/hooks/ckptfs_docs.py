@@ -28,9 +28,9 @@ MOUNTS: dict[str, tuple[str, ...]] = {
     "spec": (".md", ".cddl"),
     "bench/results": (".md", ".png"),
 }
-#: repository files (glob patterns) mounted at the same path: the conformance README and the
-#: generators it links to
-MOUNT_FILES = ("ckptfs_conformance/README.md", "ckptfs_conformance/*.py")
+#: repository files (glob patterns) mounted at the same path: the conformance suite's README
+#: and the files beside it that it links to (generators, the frozen vectors' digests)
+MOUNT_FILES = ("ckptfs_conformance/*",)
 
 MARKER = "<!-- ckptfs-cli-reference -->"
 END_MARKER = "<!-- /ckptfs-cli-reference -->"
@@ -39,7 +39,7 @@ END_MARKER = "<!-- /ckptfs-cli-reference -->"
 def on_files(files: Files, config: Any) -> Files:
     """Add the repository files named in MOUNTS / MOUNT_FILES to the site."""
     paths = [os.path.relpath(p, ROOT) for pattern in MOUNT_FILES
-             for p in glob.glob(os.path.join(ROOT, pattern))]
+             for p in glob.glob(os.path.join(ROOT, pattern)) if os.path.isfile(p)]
     for folder, suffixes in MOUNTS.items():
         for dirpath, _dirs, names in os.walk(os.path.join(ROOT, folder)):
             for name in sorted(names):
