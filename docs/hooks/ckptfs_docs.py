@@ -1,6 +1,7 @@
 """MkDocs hooks for the ckptfs site (mkdocs.yml ``hooks:``).
 
-Two jobs, both so that nothing in the site is a hand-made copy that can drift:
+Three jobs, so that nothing in the site is a hand-made copy that can drift and a new page
+needs no edit of a shared file:
 
 * **Files that live outside docs/** are mounted into the site as they are, at the same
   relative path: the normative spec (``spec/``), the latest benchmark results with their plots
@@ -9,7 +10,10 @@ Two jobs, both so that nothing in the site is a hand-made copy that can drift:
 * **The CLI reference is generated from the command's own parser**
   (``ckptfs.cli.build_parser``): in a page that holds the line ``<!-- ckptfs-cli-reference -->``
   (up to an optional ``<!-- /ckptfs-cli-reference -->``) that part is replaced with every
-  subcommand's usage, description, arguments and epilog, rendered at build time. A new ``cmd_*.py`` module or option appears without touching the docs.
+  subcommand's usage, description, arguments and epilog, rendered at build time.
+* **Pages under docs/guides/ and docs/operations/ that mkdocs.yml's nav does not name** are
+  appended to the "Guides" and "Operations" sections (by file name), so a new guide shows up
+  at once; naming it in the nav places it and titles it. A new ``cmd_*.py`` module or option appears without touching the docs.
 """
 
 from __future__ import annotations
@@ -50,6 +54,27 @@ def on_files(files: Files, config: Any) -> Files:
         if files.get_file_from_path(src_uri) is None:
             files.append(File(src_uri, ROOT, config["site_dir"], config["use_directory_urls"]))
     return files
+
+
+#: nav sections that take in, at their end, every page of their folder that mkdocs.yml does not
+#: name: a helper who writes docs/guides/foo.md sees it in the site without editing the nav
+AUTO_SECTIONS = {"Guides": "guides/", "Operations": "operations/"}
+
+
+def on_nav(nav: Any, config: Any, files: Files) -> Any:
+    """Append the pages of AUTO_SECTIONS' folders that the nav leaves out, by path."""
+    named = {p.file.src_uri for p in nav.pages}
+    for section in nav.items:
+        prefix = AUTO_SECTIONS.get(getattr(section, "title", None) or "")
+        if prefix is None or not hasattr(section, "children"):
+            continue
+        for f in sorted(files.documentation_pages(), key=lambda f: f.src_uri):
+            if f.src_uri.startswith(prefix) and f.src_uri not in named and f.page is not None:
+                f.page.parent = section
+                section.children.append(f.page)
+                nav.pages.append(f.page)
+                named.add(f.src_uri)
+    return nav
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
