@@ -11,9 +11,10 @@ needs no edit of a shared file:
   (``ckptfs.cli.build_parser``): in a page that holds the line ``<!-- ckptfs-cli-reference -->``
   (up to an optional ``<!-- /ckptfs-cli-reference -->``) that part is replaced with every
   subcommand's usage, description, arguments and epilog, rendered at build time.
-* **Pages under docs/guides/ and docs/operations/ that mkdocs.yml's nav does not name** are
-  appended to the "Guides" and "Operations" sections (by file name), so a new guide shows up
-  at once; naming it in the nav places it and titles it. A new ``cmd_*.py`` module or option appears without touching the docs.
+* **Pages under docs/guides/, docs/operations/, docs/format/ and docs/conformance/ that
+  mkdocs.yml's nav does not name** are appended to their section ("Guides", "Operations",
+  "Format and conformance"; by file name), so a new guide shows up at once; naming it in the
+  nav places it. A new ``cmd_*.py`` module or option appears without touching the docs.
 """
 
 from __future__ import annotations
@@ -58,7 +59,9 @@ def on_files(files: Files, config: Any) -> Files:
 
 #: nav sections that take in, at their end, every page of their folder that mkdocs.yml does not
 #: name: a helper who writes docs/guides/foo.md sees it in the site without editing the nav
-AUTO_SECTIONS = {"Guides": "guides/", "Operations": "operations/"}
+AUTO_SECTIONS: dict[str, tuple[str, ...]] = {
+    "Guides": ("guides/",), "Operations": ("operations/",),
+    "Format and conformance": ("format/", "conformance/")}
 
 
 def on_nav(nav: Any, config: Any, files: Files) -> Any:
