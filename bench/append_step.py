@@ -82,7 +82,7 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true")
     a = ap.parse_args()
     print(f"N = {a.n} messages, {a.steps} steps per mode, "
-          f"format v{os.environ.get('CKPTFS_FORMAT_VERSION', '2')}")
+          f"format v{os.environ.get('CKPTFS_FORMAT_VERSION', '2')}\n")
     print("| mode | median ms/step | mean ms/step | min | max |")
     print("|---|---|---|---|---|")
     profiles = []

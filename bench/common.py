@@ -46,7 +46,10 @@ def machine_info() -> dict[str, str]:
         rev = "?"
     return {"nproc": str(os.cpu_count()), "cpu": cpu, "ckptfs commit": rev, "python": sys.version.split()[0],
             "platform": platform.platform(), "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-            "packages": ", ".join(f"{k} {v}" for k, v in versions.items())}
+            "packages": ", ".join(f"{k} {v}" for k, v in versions.items()),
+            # the machine is shared: the load says how far the absolute times can be trusted
+            "load average (1/5/15 min) when written": " / ".join(
+                f"{x:.2f}" for x in os.getloadavg())}
 
 
 def machine_md(extra: dict[str, str] | None = None) -> str:

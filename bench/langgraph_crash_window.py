@@ -181,7 +181,7 @@ def _outcome(kind: str, store: Path, effect_file: Path, config: Any, durability:
     def resume() -> None:
         from langgraph.errors import EmptyInputError
 
-        from ckptfs.errors import EffectInProgress
+        from ckptfs.errors import EffectInDoubt, EffectInProgress
         saver = make_saver(kind, store)
         g = graph(effect_file, lambda: None, saver if kind == "effect" else None)
         try:
@@ -189,8 +189,9 @@ def _outcome(kind: str, store: Path, effect_file: Path, config: Any, durability:
             outcome.write_text("ran")
         except EmptyInputError:
             outcome.write_text("empty")
-        except EffectInProgress:  # killed inside the effect: the ledger refuses to repeat it
-            outcome.write_text("refused")
+        except (EffectInProgress, EffectInDoubt):  # killed inside the effect: the ledger
+            outcome.write_text("refused")  # refuses to repeat it (in doubt once its owner is
+            # known dead on this host, until then in progress under the lease)
         if kind != "sqlite":
             saver.close()
 
@@ -300,7 +301,7 @@ def drive_random(durability: str, trials: int, work: Path, seed: int) -> str:
     return "\n".join([
         f"Killed 0-50 ms (uniform) after the tool's side effect, {trials} trials per row, "
         f"durability {durability!r}, seed {seed}:", "",
-        "| case | saver | re-ran | no checkpoint | refused (effect in progress) | once |",
+        "| case | saver | re-ran | no checkpoint | refused (effect in progress or in doubt) | once |",
         "|---|---|---|---|---|---|", *rows])
 
 

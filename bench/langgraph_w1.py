@@ -22,6 +22,7 @@ load time then shows whether the saver's fast lookup path survives it (issue 17)
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import shutil
 import sqlite3
@@ -43,7 +44,7 @@ from langgraph.graph.message import add_messages
 from ckptfs.integrations.langgraph import CkptfsSaver
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import have_strace, strace_syncs  # noqa: E402
+from bench.common import have_strace, machine_md, strace_syncs  # noqa: E402
 from bench.lg_store_parts import parts_md  # noqa: E402
 
 WORDS = ("agent tool call result plan step memory context token model user reply search file "
@@ -199,6 +200,7 @@ def main() -> None:
     if args.write:
         write_only(args.write[0], Path(args.write[1]), args.n)
         return
+    load = [os.getloadavg()[0]]
     scratch = Path(args.dir or tempfile.mkdtemp(prefix="lg-w1-"))
     scratch.mkdir(parents=True, exist_ok=True)
     results = []
@@ -223,6 +225,7 @@ def main() -> None:
     finally:
         if args.dir is None:
             shutil.rmtree(scratch, ignore_errors=True)
+    load.append(os.getloadavg()[0])
     cols = ["saver", "steps", "total_s", "p50_ms", "p95_ms", "p99_ms", "first100_ms",
             "last100_ms", "load_ms", "files", "apparent_mb", "allocated_mb"]
     lines = [
@@ -232,6 +235,8 @@ def main() -> None:
         f"`durability=\"{args.durability}\"`; step = time between consecutive node runs (includes the "
         "checkpoint); load = open the saver and `get_state` in a fresh process (imports excluded). Machine: shared 2-core box "
         f"(noisy; compare ratios). Command: `python bench/langgraph_w1.py --n {args.n} --durability {args.durability}`.",
+        "",
+        machine_md({"load average (1 min) at start / end": f"{load[0]:.2f} / {load[1]:.2f}"}),
         "",
         "| " + " | ".join(cols) + " |",
         "|" + "---|" * len(cols),

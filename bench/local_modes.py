@@ -91,6 +91,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--strace-n", type=int, default=200, help="steps of the strace run")
     ap.add_argument("--dir", default=None, help="where the stores go (a disk, not tmpfs)")
+    ap.add_argument("--name", default="local_modes",
+                    help="results file: bench/results/NAME.md (python -m bench --quick: "
+                         "local_modes-quick)")
     args = ap.parse_args(argv)
     base = tempfile.mkdtemp(prefix="ckptfs-local-modes-", dir=args.dir)
     load0 = os.getloadavg()
@@ -149,7 +152,7 @@ def main(argv: list[str] | None = None) -> None:
                                         for m in MODES)] for k in names]))
     else:
         text.append("\nstrace is not available here: syscall counts not measured.\n")
-    path = common.write_result("local_modes", "".join(text))
+    path = common.write_result(args.name, "".join(text))
     print(path)
     print("".join(text))
 

@@ -61,6 +61,19 @@ class Ckptfs(Peer):
         self.store.close()
 
 
+class CkptfsAppend(Ckptfs):
+    """ckptfs with the O(change) form: ``run.append("messages", msg)`` per step after the first
+    ``checkpoint`` (the same bytes on disk; the commit encodes only the new message)."""
+
+    name = "ckptfs run.append"
+
+    def put(self, messages: list[dict[str, Any]], step: int) -> None:
+        if self.run is None:
+            super().put(list(messages), step)
+            return
+        self.run.append("messages", messages[-1])
+
+
 class CkptfsSingle(Ckptfs):
     """ckptfs holding only the final state (one snapshot): restore cost without history."""
 
@@ -205,8 +218,8 @@ class PickleFsync(Peer):
             return list(pickle.load(f)["messages"])
 
 
-PEERS: dict[str, type[Peer]] = {p.name: p for p in (Ckptfs, Sqlite, SqliteDelta, ObjectStorage,
-                                                     PickleFsync, CkptfsSingle)}
+PEERS: dict[str, type[Peer]] = {p.name: p for p in (Ckptfs, CkptfsAppend, Sqlite, SqliteDelta,
+                                                     ObjectStorage, PickleFsync, CkptfsSingle)}
 
 
 def available(name: str) -> str | None:

@@ -1,5 +1,12 @@
 """Run the benchmarks: ``python -m bench`` (full) or ``python -m bench --quick`` (minutes).
 
+One script per workload: w1 (a growing conversation, local disk, against SqliteSaver, its
+DeltaChannel and pickle+fsync), w2 (a large blob against ``cp``/``cat``), w3 (S3 on moto
+against plain PUTs), w4 (many runs sharing a prompt), langgraph (W1 through a LangGraph graph,
+CkptfsSaver against SqliteSaver; ``langgraph_w1.py``), append_step, local_modes,
+langgraph_crash_window and langgraph_s3_requests (each its own script, see SCRIPTS).
+Every figure README.md and docs/ quote comes from these results.
+
 Results go to ``bench/results/<workload>[-quick].md`` with PNG plots beside them. Each
 workload uses a fresh directory under ``--workdir``; nothing is deleted until the very end
 (file deletion slows later file creation on these machines: DESIGN.md, benchmarking traps).
@@ -19,7 +26,67 @@ if __package__ in (None, ""):  # ``python bench/run.py``
 
 from bench import common  # noqa: E402
 
-WORKLOADS = ("w1", "w2", "w3", "w4")
+#: workloads run by a script of their own: name -> (arguments, arguments with --quick, result
+#: file the script writes itself, or None: its stdout becomes bench/results/<name>.md)
+SCRIPTS: dict[str, tuple[list[str], list[str], str | None]] = {
+    "append_step": (["-m", "bench.append_step", "--n", "200000", "--steps", "20"],
+               ["-m", "bench.append_step", "--n", "50000", "--steps", "5"], None),
+    "local_modes": (["-m", "bench.local_modes", "--n", "500", "--rounds", "3"],
+                    ["-m", "bench.local_modes", "--n", "100", "--rounds", "1", "--name",
+                     "local_modes-quick"], "local_modes"),
+    "langgraph_crash_window": (["bench/langgraph_crash_window.py", "--random", "--trials", "20"],
+                     ["bench/langgraph_crash_window.py", "--random", "--trials", "5"], None),
+    "langgraph_s3_requests": (["bench/langgraph_s3_requests.py", "--turns", "10", "100", "300"],
+                       ["bench/langgraph_s3_requests.py", "--turns", "10", "50"], None),
+}
+TITLES = {
+    "append_step": "One message appended to a 200,000-message state, per durable step "
+              "(bench/append_step.py)",
+    "langgraph_crash_window": "LangGraph: how often a tool's side effect runs again after a SIGKILL "
+                    "(bench/langgraph_crash_window.py --random)",
+    "langgraph_s3_requests": "LangGraph on S3 (moto): storage calls per user turn and for a fresh "
+                      "get_state (bench/langgraph_s3_requests.py)",
+}
+WORKLOADS = ("w1", "w2", "w3", "w4", "langgraph", *SCRIPTS)
+
+
+def _langgraph(workdir: str, *, quick: bool) -> None:
+    """W1 through a LangGraph graph (bench/langgraph_w1.py), durability sync then async, each
+    in a fresh process; writes ``langgraph_w1-sync[-quick].md`` and ``-async``."""
+    import subprocess
+
+    n = 200 if quick else 1000
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "langgraph_w1.py")
+    for durability in ("sync", "async"):
+        out = os.path.join(common.RESULTS,
+                           f"langgraph_w1-{durability}{'-quick' if quick else ''}.md")
+        subprocess.run([sys.executable, script, "--n", str(n), "--durability", durability,
+                        "--fsyncs", "--dir", os.path.join(workdir, durability), "--out", out],
+                       check=True)
+
+
+def _script(name: str, *, quick: bool) -> None:
+    """Run a script workload in a fresh process from the repository root (see SCRIPTS)."""
+    import subprocess
+
+    full, short, writes = SCRIPTS[name]
+    argv = short if quick else full
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [root, *filter(None, [os.environ.get("PYTHONPATH")])])}
+    load0 = os.getloadavg()[0]
+    if writes is not None:
+        subprocess.run([sys.executable, *argv], check=True, cwd=root, env=env)
+        return
+    out = subprocess.run([sys.executable, *argv], check=True, cwd=root, env=env,
+                         stdout=subprocess.PIPE, text=True).stdout  # stderr: to the console
+    text = (f"# {TITLES.get(name, name)}\n\n"
+            + common.machine_md({"mode": "quick" if quick else "full",
+                                 "command": "`python " + " ".join(argv) + "`",
+                                 "load average (1 min) at start": f"{load0:.2f}"})
+            + "\n" + out)
+    print(text)
+    common.write_result(name + ("-quick" if quick else ""), text)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -44,35 +111,50 @@ def main(argv: list[str] | None = None) -> None:
     workdir = tempfile.mkdtemp(prefix=time.strftime("%Y%m%d-%H%M%S-"), dir=base)
     print(f"bench: writing stores under {workdir}", flush=True)
     t0 = time.perf_counter()
+    failed: list[str] = []
     try:
         for w in only:
             t = time.perf_counter()
             print(f"== {w} ({'quick' if args.quick else 'full'})", flush=True)
             sub = os.path.join(workdir, w)
             os.makedirs(sub)
-            if w == "w1":
-                from bench import w1
+            try:
+                if w == "w1":
+                    from bench import w1
 
-                ns = [int(x) for x in args.n.split(",")] if args.n else None
-                rounds = args.rounds or (1 if args.quick else 2)
-                print(w1.run(sub, quick=args.quick, ns=ns, rounds=rounds))
-            elif w == "w2":
-                from bench import w2
+                    ns = [int(x) for x in args.n.split(",")] if args.n else None
+                    rounds = args.rounds or (1 if args.quick else 2)
+                    print(w1.run(sub, quick=args.quick, ns=ns, rounds=rounds))
+                elif w == "w2":
+                    from bench import w2
 
-                print(w2.run(sub, quick=args.quick))
-            elif w == "w3":
-                from bench import w3
+                    print(w2.run(sub, quick=args.quick))
+                elif w == "w3":
+                    from bench import w3
 
-                print(w3.run(sub, quick=args.quick))
-            elif w == "w4":
-                from bench import w4
+                    print(w3.run(sub, quick=args.quick))
+                elif w == "w4":
+                    from bench import w4
 
-                print(w4.run(sub, quick=args.quick))
+                    print(w4.run(sub, quick=args.quick))
+                elif w == "langgraph":
+                    _langgraph(sub, quick=args.quick)
+                else:
+                    _script(w, quick=args.quick)
+            except Exception:  # one broken workload must not cost the others their run
+                import traceback
+
+                traceback.print_exc()
+                failed.append(w)
+                print(f"== {w} FAILED after {time.perf_counter() - t:.0f} s", flush=True)
+                continue
             print(f"== {w} done in {time.perf_counter() - t:.0f} s", flush=True)
     finally:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
     print(f"bench: all done in {time.perf_counter() - t0:.0f} s; results in {common.RESULTS}")
+    if failed:
+        sys.exit(f"bench: these workloads failed: {', '.join(failed)}")
 
 
 if __name__ == "__main__":

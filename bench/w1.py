@@ -22,6 +22,7 @@ from bench.data import message, messages
 from bench.peers import (
     PEERS,
     Ckptfs,
+    CkptfsAppend,
     CkptfsSingle,
     ObjectStorage,
     PickleFsync,
@@ -31,7 +32,7 @@ from bench.peers import (
 )
 
 RESTORE_REPEATS = 5
-PEER_ORDER = [Ckptfs.name, Sqlite.name, SqliteDelta.name, ObjectStorage.name, PickleFsync.name]
+PEER_ORDER = [Ckptfs.name, CkptfsAppend.name, Sqlite.name, SqliteDelta.name, ObjectStorage.name, PickleFsync.name]
 
 
 # -- workers (run in a fresh process) --------------------------------------------------------
@@ -159,7 +160,7 @@ def run(workdir: str, *, quick: bool, ns: list[int] | None = None, rounds: int =
                 rows[(p, n)] = best(rows.get((p, n)), r)
     load.append(os.getloadavg()[0])
     n_ref = 1000 if 1000 in ns else ns[-1]
-    profile = os.path.join(common.RESULTS, "w1-profile.txt")
+    profile = os.path.join(common.RESULTS, "w1" + ("-quick" if quick else "") + "-profile.txt")
     measure(Ckptfs.name, n_ref, os.path.join(workdir, "profile"), strace=False, profile=profile)
     probe_after = common.create_probe(os.path.join(workdir, "probe-after"))
     md = report(rows, peers, ns, n_ref, probe_before, probe_after, notes, strace, quick,
@@ -244,7 +245,7 @@ def report(rows: dict[tuple[str, int], dict[str, Any]], peers: list[str], ns: li
         "restore with ckptfs's shows whether restore cost depends on history.",
         f"- fsync counts by strace cover the N={ns[0]} runs (`strace -f -c`, fsync + "
         f"fdatasync){'' if strace else ' (strace unavailable: not measured)'}.",
-        "- Profile of ckptfs's checkpoint: `w1-profile.txt`.",
+        f"- Profile of ckptfs's checkpoint: `w1{'-quick' if quick else ''}-profile.txt`.",
     ]
     out.append("\n## Notes\n\n" + "\n".join(notes) + "\n")
     out.append("\n![size](w1{q}-size.png)\n![latency](w1{q}-latency.png)\n".format(

@@ -193,9 +193,10 @@ def copy_throughput(workdir: str, opts: dict[str, Any], *, quick: bool, put_ms: 
     again = copy_runs(src.repo, dst.repo)
     noop = time.perf_counter() - t0
     again_reqs = counter.take()
-    # the floor: the same chunk files as plain concurrent PUTs (one s3fs ``pipe``), no ckptfs
-    chunk_files = [os.path.join(d, f) for d, _, fs_ in os.walk(os.path.join(src_url, "chunks"))
-                   for f in fs_]
+    # the floor: the same store files (records, packs, config) as plain concurrent PUTs (one
+    # s3fs ``pipe``), no ckptfs; the writers' tmp/ is not part of the store
+    chunk_files = [os.path.join(d, f) for d, _, fs_ in os.walk(src_url) for f in fs_
+                   if os.path.relpath(d, src_url).split(os.sep)[0] != "tmp"]
     plain = {f"{BUCKET}/copy-plain/{i}": Path(p).read_bytes() for i, p in enumerate(chunk_files)}
     fs = fsspec.filesystem("s3", **opts)
     t0 = time.perf_counter()
@@ -207,9 +208,9 @@ def copy_throughput(workdir: str, opts: dict[str, Any], *, quick: bool, put_ms: 
     return (f"{stored / MB:.1f} MB stored in 4 runs ({rep.snapshots_copied} snapshots, "
             f"{rep.chunks_copied} chunks) copied local -> S3 in {took:.2f} s: **{mbps:.1f} MB/s**, "
             f"{mbps * put_ms / 1000:.2f}x sequential 1 MB PUTs ({1000 / put_ms:.1f} MB/s), "
-            f"{mbps / plain_mbps:.2f}x the same {len(plain)} chunk files as concurrent plain PUTs "
+            f"{mbps / plain_mbps:.2f}x the same {len(plain)} store files as concurrent plain PUTs "
             f"({plain_mbps:.1f} MB/s: the per-request cost of small objects bounds any copy); "
             f"{sum(reqs.values())} S3 requests, **{per_mb:.1f} per MB** ({fmt_ops(reqs, 1)}; "
-            f"PUTs: one per chunk, manifest and record, and the config). Copying again (nothing "
+            f"PUTs: records, packs and the config). Copying again (nothing "
             f"new): {noop:.2f} s, {again.snapshots_copied} snapshots and {again.chunks_copied} "
             f"chunks sent, {sum(again_reqs.values())} requests ({fmt_ops(again_reqs, 1)}).\n")

@@ -9,7 +9,7 @@ import zstandard
 
 from bench import common
 from bench.data import message, messages
-from bench.peers import Ckptfs, PickleFsync
+from bench.peers import Ckptfs, CkptfsAppend, PickleFsync
 
 
 def test_messages_are_deterministic_text_that_compresses_about_3x() -> None:
@@ -23,7 +23,7 @@ def test_messages_are_deterministic_text_that_compresses_about_3x() -> None:
     assert 2.5 <= ratio <= 3.5, ratio  # like chat text, not repeated characters
 
 
-@pytest.mark.parametrize("peer", [Ckptfs.name, PickleFsync.name])
+@pytest.mark.parametrize("peer", [Ckptfs.name, CkptfsAppend.name, PickleFsync.name])
 def test_w1_worker_round_trip_and_fsync_count(peer: str, tmp_path: os.PathLike[str]) -> None:
     from bench import w1
 

@@ -16,8 +16,8 @@ from ckptfs.format.names import CONFIG_PATH
 from tests.clihelp import cli, cli_json, make_demo
 from tests.test_cli_effects import EFFECTS_KEYS
 
-#: The documented --json keys of each read command (README "CLI tour"); exact, so a renamed or
-#: dropped key fails here and the README check below.
+#: The documented --json keys of each read command (docs/reference/json.md); exact, so a renamed
+#: or dropped key fails here and the documentation check below.
 SNAPSHOT_KEYS = {"snapshot", "run", "seq", "boundary", "created", "attempt", "schema", "parent",
                  "resumed_from", "labels", "expires", "entry_count", "state_bytes"}
 LS_RUN_KEYS = {"run", "snapshots", "head_seq", "head", "boundary", "created", "age_seconds",
@@ -193,9 +193,8 @@ def test_init_creates_once(tmp_path: Path) -> None:
     assert cli_json("ls", url)["runs"] == []
 
 
-def test_readme_documents_every_json_key() -> None:
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    tour = readme.split("## CLI tour", 1)[1].split("\n## ", 1)[0]
+def test_docs_document_every_json_key() -> None:
+    tour = (Path(__file__).parent.parent / "docs" / "reference" / "json.md").read_text()
     for key in sorted(SNAPSHOT_KEYS | LS_RUN_KEYS | LOG_KEYS | SHOW_KEYS | DIFF_KEYS | COPY_KEYS
                       | VERIFY_KEYS | EXPORT_KEYS | INIT_KEYS | EFFECTS_KEYS | {"forks", "effects", "forked_from"}):
-        assert f"`{key}`" in tour, f"README CLI tour does not document --json key {key!r}"
+        assert f"`{key}`" in tour, f"docs/reference/json.md does not document --json key {key!r}"
