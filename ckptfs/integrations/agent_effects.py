@@ -141,9 +141,9 @@ class ToolEffects:
                                       "(ToolEffects.begin); its outcome cannot be recorded here")
             run = self._ledger_run()
             if failed is not None:
-                fx._record_outcome(run, intent, "failed", error=_Failure(failed))
+                fx.record_outcome(run, intent, "failed", error=_Failure(failed))
             else:
-                fx._record_outcome(run, intent, "completed", result=result)
+                fx.record_outcome(run, intent, "completed", result=result)
 
     @staticmethod
     def in_scope(eff: Effect, scope: str) -> bool:
