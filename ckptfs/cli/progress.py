@@ -35,7 +35,7 @@ def add_progress(p: argparse.ArgumentParser) -> None:
     p.add_argument("--progress", choices=MODES, default="auto",
                    help="progress on stderr: 'auto' (default) draws bars only when stderr is a "
                         "terminal; 'bar' always; 'json' one JSON object per line (documented "
-                        "in the README); 'none' never")
+                        "in docs/operations/cli-tour.md); 'none' never")
 
 
 class Progress:

@@ -1,5 +1,5 @@
 """Is the destination's run the source's run? What ``copy`` must prove before it changes
-anything of a run that the destination already holds (README "copy": a run whose history
+anything of a run that the destination already holds (docs/operations/copy.md: a run whose history
 differs between the stores is a conflict, and it is not touched).
 
 A snapshot id is the digest of a manifest that names its run, its seq and its parent (the

@@ -1,7 +1,7 @@
 """Read-only views of a store for people and scripts: runs, lineage, manifests, entries, diffs.
 
 Everything here returns plain JSON-able data (the ``--json`` output of the CLI, whose keys are
-documented in the README); the CLI only formats it. Nothing here writes to the store.
+documented in docs/reference/json.md); the CLI only formats it. Nothing here writes to the store.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ TYPED_MARKER = "$typed"
 from ckptfs.store.lifecycle import read_tombstone
 from ckptfs.store.repository import Repository, Snapshot, erased_error
 
-#: JSON marker objects for CBOR values JSON cannot hold (documented in the README).
+#: JSON marker objects for CBOR values JSON cannot hold (documented in docs/reference/json.md).
 BYTES_MARKER = "$bytes"
 FLOAT_MARKER = "$float"
 INT_MARKER = "$int"

@@ -1,6 +1,6 @@
 """A LangGraph checkpointer that keeps threads as ckptfs runs and checkpoints as snapshots.
 
-Layout in the store (README, section "LangGraph"):
+Layout in the store (docs/guides/langgraph.md):
 
 * each (thread id, checkpoint namespace) is the run ``lg-<32 hex>-<16 hex>`` (BLAKE3 of the
   thread id, then of the namespace), since both may hold any character; labels

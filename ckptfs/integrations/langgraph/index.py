@@ -1,5 +1,5 @@
 """How CkptfsSaver finds a thread's runs and snapshots: per-run indexes (one listing each),
-the live generation of a run, and the lookups by history labels (README "LangGraph",
+the live generation of a run, and the lookups by history labels (docs/guides/langgraph.md,
 "Finding checkpoints"). A base class of CkptfsSaver, kept apart to keep modules small."""
 
 from __future__ import annotations
@@ -174,7 +174,7 @@ class RunLookup:
                 out.append(idx)
         return out
 
-    # -- finding snapshots (README "LangGraph", "Finding checkpoints") -------------------------
+    # -- finding snapshots (docs/guides/langgraph.md, "Finding checkpoints") -----------
     def _at(self, idx: _RunIndex, seq: int) -> Snapshot:
         """The snapshot at ``seq``, read once."""
         snap = idx.loaded.get(seq)

@@ -181,7 +181,7 @@ def _cid(snap: Snapshot) -> str:
 def chain_labels(head: Mapping[str, str] | None, kind: str, cid: str, seq: int
                  ) -> dict[str, str]:
     """The history labels of a new snapshot at ``seq`` whose run's head has labels ``head``
-    (README "LangGraph", "Finding checkpoints"): running maxima of checkpoint ids and of
+    (docs/guides/langgraph.md, "Finding checkpoints"): running maxima of checkpoint ids and of
     writes' checkpoint ids, the last writes snapshot, and whether both kept their order."""
     head = head or {}
     ordered = head.get(L_ORDERED) == "true" if head else True

@@ -498,7 +498,7 @@ class CkptfsSaver(AsyncTwins, RunLookup, BaseCheckpointSaver[int]):
     def delete_thread(self, thread_id: str) -> None:
         """Erase a thread now, in every namespace, with its effect ledger: ckptfs ``erase``
         (fence, tombstone, records, then every chunk and manifest no other run uses). The
-        thread id stays usable: its next checkpoint starts a new run (README "LangGraph")."""
+        thread id stays usable: its next checkpoint starts a new run (docs/guides/langgraph.md)."""
         self.flush()
         threads.delete_thread(self, thread_id)
 

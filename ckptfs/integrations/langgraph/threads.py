@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 def delete_thread(saver: CkptfsSaver, thread_id: str) -> None:
     """Erase a thread now, in every namespace, with its effect ledger: ckptfs ``erase``
     (fence, tombstone, records, then every chunk and manifest no other run uses). The
-    thread id stays usable: its next checkpoint starts a new run (README "LangGraph")."""
+    thread id stays usable: its next checkpoint starts a new run (docs/guides/langgraph.md)."""
     erase_thread(saver, str(thread_id), "langgraph delete_thread")
 
 def erase_thread(saver: CkptfsSaver, tid: str, reason: str) -> None:
