@@ -22,6 +22,8 @@ from __future__ import annotations
 import argparse
 import glob
 import os
+import posixpath
+import re
 from typing import Any
 
 from mkdocs.structure.files import File, Files
@@ -30,12 +32,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 #: repository folder -> the suffixes mounted from it (recursively), at the same path in the site
 MOUNTS: dict[str, tuple[str, ...]] = {
-    "spec": (".md", ".cddl"),
+    "spec": (".md", ".cddl", ".json"),
     "bench/results": (".md", ".png"),
 }
 #: repository files (glob patterns) mounted at the same path: the conformance suite's README
 #: and the files beside it that it links to (generators, the frozen vectors' digests)
-MOUNT_FILES = ("ckptfs_conformance/*",)
+MOUNT_FILES = ("ckptfs_conformance/*", "ckptfs_conformance/adapters/*.py")
 
 MARKER = "<!-- ckptfs-cli-reference -->"
 END_MARKER = "<!-- /ckptfs-cli-reference -->"
@@ -80,8 +82,28 @@ def on_nav(nav: Any, config: Any, files: Files) -> Any:
     return nav
 
 
+#: a Markdown link whose target is a relative folder (``[text](vectors/)``)
+FOLDER_LINK = re.compile(r"\[([^\]]*)\]\((?![a-z]+:|/|#)([^)\s]*/)\)")
+
+
+def _folder_links(markdown: str, src_uri: str) -> str:
+    """In a page mounted from the repository, a link to a folder of the repository (which the
+    site cannot hold) becomes its text and the folder's repository path, so that the page reads
+    the same on GitHub and ``--strict`` does not fail on it."""
+    def repl(m: re.Match[str]) -> str:
+        rel = posixpath.normpath(posixpath.join(posixpath.dirname(src_uri), m.group(2)))
+        if rel.startswith("..") or not os.path.isdir(os.path.join(ROOT, rel)):
+            return m.group(0)
+        return f"{m.group(1)} (folder `{rel}/` of the repository)"
+    return FOLDER_LINK.sub(repl, markdown)
+
+
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
-    """Replace the CLI marker with the reference rendered from ``build_parser()``."""
+    """Replace the CLI marker with the reference rendered from ``build_parser()``; in pages
+    mounted from outside docs/, turn links to repository folders into their paths."""
+    if page.file.abs_src_path and not os.path.abspath(page.file.abs_src_path).startswith(
+            os.path.join(ROOT, "docs") + os.sep):
+        markdown = _folder_links(markdown, page.file.src_uri)
     if MARKER not in markdown:
         return markdown
     head, _, rest = markdown.partition(MARKER)
