@@ -32,7 +32,6 @@ from typing import Any
 from ckptfs.errors import CapabilityError, OutcomeUnknown, StorageError
 from ckptfs.storage.base import Capabilities, Storage
 from ckptfs.storage.object_calls import wrap
-from ckptfs.storage.object_deletes import GCS_PROTOCOLS
 
 #: s3fs protocols whose create-only write is one conditional PutObject (``_exclusive_put``)
 S3_PROTOCOLS = ("s3", "s3a")
