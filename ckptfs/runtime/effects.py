@@ -14,19 +14,15 @@ the call may still be under way and may land after any reconciliation asked. The
 call returned records the outcome even when another process committed on top meanwhile (it
 re-reads the head and appends there) unless the effect was re-issued or settled after the
 deadline; then it raises ``EffectSuperseded`` and records nothing that contradicts the ledger.
+
+This module holds the ledger protocol (issue, record, settle, approvals); the owner names,
+the calls in flight in this process and the lease arguments are ``effect_owners``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
-import os
-import re
-import secrets
-import socket
-import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -50,7 +46,6 @@ from ckptfs.format.ledger import (
     INLINE_RESULT_MAX,
     MAX_ERROR_TEXT,
     MAX_KEY,
-    MAX_OWNER,
     Effect,
     Kind,
     Record,
@@ -58,10 +53,21 @@ from ckptfs.format.ledger import (
     args_digest,
 )
 from ckptfs.format.models import Captured
+from ckptfs.runtime.effect_owners import (  # re-exported: their old home
+    DEFAULT_TIMEOUT as DEFAULT_TIMEOUT,
+    MAX_TIMEOUT as MAX_TIMEOUT,
+    call_ended,
+    call_started,
+    held_elsewhere as held_elsewhere,
+    lease_ms as lease_ms,
+    owner_gone as owner_gone,
+    process_owner as process_owner,
+    set_process_owner as set_process_owner,
+    wait_seconds,
+)
 from ckptfs.store.entries import EntryWriter
 from ckptfs.store.entry_reads import decode_value, read_content
 from ckptfs.store.repository import Snapshot
-from ckptfs.store.sweeps import host_id, pid_gone
 
 if TYPE_CHECKING:
     from ckptfs.runtime.run import Run
@@ -76,99 +82,8 @@ class _NotDone:
 
 #: what ``reconcile`` returns when the outside world never saw the effect: it is issued again
 NOT_DONE = _NotDone()
-#: seconds an issued call may run before another process may reconcile or re-issue it
-DEFAULT_TIMEOUT = 60.0
-#: the longest lease ``timeout=`` may ask for (30 days)
-MAX_TIMEOUT = 30 * 86_400.0
 #: how often the owner re-bases its outcome record when other processes keep committing
 MAX_REBASES = 100
-
-
-# -- owners: who issued a call, and which of this process's calls are still running -----------
-def _new_owner() -> str:
-    """``host/pid/nonce/tag``: readable host and pid, a nonce so that no two processes share
-    a name, and the tag of this host's id (hostname, boot id, pid namespace), so that a later
-    process can prove the owner gone (``owner_gone``)."""
-    host = re.sub(r"[^A-Za-z0-9._-]", "_", socket.gethostname())[:64] or "host"
-    return f"{host}/{os.getpid()}/{secrets.token_hex(8)}/{_HOST_TAG}"
-
-
-#: this host's id (store.sweeps.host_id) as 12 hex digits, the last part of owner names
-_HOST_TAG = hashlib.sha256(host_id().encode()).hexdigest()[:12]
-_OWNER = re.compile(r"[A-Za-z0-9._-]{1,64}/([1-9][0-9]{0,9})/[0-9a-f]{16}/([0-9a-f]{12})")
-
-
-def owner_gone(owner: str | None) -> bool:
-    """Whether the process that owns an intent provably no longer runs: its name is of this
-    runtime's making, its host tag is this host's, and no process has its pid here
-    (``store.sweeps.pid_gone``, as for the maintenance lease). A pid that exists is no proof
-    (it may have been reused): the lease then holds until its deadline, as before."""
-    m = _OWNER.fullmatch(owner or "")
-    return m is not None and m.group(2) == _HOST_TAG and pid_gone(int(m.group(1)))
-
-
-_owner = _new_owner()
-_lock = threading.Lock()
-#: (owner, key, intent time) of every call this process is performing now; without the run id,
-#: so that a fork of a run whose call is in flight here sees that call as running too
-_in_flight: Counter[tuple[str, str, int]] = Counter()
-
-
-def _after_fork() -> None:
-    global _owner, _in_flight
-    _owner, _in_flight = _new_owner(), Counter()  # a child runs none of its parent's calls
-
-
-os.register_at_fork(after_in_child=_after_fork)
-
-
-def process_owner() -> str:
-    """This process's owner name, written in the intents it issues: host, pid and a random
-    nonce (new after ``fork``), so that no two processes share one."""
-    return _owner
-
-
-def set_process_owner(owner: str) -> None:
-    """Name this process's owner (reproducible stores, e.g. the conformance vectors); runs
-    started or resumed afterwards issue intents under this name."""
-    global _owner
-    if type(owner) is not str or not (1 <= len(owner) <= MAX_OWNER):
-        raise ValueError(f"an owner is text of 1..{MAX_OWNER} characters, not {owner!r:.80}")
-    _owner = owner
-
-
-def _running_here(owner: str | None, key: str, at: int) -> bool:
-    with _lock:
-        return _in_flight[(owner or "", key, at)] > 0
-
-
-def held_elsewhere(run: Run, eff: Effect) -> bool:
-    """Whether ``eff`` is issued under a lease that has not run out and whose call may be
-    running: another owner's that is not provably gone (``owner_gone``: killed on this host),
-    or one of this process's calls still in flight. An intent this process issued whose call
-    has ended (it died with a BaseException) holds nothing."""
-    if not eff.running(run.store.now()):
-        return False
-    if eff.owner != run.owner:
-        return not owner_gone(eff.owner)
-    return _running_here(eff.owner, eff.key, eff.intended_at)
-
-
-def lease_ms(timeout: Any) -> int:
-    """``timeout=`` in seconds as the lease's length in ms (at least 1)."""
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not (
-            0 < timeout <= MAX_TIMEOUT):
-        raise ValueError(f"timeout is the seconds a call may run, a number in (0, "
-                         f"{MAX_TIMEOUT:.0f}], not {timeout!r:.40}")
-    return max(1, math.ceil(timeout * 1000))
-
-
-def _wait_seconds(wait: Any) -> float:
-    if wait is True or wait is False:
-        return math.inf if wait else 0.0
-    if not isinstance(wait, (int, float)) or math.isnan(wait) or wait < 0:
-        raise ValueError(f"wait takes True, False or seconds (>= 0), not {wait!r:.40}")
-    return float(wait)
 
 
 # -- performing an effect ----------------------------------------------------------------------
@@ -210,7 +125,7 @@ def issue(run: Run, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any],
     ends with ``release``. Split so that ``Run.aeffect`` awaits the call on its event loop
     and runs only the commits in a worker thread, under exactly the same rules."""
     lease = lease_ms(timeout)
-    patience = _wait_seconds(wait)
+    patience = wait_seconds(wait)
     digest = args_digest(args, kwargs)
     known = _known(run, key, "effect", name, digest)
     if known is not None and held_elsewhere(run, known):
@@ -238,8 +153,7 @@ def issue(run: Run, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any],
     owner, deadline = run.owner, at + lease
     intent = Record(key=key, kind="effect", name=name, args=digest, status="intended",
                     at=at, attempt=run.attempt, owner=owner, deadline=deadline)
-    with _lock:
-        _in_flight[(owner, key, at)] += 1
+    call_started((owner, key, at))
     run._open_effect = key
     try:
         _append(run, intent, boundary="before_effect")
@@ -261,11 +175,7 @@ def release(run: Run, intent: Record) -> None:
     """The call of ``intent`` has ended (with or without a recorded outcome): the run may
     commit again, and this process no longer counts it as running."""
     run._open_effect = None
-    token = (intent.owner or "", intent.key, intent.at)
-    with _lock:
-        _in_flight[token] -= 1
-        if not _in_flight[token]:
-            del _in_flight[token]
+    call_ended((intent.owner or "", intent.key, intent.at))
 
 
 def _wait_for(run: Run, eff: Effect, patience: float) -> Effect | None:
