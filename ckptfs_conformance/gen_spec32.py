@@ -27,8 +27,9 @@ from ckptfs.format.cdc import ChunkerParams
 from ckptfs.format.digest import Digest
 from ckptfs.format.lifecycle import Retired
 from ckptfs.format.names import forward_path, record_path
-from ckptfs_conformance import gen_v2
-from ckptfs_conformance.gen_v2 import REC1, REC2, P, V2, edit, join, split
+from ckptfs_conformance import gen_v2_lookups, gen_v2_stores
+from ckptfs_conformance.gen_v2_containers import edit, flip, join, split
+from ckptfs_conformance.gen_v2_stores import REC1, REC2, P, V2
 
 #: a chunker whose minimum exceeds the blobs below: each blob of 3000 bytes is one chunk
 WIDE = ChunkerParams(min_size=4096, avg_size=16384, max_size=65536)
@@ -195,11 +196,11 @@ CONFIG_INVALID: dict[str, tuple[str, str, Callable[[Path], Any]]] = {
 
 def _valid_builds(new_store: Any, prng: Any) -> dict[str, Callable[[Path], Any]]:
     def base(p: Path) -> None:
-        gen_v2.base(p, new_store, prng)
+        gen_v2_stores.base(p, new_store, prng)
 
     def without_feature(p: Path) -> None:
         base(p)
-        gen_v2._required(p, lambda r: r - {"compressed-headers"})
+        gen_v2_stores.set_required(p, lambda r: r - {"compressed-headers"})
 
     def window(p: Path) -> None:
         base(p)
@@ -214,12 +215,12 @@ def _valid_builds(new_store: Any, prng: Any) -> dict[str, Callable[[Path], Any]]
         edit(p / REC2, _created)
 
     def pack_header(p: Path) -> None:
-        gen_v2.pack_base(p, new_store, prng)
-        packs = gen_v2._packs(p)
+        gen_v2_stores.pack_base(p, new_store, prng)
+        packs = gen_v2_stores.packs(p)
         assert packs
         f = packs[0]
         hlen = int.from_bytes(f.read_bytes()[9:13], "big")
-        gen_v2.flip(f, 13 + hlen + 5)  # a byte of the header digest
+        flip(f, 13 + hlen + 5)  # a byte of the header digest
 
     def v1_config(p: Path) -> None:
         _v1_store(p, new_store, prng)
@@ -268,11 +269,11 @@ def vectors(g: Any, new_store: Any, prng: Any, invalid_stores: Any, render_store
     from ckptfs_conformance.render import render_ref
 
     tmp = g.out / "_spec32base"
-    gen_v2.base(tmp, new_store, prng)
+    gen_v2_stores.base(tmp, new_store, prng)
     invalid_stores(g, tmp, INVALID, prefix=P, requires=V2)
     shutil.rmtree(tmp)
     tmp = g.out / "_spec32fwd"
-    gen_v2.forwards(tmp, new_store, prng, t0)
+    gen_v2_stores.forwards(tmp, new_store, prng, t0)
     invalid_stores(g, tmp, {"forward-bad-row": (
         "missing", "r1@1 is gone and its forward has good rows but one malformed row (a "
         "31-byte digest): the whole forward is damaged, none of its rows is used (spec/v2.md "
@@ -280,7 +281,7 @@ def vectors(g: Any, new_store: Any, prng: Any, invalid_stores: Any, render_store
     shutil.rmtree(tmp)
 
     tmp = g.out / "_spec32up"
-    gen_v2.upgraded(tmp, new_store, prng)
+    gen_v2_stores.upgraded(tmp, new_store, prng)
     invalid_stores(g, tmp, {"v1-record-over-64kib": (
         "corrupt", "an upgraded store whose version 1 record r1@1 carries an unknown key padding "
         "it to 70000 bytes: format.md's 64 KiB limit of a version 1 record holds in a version 2 "
@@ -318,10 +319,10 @@ def vectors(g: Any, new_store: Any, prng: Any, invalid_stores: Any, render_store
 
     # strays and damage in id scans (spec/v2.md 7)
     d = g.store_dir("lookup", P + "strays")
-    gen_v2.base(d, new_store, prng)
-    ids = {f"r1-{n}": Digest(gen_v2._snap_id(d, "r1", n)) for n in (1, 2)}
-    ids["r2-1"] = Digest(gen_v2._snap_id(d, "r2", 1))
-    gen_v2._ambiguous(d, new_store, ids)
+    gen_v2_stores.base(d, new_store, prng)
+    ids = {f"r1-{n}": Digest(gen_v2_stores.snap_id(d, "r1", n)) for n in (1, 2)}
+    ids["r2-1"] = Digest(gen_v2_stores.snap_id(d, "r2", 1))
+    gen_v2_lookups.ambiguous(d, new_store, ids)
     _retire(d, "amb", 1, t0 + 500_000)
     lookup(P + "strays", P + "by-id-stray", "by id: the id of a stray record (amb@1, in a "
            "retired range): no snapshot (spec/v2.md 7)", ids["amb-1"].text, V2 + ["lifecycle"])
@@ -330,16 +331,16 @@ def vectors(g: Any, new_store: Any, prng: Any, invalid_stores: Any, render_store
            ids["amb-1"].hex[:6], V2 + ["lifecycle"])
 
     d = g.store_dir("lookup", P + "damaged-scan")
-    gen_v2.base(d, new_store, prng)
-    r11 = Digest(gen_v2._snap_id(d, "r1", 1))
+    gen_v2_stores.base(d, new_store, prng)
+    r11 = Digest(gen_v2_stores.snap_id(d, "r1", 1))
     DAMAGED = [record_path("r2", 1)]
-    gen_v2.flip(d / record_path("r2", 1), 20)  # a byte of the header: its digest fails
+    flip(d / record_path("r2", 1), 20)  # a byte of the header: its digest fails
     lookup(P + "damaged-scan", P + "absent-id-beside-damaged", "by id: an id no intact record "
            "holds, while the visible record r2@1 cannot be decoded (it may be the one): "
            "corrupt, never not-found on a guess (spec/v2.md 7)", Digest.of(b"nothing").text, damaged=DAMAGED)
     lookup(P + "damaged-scan", P + "by-id-beside-damaged", "by id: r1@1, found in an intact "
            "record; damage elsewhere does not matter (spec/v2.md 7)", r11.text, damaged=DAMAGED)
-    absent = gen_v2._absent_prefix({**ids, "r11": r11})
+    absent = gen_v2_lookups.absent_prefix({**ids, "r11": r11})
     lookup(P + "damaged-scan", P + "absent-prefix-beside-damaged", "a prefix no intact record "
            "matches while r2@1 cannot be decoded (it might match): corrupt", absent,
            damaged=DAMAGED)

@@ -277,13 +277,13 @@ def _generate(out: Path) -> dict[str, int]:
 
 
 def _v2_vectors(g: Gen) -> None:
-    """The vectors of spec/v2.md: version 2 stores (ckptfs_conformance/gen_v2.py)."""
-    from ckptfs_conformance import gen_v2
+    """The vectors of spec/v2.md: version 2 stores (ckptfs_conformance/gen_v2*.py)."""
+    from ckptfs_conformance import gen_v2, gen_v2_invalid, gen_v2_lookups
 
     with gen_v2.layout_v2(T0):
         gen_v2.valid(g, new_store, prng, render_store, NOW, T0)
-        gen_v2.invalid(g, new_store, prng, invalid_stores, T0)
-        gen_v2.lookups(g, new_store, prng, NOW, T0)
+        gen_v2_invalid.invalid(g, new_store, prng, invalid_stores, T0)
+        gen_v2_lookups.lookups(g, new_store, prng, NOW, T0)
         _locator_vectors(g)
         _spec32_vectors(g)
 

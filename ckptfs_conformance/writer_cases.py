@@ -100,7 +100,7 @@ WRITER_CASES: dict[str, tuple[str, bool, list[str], dict[str, Any]]] = {
 
 def writer_vectors(g: Gen) -> None:
     """Carry out every case with ckptfs's adapter; the store it writes is the expectation."""
-    from ckptfs_conformance.adapters.ckptfs_adapter import write_case
+    from ckptfs_conformance.adapters.case_writer import write_case
 
     tmp = g.out / "_tmp"
     for name, (desc, exact, requires, case) in {**WRITER_CASES, **LEASE_CASES,

@@ -68,6 +68,11 @@ def test_conformance_is_its_own_distribution(wheels: dict[str, zipfile.ZipFile])
     on_disk = [p for p in (REPO / "ckptfs_conformance" / "vectors").rglob("*") if p.is_file()]
     assert len(vectors) == len(on_disk) > 1000
     assert "ckptfs_conformance/adapters/ckptfs_adapter.py" in names
+    # every module of the suite, subpackages included (a split must list a new subpackage)
+    src = REPO / "ckptfs_conformance"
+    modules = {f"ckptfs_conformance/{p.relative_to(src).as_posix()}" for p in src.rglob("*.py")
+               if not {"vectors", "build"} & set(p.relative_to(src).parts)}
+    assert len(modules) > 20 and modules <= set(names), sorted(modules - set(names))
     (meta,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
     assert "ckptfs-conformance = ckptfs_conformance.runner:main" in whl.read(meta).decode()
 

@@ -40,7 +40,7 @@ def _records(store: Path) -> list[Path]:
 def _rewrite(f: Path, change: object) -> None:
     """Rewrite record ``f`` with its header changed by ``change(header map)`` (digest and form
     kept as a writer would have written them)."""
-    from ckptfs_conformance.gen_v2 import edit
+    from ckptfs_conformance.gen_v2_containers import edit
 
     edit(f, lambda h, area: change(h))  # type: ignore[operator]
 
