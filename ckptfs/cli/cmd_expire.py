@@ -27,7 +27,6 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
 def run(args: argparse.Namespace) -> int:
     import time
 
-    import ckptfs
     from ckptfs.ops.expire import set_expiry
     from ckptfs.ops.retention import parse_duration
 

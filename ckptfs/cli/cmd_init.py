@@ -46,8 +46,6 @@ def create_bucket(store: object) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import ckptfs
-
     if args.encrypt:
         import os
 

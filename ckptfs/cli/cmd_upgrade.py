@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ckptfs.cli import EXIT_OK, print_json
+from ckptfs.cli import stores as _stores
 from ckptfs.cli._args import store_command
 
 #: a v2 store whose records are not all complete: nothing changed
@@ -31,11 +32,10 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    import ckptfs
     from ckptfs.format.models import COMPLETE_LOCATORS, COMPRESSED_HEADERS
     from ckptfs.ops.upgrade import upgrade
 
-    store = ckptfs.open_store(args.store)
+    store = _stores.open_store(args.store)  # with -o and --keyring, as every command
     r = upgrade(store.repo, dry_run=args.dry_run)
     if args.json:
         print_json({"store": r.store, "before": r.before, "after": r.after,

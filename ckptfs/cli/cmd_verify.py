@@ -88,7 +88,6 @@ def summary(report: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    import ckptfs
     from ckptfs.ops.verify import verify
 
     from ckptfs.ops.runs import require_runs
