@@ -65,3 +65,43 @@ def test_upgrade_takes_backend_options(s3_options: dict[str, object], tmp_path: 
              "-o", "client_kwargs.region_name=us-east-1"]
     out = json.loads(cli("upgrade", url, *creds, "--dry-run", "--json", env=env).stdout)
     assert out["after"] == 2 and out["dry_run"] is True
+
+
+class _Storage:
+    """A storage whose read_many and write_many call read and write, as real ones may."""
+
+    def read(self, key: str) -> bytes:
+        return b"x" * 10
+
+    def read_many(self, keys: list[str]) -> list[bytes | None]:
+        return [self.read(k) for k in keys] + [None]
+
+    def delete(self, key: str) -> None:
+        pass
+
+    def write(self, key: str, data: bytes) -> None:
+        pass
+
+    def write_many(self, items: object) -> None:
+        for key, data in items:  # type: ignore[attr-defined]
+            self.write(key, data)
+
+
+def test_progress_counts_outermost_calls_once() -> None:
+    """``Progress.watch``/``watch_writes`` share one wrapper (``_count``): a call made inside
+    another wrapped call is not counted again; a generator given to write_many is counted and
+    still written."""
+    import io
+
+    from ckptfs.cli.progress import Progress
+
+    s = _Storage()
+    with Progress("t", mode="json", stream=io.StringIO()) as bar:
+        bar.watch(s)
+        bar.watch_writes(s)
+        assert s.read_many(["a", "b", "c"]) == [b"x" * 10] * 3 + [None]
+        s.read("d")
+        s.delete("e")
+        s.write_many((k, b"yy") for k in "abc")
+        s.write("z", b"1234")
+    assert (bar.bytes, bar.objects, bar.deleted, bar.written) == (40, 4, 1, 10)
