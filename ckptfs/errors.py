@@ -37,13 +37,9 @@ class NonCanonical(FormatError):
 class CorruptObject(FormatError):
     """A stored object whose digest or size disagrees with what names it."""
 
-    category = "corrupt"
-
 
 class CorruptSnapshot(CorruptObject):
     """A snapshot whose manifest, entry or chunk is damaged; the message names which."""
-
-    category = "corrupt"
 
 
 class MissingObject(CkptfsError):
@@ -60,8 +56,6 @@ class NotFound(CkptfsError, LookupError):
 
 class NotAStore(NotFound):
     """The URL holds no ckptfs store (no store config file)."""
-
-    category = "not-found"
 
 
 class UnsupportedVersion(CkptfsError):
@@ -91,8 +85,6 @@ class SessionConflict(ConflictError):
     """An agent adapter's write (a session's items, events, state) lost the race to another
     process that committed to the same session first; nothing of it was stored."""
 
-    category = "conflict"
-
 
 class ExpiredError(CkptfsError):
     """The snapshot or run has passed its expiry and will not be restored."""
@@ -120,8 +112,6 @@ class StorageError(CkptfsError, OSError):
 
 class CapabilityError(StorageError):
     """The backend cannot do what was asked (for example a write to a read-only store)."""
-
-    category = "storage"
 
 
 class MissingReference(CkptfsError):
@@ -161,6 +151,11 @@ class EffectError(CkptfsError):
     category = "effect"
 
 
+def _effect(record: Any) -> str:
+    """How a message names an effect: ``effect 'charge-1' (pay)`` (its key and name)."""
+    return f"effect {getattr(record, 'key', '?')!r} ({getattr(record, 'name', '?')})"
+
+
 class EffectInDoubt(EffectError):
     """An effect's intent was recorded but its outcome was not: it may or may not have happened."""
 
@@ -171,9 +166,9 @@ class EffectInDoubt(EffectError):
         super().__init__(
             message
             or (
-                f"effect {getattr(record, 'key', '?')!r} ({getattr(record, 'name', '?')}) was "
-                "issued but its result was never recorded; it may have happened. Pass reconcile= "
-                "to ask the outside world by idempotency key, or settle it with run.settle_effect()."
+                f"{_effect(record)} was issued but its result was never recorded; it may "
+                "have happened. Pass reconcile= to ask the outside world by idempotency key, or "
+                "settle it with run.settle_effect()."
             )
         )
 
@@ -187,8 +182,8 @@ class EffectFailed(EffectError):
         self.record = record
         err = getattr(record, "error", None) or {}
         super().__init__(
-            f"effect {getattr(record, 'key', '?')!r} ({getattr(record, 'name', '?')}) failed "
-            f"earlier with {err.get('type', '?')}: {err.get('message', '')}; the failure is "
+            f"{_effect(record)} failed earlier with {err.get('type', '?')}: "
+            f"{err.get('message', '')}; the failure is "
             "recorded and replayed. Use a new key to try again.")
 
 
@@ -212,8 +207,7 @@ class EffectInProgress(EffectError):
         left = max(0, (self.deadline or now) - now) / 1000
         until = utc_time(self.deadline) if self.deadline is not None else "its deadline"
         super().__init__(
-            f"effect {getattr(record, 'key', '?')!r} ({getattr(record, 'name', '?')}) is in "
-            f"progress: owner {self.owner!r} issued it at attempt "
+            f"{_effect(record)} is in progress: owner {self.owner!r} issued it at attempt "
             f"{getattr(record, 'issued_by', '?')} and may be running it until {until} "
             f"({left:.1f} s from now); a process killed on this host would not hold it, so "
             f"that one runs, or runs elsewhere. {advice or self.API_ADVICE}")
@@ -237,11 +231,10 @@ class EffectSuperseded(EffectError):
         self.error = error
         outcome = "returned" if error is None else f"raised {type(error).__name__}"
         super().__init__(
-            f"effect {getattr(record, 'key', '?')!r} ({getattr(record, 'name', '?')}): this "
-            f"call {outcome} after {why}, so its outcome was NOT recorded (recording it would "
-            "contradict the ledger). The outside world may have seen the effect more than once: "
-            "check it by idempotency key. The outcome is in .result / .error; use a longer "
-            "timeout= for calls this slow.")
+            f"{_effect(record)}: this call {outcome} after {why}, so its outcome was NOT "
+            "recorded (recording it would contradict the ledger). The outside world may have "
+            "seen the effect more than once: check it by idempotency key. The outcome is in "
+            ".result / .error; use a longer timeout= for calls this slow.")
 
 
 class ApprovalPending(EffectError):
@@ -272,8 +265,6 @@ class SchemaError(CkptfsError):
 class MigrationError(SchemaError):
     """A migration step raised; the message names the snapshot and the step."""
 
-    category = "schema"
-
 
 class Busy(CkptfsError):
     """Another maintenance operation (forget, gc, erase) holds the store's lease."""
@@ -285,8 +276,6 @@ class Busy(CkptfsError):
 class OutcomeUnknown(StorageError):
     """A create-only write (a commit) failed without a definitive answer and its object could not
     be read back: the commit may or may not have happened."""
-
-    category = "storage"
 
 
 # -- issue 18: arguments a caller gets wrong (not a store's fault) ------------------------------

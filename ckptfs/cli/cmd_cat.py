@@ -7,23 +7,23 @@ import json
 import sys
 
 from ckptfs.cli import EXIT_OK, human, print_json
+from ckptfs.cli._args import store_command
 from ckptfs.cli.cmd_show import SNAPSHOT_HELP
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    p = sub.add_parser("cat", help="print an entry: a value as JSON, a blob as raw bytes",
-                       description="Print entry ENTRY of SNAPSHOT, every chunk verified. A value "
-                                   "is printed as JSON (bytes as {\"$bytes\": base64}, NaN and "
-                                   "infinities as {\"$float\": \"NaN\"}, integers of more than "
-                                   "14,000 bits as {\"$int\": \"0x...\"}, map keys starting "
-                                   "with '$' get one more '$', typed values as {\"$typed\": "
-                                   "[name, payload]}, LangGraph's msgpack values decoded as "
-                                   "{\"$lg\": \"module.Name\", \"data\": ...} unless --raw); "
-                                   "a blob is written raw to "
-                                   "stdout or --output FILE; a reference prints what it points at. "
-                                   "An expired "
-                                   "snapshot is refused (exit 3) unless --allow-expired.")
-    p.add_argument("store", metavar="STORE")
+    p = store_command(sub, "cat", run, help="print an entry: a value as JSON, a blob as raw bytes",
+                      description="Print entry ENTRY of SNAPSHOT, every chunk verified. A value "
+                                  "is printed as JSON (bytes as {\"$bytes\": base64}, NaN and "
+                                  "infinities as {\"$float\": \"NaN\"}, integers of more than "
+                                  "14,000 bits as {\"$int\": \"0x...\"}, map keys starting "
+                                  "with '$' get one more '$', typed values as {\"$typed\": "
+                                  "[name, payload]}, LangGraph's msgpack values decoded as "
+                                  "{\"$lg\": \"module.Name\", \"data\": ...} unless --raw); "
+                                  "a blob is written raw to "
+                                  "stdout or --output FILE; a reference prints what it points at. "
+                                  "An expired "
+                                  "snapshot is refused (exit 3) unless --allow-expired.")
     p.add_argument("snapshot", metavar="SNAPSHOT", help=SNAPSHOT_HELP)
     p.add_argument("entry", metavar="ENTRY", help="entry name, as 'ckptfs show' lists them")
     p.add_argument("--output", metavar="FILE",
@@ -37,7 +37,6 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--allow-expired", action="store_true",
                    help="print the entry even if the snapshot has expired (refused by default, "
                         "exit 3: expired state is not served)")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

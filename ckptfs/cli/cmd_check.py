@@ -9,21 +9,22 @@ import sys
 from typing import Any
 
 from ckptfs.cli import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, human, print_json
+from ckptfs.cli._args import store_command
 from ckptfs.cli.human import add_allow_refs
 from ckptfs.cli.progress import Progress, add_progress
 from ckptfs.cli import stores as _stores
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    p = sub.add_parser(
-        "check", help="prove every retained snapshot restores with today's code and migrations "
-                      "(integrity, restic's 'check', is 'ckptfs verify')",
+    p = store_command(
+        sub, "check", run,
+        help="prove every retained snapshot restores with today's code and migrations "
+             "(integrity, restic's 'check', is 'ckptfs verify')",
         description="Load every snapshot of every run (or --run), not only heads, migrate its "
                     "state in memory to the current --schema with the --migrations registry, "
                     "and run --validate on the result. Nothing is written. Exit 1 if any "
                     "snapshot fails. Meant for CI at release time. (Integrity of the "
                     "stored objects, what restic calls 'check', is 'ckptfs verify'.)")
-    p.add_argument("store", metavar="STORE")
     p.add_argument("--migrations", metavar="MODULE:ATTRIBUTE",
                    help="a ckptfs.Migrations registry, e.g. myapp.state:migrations")
     p.add_argument("--schema", action="append", dest="schemas", default=[],
@@ -44,7 +45,6 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     add_allow_refs(p)
     p.add_argument("--json", action="store_true", help="machine-readable report")
     add_progress(p)
-    p.set_defaults(func=run)
 
 
 def load_object(spec: str, what: str) -> Any:

@@ -56,7 +56,6 @@ def _dst_keyring(src: Any, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    import ckptfs
     from ckptfs.ops.copy import copy_runs
 
     src = human.open_existing(args.src)

@@ -5,19 +5,19 @@ from __future__ import annotations
 import argparse
 
 from ckptfs.cli import EXIT_OK, human, print_json
+from ckptfs.cli._args import store_command
 from ckptfs.cli.cmd_show import SNAPSHOT_HELP
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    p = sub.add_parser("diff", help="entries added, removed and changed between two snapshots",
-                       description="Compare snapshot A with snapshot B (of any runs): entries "
-                                   "added, removed and changed, chunks the two share, and the "
-                                   "bytes B holds that A does not.")
-    p.add_argument("store", metavar="STORE")
+    p = store_command(sub, "diff", run,
+                      help="entries added, removed and changed between two snapshots",
+                      description="Compare snapshot A with snapshot B (of any runs): entries "
+                                  "added, removed and changed, chunks the two share, and the "
+                                  "bytes B holds that A does not.")
     p.add_argument("a", metavar="A", help=SNAPSHOT_HELP)
     p.add_argument("b", metavar="B", help="the other snapshot, same forms as A")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,23 +5,22 @@ from __future__ import annotations
 import argparse
 
 from ckptfs.cli import EXIT_OK, human, print_json
+from ckptfs.cli._args import store_command
 from ckptfs.cli import stores as _stores
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    p = sub.add_parser("du", help="disk usage per run and snapshot; expiry; personal data",
-                       description="Bytes per run and per snapshot (unique vs shared with other "
-                                   "snapshots), oldest snapshot, expired snapshots, dedup ratio, "
-                                   "and which entries are labeled as personal data (pii). Every "
-                                   "object a snapshot holds counts: its entries' chunks, its "
-                                   "manifest, its effect ledger's chunks and the ledger's large "
-                                   "results. Text shows KiB/MiB; --json exact bytes.")
-    p.add_argument("store", metavar="STORE")
+    p = store_command(sub, "du", run, help="disk usage per run and snapshot; expiry; personal data",
+                      description="Bytes per run and per snapshot (unique vs shared with other "
+                                  "snapshots), oldest snapshot, expired snapshots, dedup ratio, "
+                                  "and which entries are labeled as personal data (pii). Every "
+                                  "object a snapshot holds counts: its entries' chunks, its "
+                                  "manifest, its effect ledger's chunks and the ledger's large "
+                                  "results. Text shows KiB/MiB; --json exact bytes.")
     p.add_argument("--run", action="append", dest="runs", metavar="RUN",
                    help="only this run (repeatable; an unknown run is an error)")
     p.add_argument("--snapshots", action="store_true", help="one line per snapshot too")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,20 +5,21 @@ from __future__ import annotations
 import argparse
 
 from ckptfs.cli import EXIT_OK, EXIT_USAGE, human, print_json
+from ckptfs.cli._args import store_command
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    p = sub.add_parser("effects", help="a run's side effects and approvals; in-doubt ones flagged",
-                       description="Print the effect ledger at the head of RUN, one line per "
-                                   "idempotency key: its status, who issued and settled it and "
-                                   "when. An effect that was issued but whose outcome was never "
-                                   "recorded is IN DOUBT: it may have happened. Resuming will not "
-                                   "repeat it silently; settle it with reconcile=, "
-                                   "run.settle_effect() or 'ckptfs settle'; decide a pending "
-                                   "approval with 'ckptfs approve' / 'ckptfs reject'. While its lease (timeout=) has not run "
-                                   "out it is shown as RUNNING: the call may still be under way "
-                                   "and no other process may reconcile or re-issue it yet.")
-    p.add_argument("store", metavar="STORE")
+    p = store_command(sub, "effects", run,
+                      help="a run's side effects and approvals; in-doubt ones flagged",
+                      description="Print the effect ledger at the head of RUN, one line per "
+                                  "idempotency key: its status, who issued and settled it and "
+                                  "when. An effect that was issued but whose outcome was never "
+                                  "recorded is IN DOUBT: it may have happened. Resuming will not "
+                                  "repeat it silently; settle it with reconcile=, "
+                                  "run.settle_effect() or 'ckptfs settle'; decide a pending "
+                                  "approval with 'ckptfs approve' / 'ckptfs reject'. While its lease (timeout=) has not run "
+                                  "out it is shown as RUNNING: the call may still be under way "
+                                  "and no other process may reconcile or re-issue it yet.")
     p.add_argument("run_id", metavar="RUN", nargs="?",
                    help="the run (or give --thread for a LangGraph thread: the ledger of its "
                         "saver.effect calls)")
@@ -27,7 +28,6 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--allow-expired", action="store_true",
                    help="show the ledger even if the head has expired (refused by default, "
                         "exit 3: expired state is not served)")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,18 +6,19 @@ import argparse
 import time
 
 from ckptfs.cli import EXIT_OK, EXIT_PROBLEMS, human, print_json
+from ckptfs.cli._args import add_break_lease, break_lease, store_command
 from ckptfs.cli._usage import usage_error
 from ckptfs.format.names import parse_uint
 from ckptfs.cli import stores as _stores
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    p = sub.add_parser("erase", help="erase a run (or one snapshot) now, leaving a tombstone",
-                       description="Fence the run so no writer can commit to it again, delete "
-                                   "its records, manifests and every chunk no other snapshot "
-                                   "uses (immediately, no grace period), and leave a tombstone "
-                                   "saying what was erased, when and why.")
-    p.add_argument("store", metavar="STORE")
+    p = store_command(sub, "erase", run,
+                      help="erase a run (or one snapshot) now, leaving a tombstone",
+                      description="Fence the run so no writer can commit to it again, delete "
+                                  "its records, manifests and every chunk no other snapshot "
+                                  "uses (immediately, no grace period), and leave a tombstone "
+                                  "saying what was erased, when and why.")
     p.add_argument("run_id", metavar="RUN", nargs="?")
     p.add_argument("--subject", metavar="S",
                    help="encrypted stores: destroy the key scope of subject S (every run about "
@@ -26,15 +27,11 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--snapshot", metavar="SEQ|ID",
                    help="only this snapshot (a seq, RUN@SEQ, or a snapshot id of RUN)")
     p.add_argument("--reason", required=False, help="why (e.g. 'GDPR request #123')")
-    p.add_argument("--break-lease", action="store_true",
-                   help="take the maintenance lease even if another forget/gc/erase seems to "
-                        "hold it (only when you know that process is gone; prints a warning)")
+    add_break_lease(p)
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    import ckptfs
     from ckptfs.ops.erase import erase_run
 
     if args.subject is not None:
@@ -64,15 +61,7 @@ def run(args: argparse.Namespace) -> int:
                 return usage_error("erase", f"{ref} belongs to run {snap.run!r}, not "
                                  f"{args.run_id!r}")
             seq = snap.seq
-    if args.break_lease:  # --break-lease: take over a lease whose holder is gone
-        import sys
-
-        from ckptfs.ops.lease import break_held_lease, break_warning
-
-        storage = _stores.open_store(args.store).storage
-        warning = break_warning(storage, break_held_lease(storage))
-        if warning:
-            print(warning, file=sys.stderr)
+    break_lease(args)  # --break-lease: take over a lease whose holder is gone
     report = erase_run(repo, args.run_id, seq=seq, reason=args.reason)
     stone = report.tombstone
     if args.json:

@@ -6,29 +6,27 @@ import argparse
 import datetime
 
 from ckptfs.cli import EXIT_OK, print_json
+from ckptfs.cli._args import store_command
 from ckptfs.cli._usage import usage_error
 from ckptfs.cli import stores as _stores
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    p = sub.add_parser("expire", help="set when a run or a snapshot expires",
-                       description="Set the expiry of every snapshot of a run (RUN) or of one "
-                                   "snapshot (RUN@SEQ, blake3:..., hex prefix). Expired "
-                                   "snapshots are never restored and gc removes them.")
-    p.add_argument("store", metavar="STORE")
+    p = store_command(sub, "expire", run, help="set when a run or a snapshot expires",
+                      description="Set the expiry of every snapshot of a run (RUN) or of one "
+                                  "snapshot (RUN@SEQ, blake3:..., hex prefix). Expired "
+                                  "snapshots are never restored and gc removes them.")
     p.add_argument("target", metavar="RUN|SNAPSHOT")
     when = p.add_mutually_exclusive_group(required=True)
     when.add_argument("--at", help="ISO 8601 time with a zone, e.g. 2030-01-01T00:00:00Z")
     when.add_argument("--in", dest="within", metavar="DURATION", help="from now: 90s, 36h, 7d")
     when.add_argument("--never", action="store_true", help="remove the expiry")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     import time
 
-    import ckptfs
     from ckptfs.ops.expire import set_expiry
     from ckptfs.ops.retention import parse_duration
 

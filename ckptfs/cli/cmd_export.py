@@ -5,23 +5,22 @@ from __future__ import annotations
 import argparse
 
 from ckptfs.cli import EXIT_OK, human, print_json
+from ckptfs.cli._args import store_command
 from ckptfs.cli.progress import Progress, add_progress
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    p = sub.add_parser(
-        "export", help="write runs to one .zip or .tar file (a read-only store)",
+    p = store_command(
+        sub, "export", run, help="write runs to one .zip or .tar file (a read-only store)",
         description="Write every run (or each --run) of STORE, verified, to FILE (.zip or .tar). "
                     "The file is a store: every read command opens it directly "
                     "('ckptfs ls FILE.zip', or the URL zip://::FILE.zip), and "
                     "'ckptfs copy FILE.zip DIR' unpacks it into a writable store.")
-    p.add_argument("store", metavar="STORE")
     p.add_argument("file", metavar="FILE", help="output path ending in .zip or .tar")
     p.add_argument("--run", action="append", dest="runs", metavar="RUN",
                    help="export only this run (repeatable)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     add_progress(p)
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

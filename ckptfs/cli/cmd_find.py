@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 
 from ckptfs.cli import EXIT_OK, EXIT_PROBLEMS, human, print_json
+from ckptfs.cli._args import store_command
 from ckptfs.cli.progress import Progress, add_progress
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    p = sub.add_parser(
-        "find", help="find snapshots by label and entry name across runs",
+    p = store_command(
+        sub, "find", run, help="find snapshots by label and entry name across runs",
         description="List the snapshots of STORE that carry every --label and have an entry "
                     "matching every --entry. By default each run's head only: about 3 requests "
                     "per run on an S3 version 2 store, whatever the run's length (a run "
@@ -19,7 +20,6 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                     "narrows the runs before anything is read. Only manifests are read, never "
                     "entry content. Exit status 1 when a run or record could not be read (the "
                     "search goes on; the problems are listed).")
-    p.add_argument("store", metavar="STORE")
     p.add_argument("--label", action="append", default=[], metavar="K=V",
                    help="a label the snapshot (or one of its entries) has: K=V for that value, "
                         "K for any value (repeatable: all must match)")
@@ -33,7 +33,6 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--limit", type=int, metavar="N", help="stop after N matches")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     add_progress(p)
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

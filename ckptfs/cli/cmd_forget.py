@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from ckptfs.cli import EXIT_OK, EXIT_PROBLEMS, print_json
+from ckptfs.cli._args import add_break_lease, break_lease, store_command
 from ckptfs.cli._usage import usage_error
 from ckptfs.cli import stores as _stores
 
@@ -15,11 +16,10 @@ _UNIT = {"hourly": "hour", "daily": "day", "weekly": "ISO week", "monthly": "mon
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    p = sub.add_parser("forget", help="forget snapshots a retention policy does not keep",
-                       description="Forget (delete the run records of) every snapshot that no "
-                                   "--keep rule keeps; a run's head goes only with its whole "
-                                   "run. Then run 'ckptfs gc' to reclaim the space.")
-    p.add_argument("store", metavar="STORE")
+    p = store_command(sub, "forget", run, help="forget snapshots a retention policy does not keep",
+                      description="Forget (delete the run records of) every snapshot that no "
+                                  "--keep rule keeps; a run's head goes only with its whole "
+                                  "run. Then run 'ckptfs gc' to reclaim the space.")
     p.add_argument("--keep-last", type=int, metavar="N", help="the last N snapshots of each run")
     p.add_argument("--keep-within", metavar="DURATION", help="snapshots newer than e.g. 7d, 36h")
     p.add_argument("--keep-label", action="append", default=[], metavar="K=V",
@@ -38,15 +38,11 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                         "is old enough now, and says when the rest will be free")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="one line per forgotten snapshot (the summary counts them per run)")
-    p.add_argument("--break-lease", action="store_true",
-                   help="take the maintenance lease even if another forget/gc/erase seems to "
-                        "hold it (only when you know that process is gone; prints a warning)")
+    add_break_lease(p)
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    import ckptfs
     from ckptfs.ops.retention import Policy, forget, parse_duration
 
     labels = []
@@ -77,15 +73,7 @@ def run(args: argparse.Namespace) -> int:
 
     repo = _stores.open_store(args.store).repo
     runs = require_runs(repo, args.runs)  # a typo is an error before anything is touched
-    if args.break_lease:  # --break-lease: take over a lease whose holder is gone
-        import sys
-
-        from ckptfs.ops.lease import break_held_lease, break_warning
-
-        storage = _stores.open_store(args.store).storage
-        warning = break_warning(storage, break_held_lease(storage))
-        if warning:
-            print(warning, file=sys.stderr)
+    break_lease(args)  # --break-lease: take over a lease whose holder is gone
     report = forget(repo, policy, runs=runs, dry_run=args.dry_run)
     pruned = None
     if args.prune and not args.dry_run:

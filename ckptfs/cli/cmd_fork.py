@@ -5,21 +5,20 @@ from __future__ import annotations
 import argparse
 
 from ckptfs.cli import EXIT_OK, human, print_json
+from ckptfs.cli._args import store_command
 from ckptfs.cli.cmd_show import SNAPSHOT_HELP
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    p = sub.add_parser("fork", help="start a new run from any snapshot",
-                       description="Create run NEW_RUN whose first snapshot holds the state of "
-                                   "SNAPSHOT (any run, any sequence number) and names it as its "
-                                   "parent, so 'ckptfs log' shows where it came from. No data is "
-                                   "copied: the new snapshot shares every chunk.")
-    p.add_argument("store", metavar="STORE")
+    p = store_command(sub, "fork", run, help="start a new run from any snapshot",
+                      description="Create run NEW_RUN whose first snapshot holds the state of "
+                                  "SNAPSHOT (any run, any sequence number) and names it as its "
+                                  "parent, so 'ckptfs log' shows where it came from. No data is "
+                                  "copied: the new snapshot shares every chunk.")
     p.add_argument("snapshot", metavar="SNAPSHOT", help=SNAPSHOT_HELP)
     p.add_argument("new_run", metavar="NEW_RUN", help="id of the new run (must not exist)")
     p.add_argument("--json", action="store_true", help="print the new snapshot as JSON")
     human.add_allow_refs(p)
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

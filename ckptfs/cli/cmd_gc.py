@@ -5,31 +5,28 @@ from __future__ import annotations
 import argparse
 
 from ckptfs.cli import EXIT_OK, EXIT_PROBLEMS, print_json
+from ckptfs.cli._args import add_break_lease, break_lease, store_command
 from ckptfs.cli._usage import usage_error
 from ckptfs.cli.progress import Progress, add_progress
 from ckptfs.cli import stores as _stores
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    p = sub.add_parser("gc", help="remove expired snapshots and unreferenced chunks/manifests",
-                       description="Garbage-collect: forget expired snapshots, then delete "
-                                   "manifests and chunks no retained snapshot uses and that are "
-                                   "older than the grace period. Safe beside live writers.")
-    p.add_argument("store", metavar="STORE")
+    p = store_command(sub, "gc", run,
+                      help="remove expired snapshots and unreferenced chunks/manifests",
+                      description="Garbage-collect: forget expired snapshots, then delete "
+                                  "manifests and chunks no retained snapshot uses and that are "
+                                  "older than the grace period. Safe beside live writers.")
     p.add_argument("--grace", metavar="DURATION",
                    help="override the store's grace period (e.g. 0s in tests; unsafe beside "
                         "live writers when shorter than a checkpoint takes)")
     p.add_argument("--dry-run", action="store_true", help="report only; change nothing")
-    p.add_argument("--break-lease", action="store_true",
-                   help="take the maintenance lease even if another forget/gc/erase seems to "
-                        "hold it (only when you know that process is gone; prints a warning)")
+    add_break_lease(p)
     p.add_argument("--json", action="store_true")
     add_progress(p)
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    import ckptfs
     from ckptfs.ops.gc import gc
     from ckptfs.ops.retention import parse_duration
 
@@ -37,15 +34,7 @@ def run(args: argparse.Namespace) -> int:
         grace = parse_duration(args.grace) if args.grace is not None else None
     except ValueError as e:
         return usage_error("gc", str(e))
-    if args.break_lease:  # --break-lease: take over a lease whose holder is gone
-        import sys
-
-        from ckptfs.ops.lease import break_held_lease, break_warning
-
-        storage = _stores.open_store(args.store).storage
-        warning = break_warning(storage, break_held_lease(storage))
-        if warning:
-            print(warning, file=sys.stderr)
+    break_lease(args)  # --break-lease: take over a lease whose holder is gone
     repo = _stores.open_store(args.store).repo
     with Progress("gc", mode=args.progress, snapshots=False) as bar:
         bar.watch(repo.storage)

@@ -5,15 +5,15 @@ from __future__ import annotations
 import argparse
 
 from ckptfs.cli import EXIT_OK, human, print_json
+from ckptfs.cli._args import store_command
 from ckptfs.cli import stores as _stores
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    p = sub.add_parser("init", help="create an empty store at a URL",
-                       description="Create a store (its ckptfs.cbor config, format version 2) "
-                                   "at STORE. Does nothing "
-                                   "but print the config in force when a store already exists.")
-    p.add_argument("store", metavar="STORE")
+    p = store_command(sub, "init", run, help="create an empty store at a URL",
+                      description="Create a store (its ckptfs.cbor config, format version 2) "
+                                  "at STORE. Does nothing "
+                                  "but print the config in force when a store already exists.")
     p.add_argument("--create-bucket", action="store_true",
                    help="create the bucket (or container) of an object-store URL first if it "
                         "does not exist (s3://, gs://, az://; needs the right to create one)")
@@ -22,7 +22,6 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                    help="create an encrypted store whose keys live in the keyring --keyring "
                         "(or CKPTFS_KEYRING) names; the keyring folder is made if it is empty "
                         "(spec/encryption.md)")
-    p.set_defaults(func=run)
 
 
 def create_bucket(store: object) -> str | None:
@@ -47,8 +46,6 @@ def create_bucket(store: object) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import ckptfs
-
     if args.encrypt:
         import os
 

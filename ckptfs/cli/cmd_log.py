@@ -6,17 +6,17 @@ import argparse
 from typing import Any
 
 from ckptfs.cli import EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE, human, print_json
+from ckptfs.cli._args import store_command
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    p = sub.add_parser("log", help="a run's history: parents, resumes, attempts, forks",
-                       description="Print every snapshot of RUN in order with its boundary, "
-                                   "where the run was forked from, where each attempt resumed, "
-                                   "which runs fork from it, and the effects each snapshot records. "
-                                   "Records that cannot be read are listed after the tree; exit "
-                                   "status 1 when the run's head is one of them (the run cannot "
-                                   "be resumed: 'ckptfs repair' makes it resumable again).")
-    p.add_argument("store", metavar="STORE")
+    p = store_command(sub, "log", run, help="a run's history: parents, resumes, attempts, forks",
+                      description="Print every snapshot of RUN in order with its boundary, "
+                                  "where the run was forked from, where each attempt resumed, "
+                                  "which runs fork from it, and the effects each snapshot records. "
+                                  "Records that cannot be read are listed after the tree; exit "
+                                  "status 1 when the run's head is one of them (the run cannot "
+                                  "be resumed: 'ckptfs repair' makes it resumable again).")
     p.add_argument("run_id", metavar="RUN", nargs="?",
                    help="the run (or give --thread for a LangGraph thread)")
     human.add_thread_args(p, "RUN")
@@ -26,7 +26,6 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--allow-expired", action="store_true",
                    help="show the effects of expired snapshots too (withheld by default: "
                         "ledger records are state data)")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

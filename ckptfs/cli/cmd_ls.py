@@ -7,18 +7,17 @@ import sys
 from typing import Any
 
 from ckptfs.cli import EXIT_OK, EXIT_PROBLEMS, human, print_json
+from ckptfs.cli._args import store_command
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    p = sub.add_parser("ls", help="list runs: head, length, last boundary, age, size",
-                       description="List the runs of STORE: head snapshot and sequence number, "
-                                   "number of snapshots, boundary of the head, its age and the "
-                                   "bytes of state it holds. Exit status 1 when a run's head "
-                                   "cannot be read (the run cannot be resumed until 'ckptfs "
-                                   "repair').")
-    p.add_argument("store", metavar="STORE")
+    p = store_command(sub, "ls", run, help="list runs: head, length, last boundary, age, size",
+                      description="List the runs of STORE: head snapshot and sequence number, "
+                                  "number of snapshots, boundary of the head, its age and the "
+                                  "bytes of state it holds. Exit status 1 when a run's head "
+                                  "cannot be read (the run cannot be resumed until 'ckptfs "
+                                  "repair').")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 
 from ckptfs.cli import EXIT_OK, human, print_json
+from ckptfs.cli._args import store_command
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    p = sub.add_parser(
-        "repair", help="make the last good snapshot of a run with a damaged head its head again",
+    p = store_command(
+        sub, "repair", run,
+        help="make the last good snapshot of a run with a damaged head its head again",
         description="When the newest record of RUN is damaged (a flipped byte, a truncated "
                     "file), nothing can resume the run: a reader never falls back to an older "
                     "record, since a writer would then reuse a taken sequence number. repair "
@@ -19,7 +21,6 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                     "deleted: the damaged records stay as evidence, and 'verify' and 'log' show "
                     "them as repaired. A run whose head is sound is left alone. Like restic's "
                     "'repair snapshots'.")
-    p.add_argument("store", metavar="STORE")
     p.add_argument("run_id", metavar="RUN", help="the run whose head is damaged")
     p.add_argument("--dry-run", "-n", action="store_true",
                    help="say what would be done and write nothing")
@@ -28,7 +29,6 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                         "aside): gc, which frees nothing while a record cannot be read, works "
                         "again and deletes them. Without it they are kept as evidence")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

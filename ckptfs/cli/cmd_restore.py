@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 
 from ckptfs.cli import EXIT_OK, human, print_json
+from ckptfs.cli._args import store_command
 from ckptfs.cli.cmd_show import SNAPSHOT_HELP
 from ckptfs.cli.progress import Progress, add_progress
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    p = sub.add_parser(
-        "restore", help="write a whole snapshot into a folder: values as JSON, blobs as files",
+    p = store_command(
+        sub, "restore", run,
+        help="write a whole snapshot into a folder: values as JSON, blobs as files",
         description="Write every entry of SNAPSHOT into the local folder DIR, every chunk "
                     "verified: a value as NAME.json (the JSON 'ckptfs cat' prints), a blob as "
                     "the file NAME (its bytes), a reference as NAME.ref.json (what it points at; "
@@ -22,7 +24,6 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                     "when case is folded) are refused before anything is written, and links "
                     "in DIR are never followed. An expired snapshot is refused (exit 3) unless "
                     "--allow-expired.")
-    p.add_argument("store", metavar="STORE")
     p.add_argument("snapshot", metavar="SNAPSHOT", help=SNAPSHOT_HELP)
     p.add_argument("dir", metavar="DIR", help="the local folder to write into (new or empty)")
     p.add_argument("--force", action="store_true",
@@ -36,7 +37,6 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     human.add_thread_args(p, "a run: SNAPSHOT is then '@SEQ' or 'head' of its run")
     p.add_argument("--json", action="store_true", help="print what was written as JSON")
     add_progress(p)
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

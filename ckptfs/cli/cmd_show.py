@@ -5,20 +5,19 @@ from __future__ import annotations
 import argparse
 
 from ckptfs.cli import EXIT_OK, human, print_json
+from ckptfs.cli._args import store_command
 
 SNAPSHOT_HELP = ("a snapshot: RUN (its head), RUN@SEQ, blake3:<hex> or a unique hex prefix "
                  "of at least 6 digits")
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    p = sub.add_parser("show", help="print a snapshot's manifest",
-                       description="Print the manifest of SNAPSHOT: where it sits in its run's "
-                                   "history and every entry with its kind, type, size and chunks.")
-    p.add_argument("store", metavar="STORE")
+    p = store_command(sub, "show", run, help="print a snapshot's manifest",
+                      description="Print the manifest of SNAPSHOT: where it sits in its run's "
+                                  "history and every entry with its kind, type, size and chunks.")
     p.add_argument("snapshot", metavar="SNAPSHOT", help=SNAPSHOT_HELP)
     human.add_thread_args(p, "a run: SNAPSHOT is then '@SEQ' or 'head' of its run")
     p.add_argument("--json", action="store_true", help="the whole manifest as JSON")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

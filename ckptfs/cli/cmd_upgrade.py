@@ -5,14 +5,17 @@ from __future__ import annotations
 import argparse
 
 from ckptfs.cli import EXIT_OK, print_json
+from ckptfs.cli import stores as _stores
+from ckptfs.cli._args import store_command
 
 #: a v2 store whose records are not all complete: nothing changed
 EXIT_NOT_UPGRADED = 1
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    p = sub.add_parser(
-        "upgrade", help="upgrade a store in place: v1 to v2, or give a v2 store complete locators "
+    p = store_command(
+        sub, "upgrade", run,
+        help="upgrade a store in place: v1 to v2, or give a v2 store complete locators "
              "(no snapshot id changes)",
         description="Rewrite STORE's config as format version 2 (spec/v2.md 10). Existing "
                     "snapshots stay as they are and keep their ids; new commits are written in "
@@ -24,18 +27,15 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                     "delete old records without reading them (spec/v2.md 2, 9.2); and the "
                     "required feature compressed-headers (new records' headers zstd-compressed, "
                     "spec/v2.md 3.1; readers older than ckptfs 0.3 refuse the store).")
-    p.add_argument("store", metavar="STORE")
     p.add_argument("--dry-run", action="store_true", help="say what would change")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    import ckptfs
     from ckptfs.format.models import COMPLETE_LOCATORS, COMPRESSED_HEADERS
     from ckptfs.ops.upgrade import upgrade
 
-    store = ckptfs.open_store(args.store)
+    store = _stores.open_store(args.store)  # with -o and --keyring, as every command
     r = upgrade(store.repo, dry_run=args.dry_run)
     if args.json:
         print_json({"store": r.store, "before": r.before, "after": r.after,

@@ -7,20 +7,21 @@ import sys
 from typing import Any
 
 from ckptfs.cli import EXIT_OK, EXIT_PROBLEMS, human, print_json
+from ckptfs.cli._args import store_command
 from ckptfs.cli.progress import Progress, add_progress
 from ckptfs.cli import stores as _stores
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    p = sub.add_parser("verify", help="integrity: every snapshot's objects are there and sound "
-                                      "(restic's 'check')",
-                       description="Check that every snapshot of every run (or --run) still "
-                                   "loads: manifests parse and validate and every chunk exists; "
-                                   "with --read-data every chunk is read and its digest "
-                                   "recomputed (--read-data-subset N% reads a sample). This is "
-                                   "what restic calls 'check'; ckptfs check is about whether "
-                                   "today's code can restore them.")
-    p.add_argument("store", metavar="STORE")
+    p = store_command(sub, "verify", run,
+                      help="integrity: every snapshot's objects are there and sound "
+                           "(restic's 'check')",
+                      description="Check that every snapshot of every run (or --run) still "
+                                  "loads: manifests parse and validate and every chunk exists; "
+                                  "with --read-data every chunk is read and its digest "
+                                  "recomputed (--read-data-subset N% reads a sample). This is "
+                                  "what restic calls 'check'; ckptfs check is about whether "
+                                  "today's code can restore them.")
     p.add_argument("--run", action="append", dest="runs", metavar="RUN", help="only this run (repeatable)")
     p.add_argument("--read-data", action="store_true", help="read every chunk and recompute digests")
     p.add_argument("--read-data-subset", metavar="N%", type=_percent,
@@ -34,7 +35,6 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                    help="encrypted stores: prove that subject S is erased in this store or "
                         "copy: its key is gone, none of its objects opens, every other run reads")
     add_progress(p)
-    p.set_defaults(func=run)
 
 
 def _percent(text: str) -> float:
@@ -88,7 +88,6 @@ def summary(report: Any) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    import ckptfs
     from ckptfs.ops.verify import verify
 
     from ckptfs.ops.runs import require_runs

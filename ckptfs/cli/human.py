@@ -173,8 +173,6 @@ def run_or_thread(args: argparse.Namespace, command: str) -> bool:
 
 def open_existing(url: str) -> Store:
     """The store at ``url``; NotAStore (exit 3, with a hint) when there is none."""
-    import ckptfs
-
     from ckptfs.cli import stores as _stores
 
     store = _stores.open_store(url)

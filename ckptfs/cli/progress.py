@@ -99,26 +99,6 @@ class Progress:
             return
         depth = threading.local()
 
-        def counted(name: str, tally: Callable[[Any, tuple[Any, ...]], None]) -> None:
-            inner = getattr(storage, name, None)
-            if inner is None:
-                return
-
-            def call(*a: Any, **k: Any) -> Any:
-                level = getattr(depth, "n", 0)
-                depth.n = level + 1
-                try:
-                    out = inner(*a, **k)
-                finally:
-                    depth.n = level
-                if level == 0:
-                    with self._lock:
-                        tally(out, a)
-                    self._show()
-                return out
-
-            setattr(storage, name, call)
-
         def one(out: Any, _: tuple[Any, ...]) -> None:
             self.bytes += len(out)
             self.objects += 1
@@ -135,12 +115,12 @@ class Progress:
             self.bytes += out if isinstance(out, int) else len(out)
             self.objects += 1
 
-        counted("read", one)
-        counted("read_many", many)
-        counted("read_range", ranged)  # v2 bodies and record headers are read by range
-        counted("read_range_into", ranged)
-        counted("read_ranges", many)
-        counted("delete", gone)
+        self._count(storage, "read", depth, one)
+        self._count(storage, "read_many", depth, many)
+        self._count(storage, "read_range", depth, ranged)  # v2 bodies and headers: by range
+        self._count(storage, "read_range_into", depth, ranged)
+        self._count(storage, "read_ranges", depth, many)
+        self._count(storage, "delete", depth, gone)
 
     def watch_writes(self, storage: object) -> None:
         """Count the bytes ``storage`` is given to write from now on (copy's destination):
@@ -150,36 +130,46 @@ class Progress:
         self.written = 0
         depth = threading.local()
 
-        def counted(name: str, size: Callable[[tuple[Any, ...]], int]) -> None:
-            inner = getattr(storage, name, None)
-            if inner is None:
-                return
-
-            def call(*a: Any, **k: Any) -> Any:
-                if name == "write_many":  # an iterable is read once: keep it for the count
-                    a = (list(a[0]), *a[1:])
-                level = getattr(depth, "n", 0)
-                depth.n = level + 1
-                try:
-                    out = inner(*a, **k)
-                finally:
-                    depth.n = level
-                if level == 0:
-                    with self._lock:
-                        self.written = (self.written or 0) + size(a)
-                    self._show()
-                return out
-
-            setattr(storage, name, call)
+        def wrote(size: Callable[[tuple[Any, ...]], int]) -> Callable[[Any, tuple[Any, ...]], None]:
+            def tally(_: Any, a: tuple[Any, ...]) -> None:
+                self.written = (self.written or 0) + size(a)
+            return tally
 
         def parts(ps: Any) -> int:
             return sum(len(p) for p in ps)
 
-        counted("write", lambda a: len(a[1]))
-        counted("create", lambda a: len(a[1]))
-        counted("write_many", lambda a: sum(len(d) for _, d in a[0]))
-        counted("write_parts", lambda a: parts(a[1]))
-        counted("commit", lambda a: sum(len(d) for _, d in a[0]) + len(a[2]))
+        self._count(storage, "write", depth, wrote(lambda a: len(a[1])))
+        self._count(storage, "create", depth, wrote(lambda a: len(a[1])))
+        self._count(storage, "write_many", depth, wrote(lambda a: sum(len(d) for _, d in a[0])))
+        self._count(storage, "write_parts", depth, wrote(lambda a: parts(a[1])))
+        self._count(storage, "commit", depth,
+                    wrote(lambda a: sum(len(d) for _, d in a[0]) + len(a[2])))
+
+    def _count(self, storage: object, name: str, depth: threading.local,
+               tally: Callable[[Any, tuple[Any, ...]], None]) -> None:
+        """Wrap ``storage.<name>`` (when it has one) so that each outermost call, not one that
+        another wrapped method makes inside it, hands its result and arguments to ``tally``
+        (under the lock) and redraws; what the method does is unchanged."""
+        inner = getattr(storage, name, None)
+        if inner is None:
+            return
+
+        def call(*a: Any, **k: Any) -> Any:
+            if name == "write_many":  # an iterable is read once: keep it for the count
+                a = (list(a[0]), *a[1:])
+            level = getattr(depth, "n", 0)
+            depth.n = level + 1
+            try:
+                out = inner(*a, **k)
+            finally:
+                depth.n = level
+            if level == 0:
+                with self._lock:
+                    tally(out, a)
+                self._show()
+            return out
+
+        setattr(storage, name, call)
 
     # -- drawing -----------------------------------------------------------------------------
     def _show(self, final: bool = False) -> None:
