@@ -259,12 +259,12 @@ def _generate(out: Path) -> dict[str, int]:
         for rel in keep:
             (out / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(OUT / rel, out / rel)
-    from ckptfs_conformance.writer_cases import fix_owner, writer_vectors  # they import this
+    from ckptfs_conformance.writer_cases import fixed_owner, writer_vectors  # they import this
 
-    fix_owner()  # effect intents name a fixed owner (spec/ledger.md 4.1)
     g = Gen(out)
-    writer_vectors(g)  # format 2 stores, written by today's writer
-    _v2_vectors(g)  # ckptfs_conformance/gen_v2.py: spec/v2.md
+    with fixed_owner():  # effect intents name a fixed owner (spec/ledger.md 4.1)
+        writer_vectors(g)  # format 2 stores, written by today's writer
+        _v2_vectors(g)  # ckptfs_conformance/gen_v2.py: spec/v2.md
     shutil.copyfile(SPEC_CDDL, out / "ckptfs.cddl")  # the wheel carries no spec/
     for tmp in out.rglob("tmp"):
         if tmp.is_dir() and not any(tmp.iterdir()):

@@ -4,7 +4,9 @@ which becomes the expectation (read back, and ``-exact`` byte for byte)."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+from collections.abc import Iterator
 from typing import Any
 
 from ckptfs.format.digest import Digest
@@ -16,11 +18,20 @@ OWNER = "ckptfs-conformance/owner-a"
 DAY = 24 * 3_600_000
 
 
-def fix_owner() -> None:
-    """Make this process's effect intents name ``OWNER`` (the vectors are reproducible)."""
-    from ckptfs.runtime.effects import set_process_owner
+@contextlib.contextmanager
+def fixed_owner() -> Iterator[None]:
+    """Within the block, this process's effect intents name ``OWNER`` (the vectors are
+    reproducible); its own owner name comes back after it. Left set, a generator run inside
+    a test process made every later effect there name a foreign owner (found by
+    tests/test_effects_owner_gone.py on the same pytest-xdist worker)."""
+    from ckptfs.runtime.effects import process_owner, set_process_owner
 
+    before = process_owner()
     set_process_owner(OWNER)
+    try:
+        yield
+    finally:
+        set_process_owner(before)
 
 
 def _v(value: Any) -> dict[str, Any]:

@@ -99,3 +99,16 @@ def test_owners_that_cannot_be_proven_gone_still_hold(tmp_path: Path) -> None:
     assert not fx.owner_gone(f"{host}/{os.getpid()}/{'0' * 16}/{tag}")  # this process
     assert not fx.owner_gone(f"{host}/{sleeper.pid}/{nonce}")  # no host tag: not ours
     assert not fx.owner_gone("other-process")
+
+
+def test_generating_the_vectors_gives_the_owner_name_back() -> None:
+    """The conformance generator names a fixed owner while it writes the vectors; run inside a
+    test process it left that name set, and every later effect on the same pytest-xdist worker
+    named a foreign owner (this file's tests then failed after tests/test_conformance.py)."""
+    from ckptfs_conformance.writer_cases import OWNER, fixed_owner
+
+    mine = fx.process_owner()
+    with pytest.raises(RuntimeError), fixed_owner():
+        assert fx.process_owner() == OWNER
+        raise RuntimeError("a generator that fails half-way")
+    assert fx.process_owner() == mine
