@@ -54,8 +54,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ckptfs.format import cbor
 from ckptfs.integrations.agent_common import ItemLog, ToolEffects, as_store, run_id_for
+from ckptfs.integrations.agent_pending import IN_DOUBT_TEXT, PendingCalls, recordable
 from ckptfs.runtime.store import Store
 
 #: run id prefixes: a session's items, and its tools' effect ledger
@@ -64,11 +64,8 @@ EFFECTS_PREFIX = "oaifx"
 #: meta entries of a session's run: calls begun and not yet in the history; a saved RunState
 PENDING = "oai_pending"
 RUN_STATE = "oai_run_state"
-#: what an in-doubt call's output tells the model (and the human reading the history)
-IN_DOUBT_OUTPUT = (
-    "ckptfs: this tool call was started but its outcome was never recorded (the process "
-    "stopped); it may or may not have happened. It will not be run again: do not call it "
-    "again, a human must check and settle it ('ckptfs effects').")
+#: what an in-doubt call's output tells the model (agent_pending.IN_DOUBT_TEXT)
+IN_DOUBT_OUTPUT = IN_DOUBT_TEXT
 
 
 def session_run_id(session_id: str) -> str:
@@ -84,16 +81,6 @@ def effects_run_id(session_id: str) -> str:
 def run_state_readable(schema_version: str | None) -> bool:
     """Whether the installed SDK reads a RunState of this schema version."""
     return schema_version in SUPPORTED_SCHEMA_VERSIONS
-
-
-def _plain(value: Any) -> Any:
-    """A tool's output as the ledger can record it: plain data as it is, else its text (the
-    SDK shows a model ``str()`` of outputs it has no structured form for)."""
-    try:
-        cbor.check_plain(value, what="tool output", max_depth=cbor.LEDGER_VALUE_DEPTH)
-        return value
-    except TypeError:
-        return str(value)
 
 
 def _output_text(value: Any) -> str:
@@ -118,6 +105,7 @@ class CkptfsSession(SessionABC):
                            schema=("openai-agents-session", 1))
         self.effects = ToolEffects(self.store, effects_run_id(session_id),
                                    schema=("openai-agents-effects", 1))
+        self.pending = PendingCalls(self.log, self.effects, PENDING)
 
     # -- agents.memory.Session -------------------------------------------------------------
     async def get_items(self, limit: int | None = None) -> list[Any]:
@@ -128,7 +116,7 @@ class CkptfsSession(SessionABC):
 
     def _get_items(self, limit: int | None) -> list[Any]:
         self.log.refresh()
-        if self.log.meta.get(PENDING):
+        if self.pending.waiting():
             self._settle_pending()
         return self.log.tail(limit, refresh=False)
 
@@ -139,13 +127,10 @@ class CkptfsSession(SessionABC):
         await asyncio.to_thread(self._add_items, list(items))
 
     def _add_items(self, items: list[Any]) -> None:
-        pending = dict(self.log.meta.get(PENDING) or {})
-        done = {x.get("call_id") for x in items if isinstance(x, dict)
-                and str(x.get("type", "")).endswith("_output")}
-        meta = None
-        if pending and done & pending.keys():
-            meta = {PENDING: {k: v for k, v in pending.items() if k not in done}}
-        self.log.append(items, meta=meta)
+        done = {x["call_id"] for x in items if isinstance(x, dict)
+                and str(x.get("type", "")).endswith("_output")
+                and isinstance(x.get("call_id"), str)}
+        self.log.append(items, meta=self.pending.answered(done))
 
     async def pop_item(self) -> Any | None:
         """Remove and return the newest item (None when the session is empty): one commit."""
@@ -196,41 +181,18 @@ class CkptfsSession(SessionABC):
         output that is not plain data as its text)."""
         return once(tool, self)
 
-    def _note_call(self, call_id: str, name: str, arguments: str) -> None:
-        """Record in the session that ``call_id`` is about to run (one commit), unless it is
-        noted already."""
-        self.log.refresh()
-        pending = dict(self.log.meta.get(PENDING) or {})
-        if call_id in pending:
-            return
-        pending[call_id] = {"name": name, "arguments": arguments}
-        self.log.append([], meta={PENDING: pending})
-
     def _settle_pending(self) -> None:
         """Add the calls a process began and whose items never reached the session: the call
-        and its outcome (recorded result, failure, or in doubt), in one commit. A call still
-        running elsewhere is left; one never issued is dropped (the tool did not run)."""
-        pending: dict[str, Any] = dict(self.log.meta.get(PENDING) or {})
-        found = self.effects.outcomes(sorted(pending))
+        and its outcome (recorded result, failure, or in doubt), in one commit
+        (ckptfs.integrations.agent_pending)."""
+        settled, meta = self.pending.settle()
         items: list[Any] = []
-        keep: dict[str, Any] = {}
-        for cid, (status, value) in found.items():
-            call = pending[cid]
-            if status == "running":
-                keep[cid] = call
-                continue
-            if status == "none":
-                continue
-            if status == "completed":
-                output = _output_text(value)
-            elif status == "failed":
-                output = f"ckptfs: this tool call failed: {value}"
-            else:
-                output = IN_DOUBT_OUTPUT
-            items += [{"type": "function_call", "call_id": cid, "name": call["name"],
-                       "arguments": call["arguments"]},
-                      {"type": "function_call_output", "call_id": cid, "output": output}]
-        self.log.append(items, meta={PENDING: keep})
+        for c in settled:
+            items += [{"type": "function_call", "call_id": c.call_id, "name": c.name,
+                       "arguments": c.arguments},
+                      {"type": "function_call_output", "call_id": c.call_id,
+                       "output": _output_text(c.output)}]
+        self.log.append(items, meta=meta)
 
     def close(self) -> None:
         """Close the store if this session opened it (from a URL)."""
@@ -249,10 +211,10 @@ def once(tool: FunctionTool, session: CkptfsSession) -> FunctionTool:
 
     async def invoke(ctx: ToolContext[Any], arguments: str) -> Any:
         call_id = ctx.tool_call_id
-        await asyncio.to_thread(session._note_call, call_id, name, arguments)
+        await asyncio.to_thread(session.pending.note, call_id, name, arguments)
 
         async def run(args: str) -> Any:
-            return _plain(await inner(ctx, args))
+            return recordable(await inner(ctx, args), "tool output")
 
         return await session.effects.acall(call_id, name, run, arguments)
 

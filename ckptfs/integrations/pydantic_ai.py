@@ -55,26 +55,16 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from ckptfs.format import cbor
 from ckptfs.integrations.agent_common import ItemLog, ToolEffects, as_store, run_id_for
+from ckptfs.integrations.agent_pending import IN_DOUBT_TEXT, PendingCalls, recordable
 from ckptfs.runtime.store import Store
 
 PREFIX = "pyd"
 HISTORY_PREFIX = "pydmsg"
 EFFECTS_PREFIX = "pydfx"
 PENDING = "pyd_pending"
-IN_DOUBT_RETURN = (
-    "ckptfs: this tool call was started but its outcome was never recorded (the process "
-    "stopped); it may or may not have happened. It will not be run again: do not call it "
-    "again, a human must check and settle it ('ckptfs effects').")
-
-
-def _plain(value: Any) -> Any:
-    try:
-        cbor.check_plain(value, what="tool result", max_depth=cbor.LEDGER_VALUE_DEPTH)
-        return value
-    except TypeError:
-        return str(value)
+#: what an in-doubt call's tool return tells the model (agent_pending.IN_DOUBT_TEXT)
+IN_DOUBT_RETURN = IN_DOUBT_TEXT
 
 
 def _dump(messages: Sequence[ModelMessage]) -> list[Any]:
@@ -96,6 +86,7 @@ class CkptfsMessageHistory:
         self.effects = ToolEffects(self.store, run_id_for(EFFECTS_PREFIX, "msg",
                                                           conversation_id),
                                    schema=("pydantic-ai-effects", 1))
+        self.pending = PendingCalls(self.log, self.effects, PENDING)
 
     async def load(self, limit: int | None = None) -> list[ModelMessage]:
         """The newest ``limit`` messages (all when None), oldest first, ready for
@@ -105,7 +96,7 @@ class CkptfsMessageHistory:
 
     def load_sync(self, limit: int | None = None) -> list[ModelMessage]:
         self.log.refresh()
-        if self.log.meta.get(PENDING):
+        if self.pending.waiting():
             self._settle_pending()
         return _load(self.log.tail(limit, refresh=False))
 
@@ -116,14 +107,9 @@ class CkptfsMessageHistory:
     def extend_sync(self, messages: Sequence[ModelMessage]) -> None:
         if not messages:
             return
-        items = _dump(messages)
-        pending = dict(self.log.meta.get(PENDING) or {})
         done = {p.tool_call_id for m in messages for p in m.parts
                 if isinstance(p, ToolReturnPart)}
-        meta = None
-        if pending and done & pending.keys():
-            meta = {PENDING: {k: v for k, v in pending.items() if k not in done}}
-        self.log.append(items, meta=meta)
+        self.log.append(_dump(messages), meta=self.pending.answered(done))
 
     async def clear(self) -> None:
         """Empty the conversation (one commit)."""
@@ -143,49 +129,27 @@ class CkptfsMessageHistory:
             if call_id is None:
                 raise ValueError(f"tool {name!r}: Pydantic AI passed no tool call id")
             arguments = json.dumps({"args": list(args), "kwargs": kwargs}, default=str)
-            await asyncio.to_thread(history._note_call, call_id, name, arguments)
+            await asyncio.to_thread(history.pending.note, call_id, name, arguments)
 
             async def call(*a: Any, **kw: Any) -> Any:
                 out = fn(ctx, *a, **kw)
                 if asyncio.iscoroutine(out):
                     out = await out
-                return _plain(out)
+                return recordable(out, "tool result")
 
             return await history.effects.acall(call_id, name, call, *args, **kwargs)
 
         return tool
 
-    def _note_call(self, call_id: str, name: str, arguments: str) -> None:
-        self.log.refresh()
-        pending = dict(self.log.meta.get(PENDING) or {})
-        if call_id in pending:
-            return
-        pending[call_id] = {"name": name, "arguments": arguments}
-        self.log.append([], meta={PENDING: pending})
-
     def _settle_pending(self) -> None:
         """The calls a dead process began, and their outcomes, as a tool-call response and a
-        tool-return request (one commit); calls still running elsewhere are left, calls never
-        issued dropped."""
-        pending: dict[str, Any] = dict(self.log.meta.get(PENDING) or {})
-        keep: dict[str, Any] = {}
-        calls: list[ToolCallPart] = []
-        returns: list[ToolReturnPart] = []
-        for cid, (status, value) in self.effects.outcomes(sorted(pending)).items():
-            call = pending[cid]
-            if status == "running":
-                keep[cid] = call
-                continue
-            if status == "none":
-                continue
-            content = (value if status == "completed" else
-                       f"ckptfs: this tool call failed: {value}" if status == "failed"
-                       else IN_DOUBT_RETURN)
-            args = json.loads(call["arguments"]).get("kwargs") or {}
-            calls.append(ToolCallPart(call["name"], args, tool_call_id=cid))
-            returns.append(ToolReturnPart(call["name"], content, tool_call_id=cid))
+        tool-return request (one commit; ckptfs.integrations.agent_pending)."""
+        settled, meta = self.pending.settle()
+        calls = [ToolCallPart(c.name, json.loads(c.arguments).get("kwargs") or {},
+                              tool_call_id=c.call_id) for c in settled]
+        returns = [ToolReturnPart(c.name, c.output, tool_call_id=c.call_id) for c in settled]
         items = _dump([ModelResponse(parts=calls), ModelRequest(parts=returns)]) if calls else []
-        self.log.append(items, meta={PENDING: keep})
+        self.log.append(items, meta=meta)
 
     def close(self) -> None:
         if self._owns_store:
