@@ -146,6 +146,31 @@ def new_s3_url() -> str:
     return f"s3://{S3_BUCKET}/{uuid.uuid4().hex}"
 
 
+class S3Requests:
+    """The requests an S3 store's botocore client sends, by operation name (``GetObject``,
+    ``ListObjectsV2``, ...), counted from now on; as a context manager, until the block ends."""
+
+    def __init__(self, store: ckptfs.Store) -> None:
+        self.ops: collections.Counter[str] = collections.Counter()
+        self._events = store.repo.storage.fs.s3.meta.events  # type: ignore[attr-defined]
+        self._events.register("before-send.s3", self._hook)
+
+    def _hook(self, **kw: Any) -> None:
+        self.ops[kw.get("event_name", "?").rsplit(".", 1)[-1]] += 1
+
+    def take(self) -> collections.Counter[str]:
+        """The counts so far, and start again from zero."""
+        out = self.ops.copy()
+        self.ops.clear()
+        return out
+
+    def __enter__(self) -> collections.Counter[str]:
+        return self.ops
+
+    def __exit__(self, *exc: object) -> None:
+        self._events.unregister("before-send.s3", self._hook)
+
+
 @pytest.fixture(params=["local", "memory", "s3"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     """(url, storage_options) of a fresh, empty store location on each backend."""

@@ -35,8 +35,7 @@ from ckptfs.integrations.google_adk import CkptfsSessionService, SessionConflict
 from ckptfs.integrations.google_adk import log as adk_log  # noqa: E402
 from ckptfs.integrations.google_adk import names  # noqa: E402
 from ckptfs.storage.local import LocalStorage  # noqa: E402
-from tests.conftest import new_s3_url  # noqa: E402
-from tests.test_maintenance_requests import Counted  # noqa: E402
+from tests.conftest import S3Requests, new_s3_url  # noqa: E402
 
 APP, OTHER_APP = "shop", "bank"
 
@@ -290,7 +289,7 @@ def test_tail_read_on_s3_counts_requests(s3_options: dict[str, Any], capsys: Any
     for sid in ("long", "short"):
         fresh = CkptfsSessionService(url, **s3_options)
         fresh.store.repo.load_config()
-        c = Counted(fresh.store)
+        c = S3Requests(fresh.store)
         got = run(fresh.get_session(app_name=APP, user_id="u", session_id=sid,
                                     config=GetSessionConfig(num_recent_events=10)))
         assert got is not None and len(got.events) == 10
@@ -301,7 +300,7 @@ def test_tail_read_on_s3_counts_requests(s3_options: dict[str, Any], capsys: Any
     fresh = CkptfsSessionService(url, **s3_options)
     got = run(fresh.get_session(app_name=APP, user_id="u", session_id="long",
                                 config=GetSessionConfig(num_recent_events=10)))
-    c = Counted(fresh.store)
+    c = S3Requests(fresh.store)
     appends = []
     for i in range(3):
         run(fresh.append_event(got, event(f"more {i}", 1_800_000_000.0 + i)))

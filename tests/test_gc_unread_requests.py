@@ -13,8 +13,7 @@ from ckptfs.format.models import COMPLETE_LOCATORS
 from ckptfs.ops.gc import gc
 from ckptfs.ops.retention import Policy, forget
 from ckptfs.ops.verify import verify
-from tests.conftest import new_s3_url
-from tests.test_maintenance_requests import Counted
+from tests.conftest import S3Requests, new_s3_url
 
 
 
@@ -31,7 +30,7 @@ def _gc_requests(url: str, opts: dict[str, Any], n: int) -> dict[str, int]:
     forget(ckptfs.open_store(url, **opts).repo, Policy(keep_last=1))
     st = ckptfs.open_store(url, **opts)  # a fresh process: nothing known
     assert COMPLETE_LOCATORS in st.repo.config.required
-    c = Counted(st)
+    c = S3Requests(st)
     rep = gc(st.repo, grace_ms=0)
     got = dict(c.take())
     assert rep.containers.containers_deleted == n - 1 and not rep.problems, rep

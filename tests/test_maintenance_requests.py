@@ -7,7 +7,6 @@ asked two HEADs per stray record and read every record in each of its passes."""
 
 from __future__ import annotations
 
-import collections
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,27 +16,10 @@ import ckptfs
 from ckptfs.ops.gc import gc
 from ckptfs.ops.retention import Policy, forget
 from ckptfs.ops.verify import verify
-from tests.conftest import new_s3_url
+from tests.conftest import S3Requests, new_s3_url
 
 
 N = 30
-
-
-class Counted:
-    """The requests an S3 store's botocore client sends, by operation name."""
-
-    def __init__(self, store: ckptfs.Store) -> None:
-        self.ops: collections.Counter[str] = collections.Counter()
-        fs = store.repo.storage.fs  # type: ignore[attr-defined]
-        fs.s3.meta.events.register("before-send.s3", self._hook)
-
-    def _hook(self, **kw: Any) -> None:
-        self.ops[kw.get("event_name", "?").rsplit(".", 1)[-1]] += 1
-
-    def take(self) -> collections.Counter[str]:
-        out = self.ops.copy()
-        self.ops.clear()
-        return out
 
 
 @pytest.fixture
@@ -59,7 +41,7 @@ def test_forget_reads_each_record_once_and_no_expiry_per_snapshot(
     url, opts = s3_store
     _history(url, opts, N)
     st = ckptfs.open_store(url, **opts)  # a fresh process: nothing known
-    c = Counted(st)
+    c = S3Requests(st)
     rep = forget(st.repo, Policy(keep_last=1))
     got = c.take()
     assert len(rep.forgotten) == N - 1
@@ -75,7 +57,7 @@ def test_gc_after_forget_asks_no_head_per_object_and_reads_records_once(
     _history(url, opts, N)
     forget(ckptfs.open_store(url, **opts).repo, Policy(keep_last=1))
     st = ckptfs.open_store(url, **opts)
-    c = Counted(st)
+    c = S3Requests(st)
     rep = gc(st.repo, grace_ms=0)
     got = c.take()
     assert rep.containers.containers_deleted == N - 1, rep
@@ -125,7 +107,7 @@ def test_gc_after_forget_in_one_process_reads_no_header_again(
     _history(url, opts, N)
     st = ckptfs.open_store(url, **opts)
     forget(st.repo, Policy(keep_last=1, keep_labels=(("none", "x"),)))
-    c = Counted(st)
+    c = S3Requests(st)
     rep = gc(st.repo, grace_ms=0)
     got = c.take()
     assert rep.containers.containers_deleted == N - 1 and not rep.problems, rep
@@ -141,7 +123,7 @@ def test_forget_by_seq_reads_only_the_records_it_keeps(
     url, opts = s3_store
     _history(url, opts, N)
     st = ckptfs.open_store(url, **opts)  # a fresh process: nothing known
-    c = Counted(st)
+    c = S3Requests(st)
     rep = forget(st.repo, Policy(keep_last=1))
     got = c.take()
     # the two kept records' headers, the lease and the retired marker: not N
@@ -165,7 +147,7 @@ def test_gc_after_a_by_seq_forget_reads_each_stray_once(
     _history(url, opts, N)
     st = ckptfs.open_store(url, **opts)
     forget(st.repo, Policy(keep_last=1))
-    c = Counted(st)
+    c = S3Requests(st)
     rep = gc(st.repo, grace_ms=0)
     got = c.take()
     assert rep.containers.containers_deleted == N - 1 and not rep.problems, rep

@@ -4,7 +4,6 @@ count of ``find`` is measured on a moto S3 server on loopback."""
 
 from __future__ import annotations
 
-import collections
 import datetime
 import json
 import os
@@ -19,7 +18,7 @@ from ckptfs.format.digest import Digest
 from ckptfs.format.models import Captured, Reference
 from ckptfs.ops.restore import plan
 from tests.clihelp import cli, make_demo
-from tests.conftest import new_s3_url
+from tests.conftest import S3Requests, new_s3_url
 
 
 def _tree(root: Path) -> dict[str, bytes]:
@@ -179,18 +178,10 @@ def test_find_requests_per_run_on_s3(s3_options: dict[str, Any]) -> None:
                 r.checkpoint({"i": j}, labels={"k": str(i)})
         s.close()
         st = ckptfs.open_store(url, **s3_options)
-        fs = st.repo.storage.fs  # type: ignore[attr-defined]
-        fs.invalidate_cache()
-        ops: collections.Counter[str] = collections.Counter()
-
-        def hook(**kw: Any) -> None:
-            ops[kw.get("event_name", "?").rsplit(".", 1)[-1]] += 1
-        fs.s3.meta.events.register("before-send.s3", hook)
+        st.repo.storage.fs.invalidate_cache()  # type: ignore[attr-defined]
         from ckptfs.ops.find import Query, find
-        try:
+        with S3Requests(st) as ops:
             rep = find(st.repo, Query(labels=(("k", "3"),)))
-        finally:
-            fs.s3.meta.events.unregister("before-send.s3", hook)
         assert [f.snapshot.run for f in rep.found] == ["r3"] and rep.snapshots == 8
         counts.append(sum(ops.values()))
         print(steps, dict(ops))

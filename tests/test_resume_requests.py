@@ -13,24 +13,16 @@ import pytest
 
 import ckptfs
 from ckptfs.ops.retention import forget_snapshots
-from tests.conftest import new_s3_url
+from tests.conftest import S3Requests, new_s3_url
 
 
 
 def _resume_counts(url: str, opts: dict[str, Any]) -> collections.Counter[str]:
     """The requests of a fresh store object's ``resume``, by S3 operation."""
     st = ckptfs.open_store(url, **opts)
-    fs = st.repo.storage.fs  # type: ignore[attr-defined]
-    fs.invalidate_cache()
-    ops: collections.Counter[str] = collections.Counter()
-
-    def hook(**kw: Any) -> None:
-        ops[kw.get("event_name", "?").rsplit(".", 1)[-1]] += 1
-    fs.s3.meta.events.register("before-send.s3", hook)
-    try:
+    st.repo.storage.fs.invalidate_cache()  # type: ignore[attr-defined]
+    with S3Requests(st) as ops:
         run = st.resume("r")
-    finally:
-        fs.s3.meta.events.unregister("before-send.s3", hook)
     assert run.state["i"] == run.seq - 1
     return ops
 
