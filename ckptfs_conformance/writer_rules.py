@@ -50,6 +50,18 @@ def _decode(f: Path, rel: str) -> tuple[ct.Container | None, bytes, str | None]:
         return None, data, f"{rel}: does not decode ({e})"
 
 
+def _record_containers(store: Path, out: list[str]
+                       ) -> Iterator[tuple[str, ct.RecordHeader, ct.Container, bytes]]:
+    """Every record file's path, header, decoded container and bytes; one that does not decode as a record is
+    reported in ``out`` (a problem of every rule that reads records) and skipped."""
+    for rel, f in _records(store):
+        c, data, why = _decode(f, rel)
+        if c is None or not isinstance(c.header, ct.RecordHeader):
+            out.append(why or f"{rel}: not a record")
+            continue
+        yield rel, c.header, c, data
+
+
 def _config(store: Path) -> dict[str, Any]:
     m = cbor2.loads((store / "ckptfs.cbor").read_bytes())
     return m if isinstance(m, dict) else {}
@@ -85,12 +97,8 @@ def packs_complete(store: Path, case: dict[str, Any]) -> list[str]:
             out.append(f"{rel}: its name is not the BLAKE3-256 of its bytes")
         if data[8] != ct.CONTAINER_VERSION or not isinstance(c and c.header, ct.PackHeader):
             out.append(f"{rel}: not a form 0x02 pack")
-    for rel, f in _records(store):
-        c, _, why = _decode(f, rel)
-        if c is None or not isinstance(c.header, ct.RecordHeader):
-            out.append(why or f"{rel}: not a record")
-            continue
-        for ref in c.header.containers:
+    for rel, h, _, _ in _record_containers(store, out):
+        for ref in h.containers:
             if not (store / container_path(ref)).is_file():
                 out.append(f"{rel}: locates into {container_path(ref)}, which is not in "
                            "the store (a pack must be durable before the record)")
@@ -113,13 +121,8 @@ def _needed(manifest: dict[str, Any]) -> dict[bytes, int]:
 def complete_locators(store: Path, case: dict[str, Any]) -> list[str]:
     """Every chunk a record's snapshot needs is one of its bodies or located by exactly one
     row, and the located bytes are that chunk (3.5: no hole, no row that misleads at commit)."""
-    out = []
-    for rel, f in _records(store):
-        c, data, why = _decode(f, rel)
-        if c is None or not isinstance(c.header, ct.RecordHeader):
-            out.append(why or f"{rel}: not a record")
-            continue
-        h = c.header
+    out: list[str] = []
+    for rel, h, c, data in _record_containers(store, out):
         bodies = {b.digest.raw: b for b in h.bodies}
         rows: dict[bytes, list[ct.Locator]] = {}
         for x in h.locators:
@@ -177,13 +180,9 @@ def config_features(store: Path, case: dict[str, Any]) -> list[str]:
 def nonces_unique(store: Path, case: dict[str, Any]) -> list[str]:
     """Every record's nonce is its own (5.3): a lost answer is resolved by comparing bytes."""
     seen: dict[bytes, str] = {}
-    out = []
-    for rel, f in _records(store):
-        c, _, why = _decode(f, rel)
-        if c is None or not isinstance(c.header, ct.RecordHeader):
-            out.append(why or f"{rel}: not a record")
-            continue
-        n = c.header.nonce
+    out: list[str] = []
+    for rel, h, _, _ in _record_containers(store, out):
+        n = h.nonce
         if n in seen:
             out.append(f"{rel}: the nonce of {seen[n]}")
         seen[n] = rel
