@@ -295,6 +295,10 @@ def _spec32_vectors(g: Gen) -> None:
 
     gen_spec32.vectors(g, new_store, prng, invalid_stores, render_store, NOW, T0)
     gen_spec32.writer_vectors(g, prng, WRITER, NOW, T0)
+    from ckptfs_conformance import gen_spec32c  # spec32c: format, ledger, migrations
+
+    gen_spec32c.vectors(g, new_store, prng, invalid_stores, render_store, NOW)
+    gen_spec32c.writer_vectors(g, WRITER, NOW, T0)
 
 
 def _locator_vectors(g: Gen) -> None:

@@ -196,4 +196,20 @@ REQ_VECTORS: dict[str, tuple[str, ...]] = {
     "v2.locators.carry-body-read": ("writer-rules/complete-locators",),
     "v2.head.name-seq-did": ("writer-rules/hints-committed",),
     "v2.writer.alike-writer-vectors": ("writer-rules/*",),
+    # -- spec32c: ckptfs_conformance/gen_spec32c.py --------------------------------------------
+    "format.captured.cbor-cbor-seq": (SI + "entry-without-encoding",),
+    "format.store.change-how-existing": (SV + "settings-do-not-change-reading",),
+    "migrations.kinds.mixed": (SV + "schema-version-3",),
+    "ledger.records.ignored-readers-optional": (SV + "ledger-unknown-record-key",),
+    "format.readers.most-deep-3": (SV + "ledger-result-depth-254", SI + "ledger-result-depth-255"),
+    "ledger.encoding.treat-like-entry": (SI + "ledger-chunk-flipped",),
+    # writer rules of format.md, ledger.md, migrations.md (writer_rules_manifest.py)
+    "migrations.schema.carry-schema-map": ("writer-rules/schema-and-provenance",),
+    "migrations.migrated.write-step-ran": ("writer-rules/schema-and-provenance",),
+    "migrations.migrated.appear": ("writer-rules/schema-and-provenance",),
+    "ledger.records.appear-byte-byte": ("writer-rules/ledger-append-only",),
+    "format.form.list-feature-typed": ("writer-rules/typed-values-listed",),
+    "format.store.use-anything-reader": ("writer-rules/extension-keys",),
+    "format.snapshot.put-extension-key": ("writer-rules/extension-keys",),
+    "format.tree.create-unless-feature": ("writer-rules/one-object-per-commit",),
 }

@@ -223,3 +223,9 @@ def check(store: Path, rules: list[str], case: dict[str, Any]) -> list[str]:
         rule = RULES.get(name)
         out += [f"{name}: {p}" for p in rule(store, case)] if rule else [f"unknown rule {name}"]
     return out
+
+
+# spec32c: the writer rules of format.md, ledger.md and migrations.md
+from ckptfs_conformance.writer_rules_manifest import MANIFEST_RULES  # noqa: E402
+
+RULES.update(MANIFEST_RULES)

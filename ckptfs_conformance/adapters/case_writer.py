@@ -130,9 +130,28 @@ def _state_value(v: dict[str, Any]) -> Any:
     import ckptfs
 
     if "value" in v:
-        return untagged(v["value"])
+        return _as_typed_values(untagged(v["value"]))
     if "blob" in v:
         return ckptfs.Blob(bytes.fromhex(v["blob"]), type=v.get("type", "application/octet-stream"))
     r = v["ref"]
     return ckptfs.Ref(r["uri"], digest=r.get("digest"), size=r.get("size"),
                       expires_at=None if r.get("expires") is None else r["expires"] / 1000)
+
+
+def _as_typed_values(v: Any) -> Any:
+    """A case's typed values (tag 27 in tagged JSON) as ckptfs.TypedValue, the form an
+    application hands ckptfs a typed value in: ckptfs lists ``typed-values`` for what its codecs
+    turn into tag 27, and takes a ready-made tag as plain data (it then lists nothing; see
+    writer_rules_manifest.typed_values_listed)."""
+    import cbor2
+
+    from ckptfs.format.typed import TypedValue, is_tagged
+
+    if is_tagged(v):
+        return TypedValue(v.value[0], _as_typed_values(v.value[1]))
+    if type(v) is list:
+        return [_as_typed_values(x) for x in v]
+    if type(v) is dict:
+        return {k: _as_typed_values(x) for k, x in v.items()}
+    assert type(v) is not cbor2.CBORTag
+    return v

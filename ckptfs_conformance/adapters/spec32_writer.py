@@ -106,3 +106,10 @@ _BREAK = {
     "writer-v2-no-complete-locators": lambda s: _config(s, "complete-locators"),
     "writer-v2-reuse-nonce": _reuse_nonce, "writer-v2-hint-ahead": _hint_ahead,
 }
+
+
+# spec32c: broken writers for the rules of format.md, ledger.md and migrations.md
+from ckptfs_conformance.adapters.spec32c_writer import BREAKS as _SPEC32C  # noqa: E402
+
+SPEC32_WRITER_BREAKS += tuple(_SPEC32C)
+_BREAK.update(_SPEC32C)
