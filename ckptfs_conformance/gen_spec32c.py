@@ -278,3 +278,144 @@ def writer_vectors(g: Any, writer: str, now: int, t0: int) -> None:
                  {"store": {k: v for k, v in got.items() if k != "config"}, "now": now,
                   "rules": rules}, ["writer-v2", *caps], {"case": {"json": case}})
     shutil.rmtree(tmp)
+
+
+# -- refusals and seeded cases -------------------------------------------------------------------
+def refusal_cases(t0: int) -> dict[str, tuple[str, list[str], list[str], dict[str, Any]]]:
+    """Cases whose steps a writer MUST refuse (``"refused": true``: it commits nothing of the
+    step, the case goes on): the expected store holds only what was accepted."""
+    owner = "ckptfs-conformance/owner-a"
+    return {
+        "refusals": (
+            "a label of 1025 characters, an entry name of 256 bytes and a value 257 deep are "
+            "refused (nothing committed, format.md 1, 7, 5.3); a value exactly 256 deep, which "
+            "a reader accepts, is committed",
+            [], [],
+            {"steps": [_start("r", t0), _cp("r", t0 + 1000, {"n": {"value": 1}}),
+                       _cp("r", t0 + 2000, {"n": {"value": 2}}, labels={"k": "x" * 1025},
+                           refused=True),
+                       _cp("r", t0 + 3000, {"e" * 256: {"value": 3}}, refused=True),
+                       _cp("r", t0 + 4000, {"d": {"value": nested(257)}}, refused=True),
+                       _cp("r", t0 + 5000, {"d": {"value": nested(256)}})]}),
+        "ledger-refusals": (
+            "an effect whose result is 255 deep is refused when it returns (its intent stays "
+            "in doubt; 254 deep is recorded); an effect in doubt after a resume is not "
+            "performed again without reconciliation (ledger.md 1, 4)",
+            [], ["ledger"],
+            {"owner": owner, "steps": [
+                _start("r", t0), _cp("r", t0 + 1000, {"n": {"value": 1}}),
+                {"op": "effect", "run": "r", "time": t0 + 2000, "key": "deep-254",
+                 "name": "deep", "outcome": {"result": nested(254)}},
+                {"op": "effect", "run": "r", "time": t0 + 3000, "key": "deep-255",
+                 "name": "deep", "outcome": {"result": nested(255)}, "refused": True},
+                {"op": "effect", "run": "r", "time": t0 + 4000, "key": "ship-1",
+                 "name": "ship", "timeout": 1, "outcome": {"crash": True}},
+                {"op": "resume", "run": "r", "time": t0 + 5000},
+                {"op": "effect", "run": "r", "time": t0 + 6000, "key": "ship-1",
+                 "name": "ship", "outcome": {"result": "shipped again"}, "refused": True}]}),
+    }
+
+
+def _seed_config(p: Path, new_store: Any, prng: Any) -> None:
+    s, _ = new_store(p)  # the generator's small chunker (64/256/1024)
+    s.init()
+    s.close()
+
+
+def _seed_v1(p: Path, new_store: Any, prng: Any) -> None:
+    from ckptfs_conformance.gen_spec32 import _v1_store
+
+    _v1_store(p, new_store, prng)
+
+
+def _seed_retired(p: Path, new_store: Any, prng: Any) -> None:
+    from ckptfs.ops.retention import forget_snapshots
+
+    s, c = new_store(p)
+    s.start_run("r").checkpoint({"n": 1})
+    forget_snapshots(s.repo, {"r": {1}}, now=c.tick())
+    s.close()
+
+
+def _seed_foreign(p: Path, new_store: Any, prng: Any) -> None:
+    import ckptfs
+
+    s, _ = new_store(p)
+    s.start_run("o").checkpoint({"blob": ckptfs.Blob(prng("seed-foreign", 3000))})
+    s.close()
+
+
+def seeded_cases(t0: int, prng: Any) -> dict[str, tuple[str, list[str], list[str], Any,
+                                                       dict[str, Any], bool]]:
+    """name -> (description, rules, capabilities, seed builder, case, compare the config): a
+    case carried out on a copy of the seed store (the vector's ``seed``)."""
+    later = t0 + 10_000_000
+    up_blob = prng("up-blob", 3000).hex()
+    return {
+        "existing-config": (
+            "the store exists with a chunker of 64/256/1024 and the case asks for another: "
+            "the writer uses the existing config, byte for byte (format.md 2)", [], [],
+            _seed_config,
+            {"chunker": {"min": 4096, "avg": 16384, "max": 65536, "normalization": 1},
+             "steps": [_start("r", later), _cp("r", later + 1000, {
+                 "blob": {"blob": prng("existing-config", 5000).hex()}})]}, True),
+        "v1-store": (
+            "a version 1 store (config version 1): a writer that implements spec/v2.md writes "
+            "no container into it; it may refuse to write at all (ckptfs asks for an upgrade) "
+            "(spec/v2.md 2)", ["no-containers"], [], _seed_v1,
+            {"steps": [dict(_start("zz", later), refused="may"),
+                       dict(_cp("zz", later + 1000, {"n": {"value": 1}}), refused="may")]},
+            False),
+        "retired-run-id": (
+            "run r was forgotten whole (a retired marker): starting a new run r is refused; "
+            "run s starts (retention.md 3)", [], ["lifecycle"], _seed_retired,
+            {"steps": [dict(_start("r", later), refused=True), _start("s", later),
+                       _cp("s", later + 1000, {"n": {"value": 1}})]}, False),
+        "foreign-record": (
+            "the store holds run o, whose record carries a blob; a new run commits the same "
+            "blob: it carries it (or locates it in what it wrote), never in o's record, a "
+            "container it merely saw (spec/v2.md 5.2)", ["locator-sources", "complete-locators"],
+            [], _seed_foreign,
+            {"steps": [_start("r", later), _cp("r", later + 1000, {
+                "blob": {"blob": prng("seed-foreign", 3000).hex()}})]}, False),
+        "upgraded-loose-chunk": (
+            "an upgraded store holds the blob as version 1 loose chunks; a new run commits "
+            "the same blob: each chunk is carried or located like any other (spec/v2.md 3.5)",
+            ["complete-locators"], [],
+            lambda p, new_store, prng: gen_v2_stores.upgraded(p, new_store, prng),
+            {"steps": [_start("n", later), _cp("n", later + 1000, {
+                "blob": {"blob": up_blob}})]}, False),
+    }
+
+
+def refusal_vectors(g: Any, new_store: Any, prng: Any, writer: str, now: int, t0: int) -> None:
+    """The writer-rules vectors of ``refusal_cases`` and ``seeded_cases``."""
+    from ckptfs_conformance.adapters.spec32_writer import write_v2
+    from ckptfs_conformance.render import canonical_json, render_store, symbolic
+    from ckptfs_conformance.writer_rules import check
+
+    tmp = g.out / "_tmp32c"
+    cases = {n: (d, r, c, None, case, False) for n, (d, r, c, case)
+             in refusal_cases(t0).items()}
+    cases.update(seeded_cases(t0, prng))
+    for name, (desc, rules, caps, seed, case, config) in cases.items():
+        case = dict(case, writer=writer)
+        path = tmp / f"{name}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(canonical_json(case))
+        d = tmp / name
+        extra: dict[str, Any] = {}
+        if seed is not None:
+            s = g.store_dir("writer-rules", name)
+            seed(s, new_store, prng)
+            shutil.copytree(s, d)
+            extra["seed"] = f"{name}.store"
+        write_v2(str(path), str(d))
+        assert not check(d, rules, case), (name, check(d, rules, case))
+        got = symbolic(render_store(str(d), now))
+        want = None if any(s.get("refused") == "may" for s in case["steps"]) else {
+            k: v for k, v in got.items() if k != "config" or config}
+        g.vector("writer-rules", name, desc, ["write-v2", "{file:case}", "{out}"],
+                 {"store": want, "now": now, "rules": rules}, ["writer-v2", *caps],
+                 {"case": {"json": case}}, **extra)
+    shutil.rmtree(tmp)

@@ -299,6 +299,11 @@ def _spec32_vectors(g: Gen) -> None:
 
     gen_spec32c.vectors(g, new_store, prng, invalid_stores, render_store, NOW)
     gen_spec32c.writer_vectors(g, WRITER, NOW, T0)
+    gen_spec32c.refusal_vectors(g, new_store, prng, WRITER, NOW, T0)
+    from ckptfs_conformance import gen_maintenance  # spec32c: erase and copy
+
+    gen_maintenance.vectors(g, new_store, prng, render_store, NOW)
+    gen_maintenance.gc_vectors(g, new_store, prng)
 
 
 def _locator_vectors(g: Gen) -> None:

@@ -131,3 +131,55 @@ def typed_values_listed(store: Path, case: dict[str, Any]) -> list[str]:
 MANIFEST_RULES = {"schema-map": schema_map, "migrated-from": migrated_from,
                   "ledger-append-only": ledger_append_only,
                   "typed-values-listed": typed_values_listed}
+
+
+def no_containers(store: Path, case: dict[str, Any]) -> list[str]:
+    """In a store whose config is version 1 a writer writes no container: no pack, no run
+    record in the container framing (spec/v2.md 2: the config's version decides the layout)."""
+    import cbor2 as c2
+
+    from ckptfs.format import containers as ct
+
+    cfg = c2.loads((store / "ckptfs.cbor").read_bytes())
+    if cfg.get("version") != 1:
+        return [f"ckptfs.cbor: version {cfg.get('version')!r}: the store is no longer version 1"]
+    out = [f"{f.relative_to(store).as_posix()}: a pack in a version 1 store"
+           for f in sorted((store / "packs").rglob("*")) if f.is_file()]
+    for f in sorted(store.glob("runs/*/*")):
+        if f.is_file() and f.name.isdigit() and f.read_bytes().startswith(ct.MAGIC):
+            out.append(f"{f.relative_to(store).as_posix()}: a container in a version 1 store")
+    return out
+
+
+def locator_sources(store: Path, case: dict[str, Any]) -> list[str]:
+    """A record of a run the case writes locates chunks only in records of runs the case
+    writes, or in a record its own parent's record names (spec/v2.md 5.2: the parent, or what
+    the writer itself wrote); never in a record of another run it merely read or saw (the
+    case's store was seeded with that run)."""
+    from ckptfs.format.containers import RecordRef
+    from ckptfs_conformance.writer_rules import _record_containers
+
+    written = {s["run"] for s in case["steps"] if s["op"] in ("start", "fork", "resume")}
+    out: list[str] = []
+    allowed: dict[tuple[str, int], set[tuple[str, int]]] = {}
+    records = list(_record_containers(store, out))
+    for rel, h, _, _ in records:
+        named = {(c.run, c.seq) for c in h.containers if isinstance(c, RecordRef)}
+        allowed[(h.run, h.seq)] = named | {(h.run, h.seq)}
+    for rel, h, _, _ in records:
+        if h.run not in written:
+            continue
+        m = cbor2.loads(h.manifest)
+        parent = None
+        if m.get("parent") is not None:
+            parent = next(((x.run, x.seq) for _, x, _, _ in records
+                           if x.snapshot.raw == bytes(m["parent"])), None)
+        ok = allowed.get(parent, set()) if parent else set()
+        for c in h.containers:
+            if isinstance(c, RecordRef) and c.run not in written and (c.run, c.seq) not in ok:
+                out.append(f"{rel}: locates into runs/{c.run}/{c.seq:020d}, a record of a run "
+                           "it did not write and its parent does not name")
+    return out
+
+
+MANIFEST_RULES.update({"no-containers": no_containers, "locator-sources": locator_sources})

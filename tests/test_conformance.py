@@ -34,8 +34,9 @@ def test_ckptfs_passes_every_vector() -> None:
         cats[r.id.split("/")[0]] = cats.get(r.id.split("/")[0], 0) + 1
     assert len(results) >= 250
     assert set(cats) == {"digest", "cbor", "framing", "chunker", "store-valid", "store-invalid",
-                         "lookup", "writer", "typed", "gc", "writer-rules"}
-    assert min(n for c, n in cats.items() if c not in ("gc", "writer-rules")) >= 8  # gc: ckptfs_conformance/gen_locators.py
+                         "lookup", "writer", "typed", "gc", "writer-rules",
+                         "maintenance"}
+    assert min(n for c, n in cats.items() if c not in ("gc", "writer-rules", "maintenance")) >= 8  # gc: ckptfs_conformance/gen_locators.py
 
 
 def test_cli_single_process_mode_and_junit(tmp_path: Path) -> None:
@@ -202,15 +203,19 @@ WRITER32_BREAKS = {
     "writer-v2-extra-object": {"writer-rules/one-object-per-commit"},
     "writer-v2-drop-packs": {"writer-rules/packs-complete"},
     "writer-v2-hole": {"writer-rules/complete-locators"},
-    "writer-v2-zheader-without-feature": {"writer-rules/features"},
-    "writer-v2-no-complete-locators": {"writer-rules/features"},
+    # (and writer-rules/existing-config, whose store config must stay as it was)
+    "writer-v2-zheader-without-feature": {"writer-rules/features", "writer-rules/existing-config"},
+    "writer-v2-no-complete-locators": {"writer-rules/features", "writer-rules/existing-config"},
     "writer-v2-reuse-nonce": {"writer-rules/nonces-unique"},
     "writer-v2-hint-ahead": {"writer-rules/hints-committed"},
     # spec32c: format.md, ledger.md, migrations.md (writer_rules_manifest.py)
     "writer-v2-reserved-name": {"writer-rules/one-object-per-commit"},
+    "writer-v2-own-config": {"writer-rules/existing-config"},
+    "writer-v2-container-in-v1": {"writer-rules/v1-store"},
     "writer-v2-schema-extra-key": {"writer-rules/schema-and-provenance"},
     "writer-v2-migrated-from": {"writer-rules/schema-and-provenance"},
-    "writer-v2-ledger-rewritten": {"writer-rules/ledger-append-only"},
+    "writer-v2-ledger-rewritten": {"writer-rules/ledger-append-only",
+                                   "writer-rules/ledger-refusals"},
     "writer-v2-typed-unlisted": {"writer-rules/typed-values-listed"},
     "writer-v2-expiry-in-extension-key": {"writer-rules/extension-keys"},
 }

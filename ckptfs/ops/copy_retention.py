@@ -281,7 +281,7 @@ class RunLife:
         self.report.erased.append(self.run if seq is None else f"{self.run}@{seq}")
         if self.dry:
             return
-        erase(self.dst, self.run, seq=seq, reason=stone.reason, keep=keep or ())
+        erase(self.dst, self.run, seq=seq, reason=stone.reason, keep=keep or (), now=self.now)
         self.marker = self.stored = read_retired(self.dst.storage, self.run)
 
     # -- expiry --------------------------------------------------------------------------------

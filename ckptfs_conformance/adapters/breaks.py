@@ -23,6 +23,7 @@ from ckptfs_conformance.adapters import breaks_spec16, breaks_v2, spec32_breaks,
 from ckptfs_conformance.adapters.breaks_spec16 import SPEC16_BREAKS
 from ckptfs_conformance.adapters.spec32_breaks import SPEC32_BREAKS
 from ckptfs_conformance.adapters.spec32_writer import SPEC32_WRITER_BREAKS
+from ckptfs_conformance.adapters.spec32c_breaks import SPEC32C_BREAKS
 
 BREAKS: tuple[str, ...] = (
     "accept-non-canonical", "skip-digests", "ignore-required", "ignore-retired",
@@ -38,6 +39,8 @@ BREAKS += SPEC16_BREAKS
 BREAKS += SPEC32_BREAKS
 #: issue 32: broken version 2 writers, one per rule of spec/v2.md 5.2.1 (writer-rules/* vectors)
 BREAKS += SPEC32_WRITER_BREAKS
+#: spec32c: readers of the points of format.md, ledger.md and migrations.md gen_spec32c.py pins
+BREAKS += SPEC32C_BREAKS
 
 
 def apply_break(rule: str) -> None:
@@ -70,6 +73,10 @@ def apply_break(rule: str) -> None:
         from ckptfs.format.ledger import Effect
 
         setattr(Effect, "running", lambda self, now: False)
+    elif rule in SPEC32C_BREAKS:
+        from ckptfs_conformance.adapters import spec32c_breaks
+
+        spec32c_breaks.apply(rule)
     elif rule in SPEC32_WRITER_BREAKS:
         spec32_writer.BROKEN.add(rule)
     elif rule in SPEC32_BREAKS:

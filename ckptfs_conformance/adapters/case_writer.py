@@ -74,31 +74,42 @@ def _steps(store: Any, case: dict[str, Any], clock: dict[str, int]) -> None:
     runs: dict[str, Run] = {}
     for step in case["steps"]:
         clock["now"] = step["time"]
-        op = step["op"]
-        if op == "start":
-            runs[step["run"]] = store.start_run(
-                step["run"], schema=(step["schema"]["name"], step["schema"]["version"]))
-        elif op == "checkpoint":
-            run = runs[step["run"]]
-            state = {k: _state_value(v) for k, v in step["state"].items()}
-            run.checkpoint(state, step.get("boundary", "step"), labels=step.get("labels"),
-                           expires_at=None if step.get("expires") is None
-                           else step["expires"] / 1000,
-                           entry_labels=step.get("entry_labels"))
-        elif op == "resume":
-            runs[step["run"]] = store.resume(step["run"])
-        elif op == "fork":
-            runs[step["run"]] = store.fork(step["from"], step["run"])
-        elif op == "effect":
-            _effect(runs[step["run"]], step)
-        elif op == "settle":
-            out = step["outcome"]
-            if "result" in out:
-                runs[step["run"]].settle_effect(step["key"], result=untagged(out["result"]))
-            else:
-                runs[step["run"]].settle_effect(step["key"], failed=out["error"]["message"])
+        if step.get("refused"):  # the writer must (true) or may ("may") refuse it: go on
+            try:
+                _step(store, runs, step)
+            except Exception:  # noqa: BLE001 - any refusal; what was committed is judged
+                pass
+            continue
+        _step(store, runs, step)
+
+
+def _step(store: Any, runs: dict[str, Any], step: dict[str, Any]) -> None:
+    """Carry out one step of a case."""
+    op = step["op"]
+    if op == "start":
+        runs[step["run"]] = store.start_run(
+            step["run"], schema=(step["schema"]["name"], step["schema"]["version"]))
+    elif op == "checkpoint":
+        run = runs[step["run"]]
+        state = {k: _state_value(v) for k, v in step["state"].items()}
+        run.checkpoint(state, step.get("boundary", "step"), labels=step.get("labels"),
+                       expires_at=None if step.get("expires") is None
+                       else step["expires"] / 1000,
+                       entry_labels=step.get("entry_labels"))
+    elif op == "resume":
+        runs[step["run"]] = store.resume(step["run"])
+    elif op == "fork":
+        runs[step["run"]] = store.fork(step["from"], step["run"])
+    elif op == "effect":
+        _effect(runs[step["run"]], step)
+    elif op == "settle":
+        out = step["outcome"]
+        if "result" in out:
+            runs[step["run"]].settle_effect(step["key"], result=untagged(out["result"]))
         else:
-            raise ValueError(f"unknown writer step {op!r}")
+            runs[step["run"]].settle_effect(step["key"], failed=out["error"]["message"])
+    else:
+        raise ValueError(f"unknown writer step {op!r}")
 
 
 def _effect(run: Any, step: dict[str, Any]) -> None:

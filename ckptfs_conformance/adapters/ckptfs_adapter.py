@@ -26,7 +26,7 @@ from ckptfs.format.digest import Digest
 from ckptfs.format.lifecycle import Lease
 from ckptfs.runtime.codecs import Codecs
 from ckptfs_conformance import render
-from ckptfs_conformance.adapters import breaks_spec16, spec32_writer
+from ckptfs_conformance.adapters import breaks_spec16, maintenance, spec32_writer
 from ckptfs_conformance.adapters.breaks import BREAKS, apply_break
 from ckptfs_conformance.adapters.breaks_spec16 import SPEC16_BREAKS
 from ckptfs_conformance.adapters.case_writer import write_case
@@ -78,17 +78,23 @@ OPS: dict[str, Callable[..., str]] = {
     "write": write_case,
     "lease": lambda f, now: _lease(_read(f), int(now)),
     "gc-named": lambda store: _gc_named(store),
+    # spec32c: maintenance (capability maintenance)
+    "copy": lambda src, dst, now, run: maintenance.do_copy(src, dst, int(now), run),
+    "erase": lambda store, now, run, reason: maintenance.do_erase(store, int(now), run, reason),
 }
 
 
 def _gc_named(store: str) -> str:
     """``gc-named STORE``: the stray records and packs gc must read and judge (spec/v2.md
     9.2, complete locators), as a JSON array of paths."""
-    from ckptfs.ops.gc_locators import named_containers
+    from ckptfs.ops.gc_locators import applies, named_containers
 
     import ckptfs
 
-    return json.dumps(named_containers(ckptfs.open_store(store).repo))
+    repo = ckptfs.open_store(store).repo
+    if not applies(repo):  # no complete-locators: gc reads every old stray and pack (spec32c)
+        return json.dumps(maintenance.every_container(repo))
+    return json.dumps(named_containers(repo))
 
 
 def handle(argv: list[str]) -> str:

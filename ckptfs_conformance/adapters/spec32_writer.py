@@ -34,7 +34,8 @@ def write_v2(case_path: str, store_dir: str) -> str:
 
 
 def _records(store: Path) -> list[Path]:
-    return sorted(f for f in store.glob("runs/*/*") if f.is_file() and f.name.isdigit())
+    return sorted(f for f in store.glob("runs/*/*") if f.is_file() and f.name.isdigit()
+                  and f.read_bytes()[:1] == ct.MAGIC[:1])  # not a version 1 record
 
 
 def _rewrite(f: Path, change: object) -> None:

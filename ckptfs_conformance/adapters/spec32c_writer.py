@@ -26,7 +26,7 @@ def _records(store: Path) -> list[tuple[int, str, int, Path]]:
 
     out = []
     for f in sorted(store.glob("runs/*/*")):
-        if f.is_file() and f.name.isdigit():
+        if f.is_file() and f.name.isdigit() and f.read_bytes()[:1] == ct.MAGIC[:1]:
             h = ct.decode(f.read_bytes(), what=f.name).header
             assert isinstance(h, ct.RecordHeader)
             out.append((h.created, h.run, h.seq, f))
@@ -122,7 +122,27 @@ def _expiry_in_extension_key(store: Path) -> None:
     rewrite_manifests(store, change)
 
 
+def _own_config(store: Path) -> None:
+    """A writer that writes its own config (the default chunker) over the one it found."""
+    cfg = cbor2.loads((store / "ckptfs.cbor").read_bytes())
+    cfg["chunker"].update(min=16384, avg=65536, max=262144)
+    (store / "ckptfs.cbor").write_bytes(cbor.encode(cfg))
+
+
+def _container_in_v1(store: Path) -> None:
+    """A writer that writes a pack into a version 1 store."""
+    from ckptfs_conformance.gen_v2_containers import join
+
+    cfg = cbor2.loads((store / "ckptfs.cbor").read_bytes())
+    if cfg.get("version") == 1:
+        data = join({"kind": "pack", "created": 0, "bodies": [], "body_length": 0}, b"")
+        d = Digest.of(data).hex
+        (store / "packs" / d[:2]).mkdir(parents=True, exist_ok=True)
+        (store / "packs" / d[:2] / d).write_bytes(data)
+
+
 BREAKS: dict[str, Callable[[Path], None]] = {
+    "writer-v2-own-config": _own_config, "writer-v2-container-in-v1": _container_in_v1,
     "writer-v2-reserved-name": _reserved_name, "writer-v2-schema-extra-key": _schema_extra_key,
     "writer-v2-migrated-from": _migrated_from, "writer-v2-ledger-rewritten": _ledger_rewritten,
     "writer-v2-typed-unlisted": _typed_unlisted,
