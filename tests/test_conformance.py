@@ -34,7 +34,7 @@ def test_ckptfs_passes_every_vector() -> None:
         cats[r.id.split("/")[0]] = cats.get(r.id.split("/")[0], 0) + 1
     assert len(results) >= 250
     assert set(cats) == {"digest", "cbor", "framing", "chunker", "store-valid", "store-invalid",
-                         "lookup", "writer", "typed", "gc", "writer-rules"}
+                         "lookup", "writer", "typed", "gc", "writer-rules", "encryption"}
     assert min(n for c, n in cats.items() if c not in ("gc", "writer-rules")) >= 8  # gc: ckptfs_conformance/gen_locators.py
 
 

@@ -23,6 +23,7 @@ from ckptfs_conformance.adapters import breaks_spec16, breaks_v2, spec32_breaks,
 from ckptfs_conformance.adapters.breaks_spec16 import SPEC16_BREAKS
 from ckptfs_conformance.adapters.spec32_breaks import SPEC32_BREAKS
 from ckptfs_conformance.adapters.spec32_writer import SPEC32_WRITER_BREAKS
+from ckptfs_conformance.adapters.spec32b_breaks import SPEC32B_BREAKS
 
 BREAKS: tuple[str, ...] = (
     "accept-non-canonical", "skip-digests", "ignore-required", "ignore-retired",
@@ -38,6 +39,8 @@ BREAKS += SPEC16_BREAKS
 BREAKS += SPEC32_BREAKS
 #: issue 32: broken version 2 writers, one per rule of spec/v2.md 5.2.1 (writer-rules/* vectors)
 BREAKS += SPEC32_WRITER_BREAKS
+#: issue 32, gaps 24-26 (ckptfs_conformance/gen_spec32b.py)
+BREAKS += SPEC32B_BREAKS
 
 
 def apply_break(rule: str) -> None:
@@ -70,6 +73,10 @@ def apply_break(rule: str) -> None:
         from ckptfs.format.ledger import Effect
 
         setattr(Effect, "running", lambda self, now: False)
+    elif rule in SPEC32B_BREAKS:
+        from ckptfs_conformance.adapters import spec32b_breaks
+
+        spec32b_breaks.apply(rule)
     elif rule in SPEC32_WRITER_BREAKS:
         spec32_writer.BROKEN.add(rule)
     elif rule in SPEC32_BREAKS:

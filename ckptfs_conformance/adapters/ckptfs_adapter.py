@@ -30,6 +30,7 @@ from ckptfs_conformance.adapters import breaks_spec16, spec32_writer
 from ckptfs_conformance.adapters.breaks import BREAKS, apply_break
 from ckptfs_conformance.adapters.breaks_spec16 import SPEC16_BREAKS
 from ckptfs_conformance.adapters.case_writer import write_case
+from ckptfs_conformance.adapters.enc_ops import ENC_OPS
 from ckptfs_conformance.render import canonical_json, render_ref, render_store, untagged
 
 #: what other modules take from here (tests/test_conformance.py lists the issue-16 rules)
@@ -79,6 +80,9 @@ OPS: dict[str, Callable[..., str]] = {
     "lease": lambda f, now: _lease(_read(f), int(now)),
     "gc-named": lambda store: _gc_named(store),
 }
+
+
+OPS.update(ENC_OPS)  # capability encryption (spec/encryption.md)
 
 
 def _gc_named(store: str) -> str:
