@@ -231,3 +231,44 @@ def store_vectors(g: Any, new_store: Any, prng: Any, render_store: Any, now: int
              ["read", "{store}", str(now)], {"output": render_store(str(d), now),
                                               "compare": "json"}, V2 + ["typed-values"],
              store=f"{name}.store")
+    name = P + "ledger-typed-result"
+    d = g.store_dir("store-valid", name)
+    _ledger_typed(d, new_store, prng)
+    g.vector("store-valid", name, "an effect's result in the ledger that is a typed value (a "
+             "date), which writers do not write there: read, as its name and payload "
+             "(format.md 18.1, issue 32 gap 25)", ["read", "{store}", str(now)],
+             {"output": render_store(str(d), now), "compare": "json"},
+             V2 + ["ledger", "typed-values"], store=f"{name}.store")
+
+
+def _ledger_typed(p: Path, new_store: Any, prng: Any) -> None:
+    """r1@3's ledger: the completed record's ``result`` 5 replaced by a typed value (a date),
+    which writers do not write there (format.md 18.1); ledger digest, manifest, snapshot id
+    and size recomputed."""
+    import io
+
+    import cbor2
+
+    from ckptfs.format import cbor
+
+    s, _ = new_store(p, WIDE)
+    r = s.start_run("r1")
+    r.checkpoint({"n": 1}, "start")
+    r.effect("tool", lambda: 5, key="k-1")
+    s.close()
+
+    def change(h: dict[str, Any], area: bytes) -> None:
+        m = cbor2.loads(h["manifest"])
+        buf = io.BytesIO(m["ledger"]["inline"])
+        items = []
+        while buf.tell() < len(m["ledger"]["inline"]):
+            items.append(cbor2.CBORDecoder(buf).decode())
+        assert items[-1]["result"] == 5
+        items[-1]["result"] = cbor2.CBORTag(27, ["date", "2020-01-01"])
+        content = b"".join(cbor.encode(x) for x in items)
+        m["ledger"].update(inline=content, size=len(content), digest=Digest.of(content).raw)
+        data = cbor.encode(m)
+        h["manifest"], h["snapshot"], h["size"] = data, Digest.of(data).raw, len(data)
+    from ckptfs.format.names import record_path
+
+    edit(p / record_path("r1", 3), change)

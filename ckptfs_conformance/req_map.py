@@ -199,6 +199,7 @@ REQ_VECTORS: dict[str, tuple[str, ...]] = {
     # -- issue 32, gaps 24-26 and enc.* (ckptfs_conformance/gen_spec32b.py) ------------------
     "v2.reading.own-record-places": (SI + "*-after-carrier", LK + "*-after-carrier-alone"),
     "format.form.read-tag-without-feature": (SV + "typed-without-feature",),
+    "format.form.read-tag-in-ledger": (SV + "ledger-typed-result",),
     "format.built.accept-set-order": ("typed/spec32-set-other-order",),
     "format.built.offset-zone-agree": ("typed/spec32-datetime-*",),
     "format.built.timedelta-range": ("typed/spec32-timedelta-*",),
