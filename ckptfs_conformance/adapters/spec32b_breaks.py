@@ -8,7 +8,8 @@ from typing import Any
 
 SPEC32B_BREAKS: tuple[str, ...] = ("v2-remembered-places", "typed-paths-as-given",
                                    "typed-offset-unchecked", "typed-set-nan-twice",
-                                   "typed-refuse-set-order")
+                                   "typed-refuse-set-order", "enc-writer-plaintext",
+                                   "enc-accept-version-1")
 
 
 def apply(rule: str) -> None:
@@ -19,6 +20,20 @@ def apply(rule: str) -> None:
         def anywhere(self: Any, d: Any) -> bool:
             return False
         setattr(sc.ChunkReader, "_owned", anywhere)
+    elif rule == "enc-writer-plaintext":  # [encryption.md 2, 3] enc-write ignores the keyring
+        from ckptfs_conformance.adapters import enc_ops
+
+        enc_ops.BROKEN.add(rule)
+    elif rule == "enc-accept-version-1":  # [encryption.md 3] any config version is read
+        import attrs
+
+        from ckptfs.storage import encrypted_open as eo
+
+        checked = eo.encryption_setting
+
+        def any_version(cfg: Any, url: str) -> Any:
+            return checked(attrs.evolve(cfg, version=2), url)
+        setattr(eo, "encryption_setting", any_version)
     elif rule.startswith("typed-"):  # [format.md 18.3, gap 25] one built-in decoder changed
         _typed(rule)
     else:
