@@ -191,11 +191,14 @@ def _list_append_labels_case() -> dict[str, Any]:
 
 
 def _ledger_append_case() -> dict[str, Any]:
-    """40 effects, each appending one record to the ledger (past the inline threshold)."""
+    """18 effects, each appending two records to the ledger: past the inline threshold after
+    about 7 (cut fresh), then one piece per commit, 21 of them (the merge rule meets 16
+    trailing pieces whose sizes add up to more than ``max``). Kept short: every snapshot's
+    rendering holds its whole ledger."""
     steps: list[dict[str, Any]] = [{"op": "start", "run": "r1", "time": T0,
                                     "schema": {"name": "s", "version": 1}},
                                    _cp("r1", T0 + 1, {"n": _v(0)}, boundary="start")]
-    for i in range(40):
+    for i in range(18):
         steps.append({"op": "effect", "run": "r1", "time": T0 + 10 + i, "key": f"k-{i}",
                       "name": "tool", "timeout": 30_000, "outcome": {"result": i}})
     return {"chunker": SMALL_CBOR, "owner": OWNER, "steps": steps}
