@@ -286,6 +286,7 @@ def _v2_vectors(g: Gen) -> None:
         gen_v2_lookups.lookups(g, new_store, prng, NOW, T0)
         _locator_vectors(g)
         _spec32_vectors(g)
+        _spec32b_vectors(g)
 
 
 def _spec32_vectors(g: Gen) -> None:
@@ -304,6 +305,21 @@ def _spec32_vectors(g: Gen) -> None:
 
     gen_maintenance.vectors(g, new_store, prng, render_store, NOW)
     gen_maintenance.gc_vectors(g, new_store, prng)
+
+
+def _spec32b_vectors(g: Gen) -> None:
+    """Issue 32, gaps 24-26 (ckptfs_conformance/gen_spec32b.py)."""
+    from ckptfs_conformance import gen_spec32b
+    from ckptfs_conformance.render import render_ref
+
+    gen_spec32b.vectors(g, new_store, prng, render_ref, NOW)
+    gen_spec32b.typed_vectors(g)
+    gen_spec32b.store_vectors(g, new_store, prng, render_store, NOW)
+    from ckptfs_conformance import gen_enc_vectors  # capability encryption
+
+    gen_enc_vectors.primitives(g)
+    gen_enc_vectors.stores(g, new_store, NOW)
+    gen_enc_vectors.writer(g, NOW)
 
 
 def _locator_vectors(g: Gen) -> None:

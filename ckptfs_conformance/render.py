@@ -162,6 +162,7 @@ def render_snapshot(repo: Repository, snap: Snapshot, now: int) -> dict[str, Any
         out["error"] = "expired"
         return out
     where = f"snapshot {snap.digest.short} (run {m.run!r} seq {m.seq})"
+    repo.ensure_located(snap)  # its chunks from its own record's places (spec/v2.md 6)
     out["entries"] = {name: render_entry(repo, e, f"{where} entry {name!r}")
                       for name, e in m.entries.items()}
     out["ledger"] = render_ledger(repo, snap, f"{where} ledger", now)
@@ -178,10 +179,21 @@ def render_tombstones(repo: Repository) -> list[dict[str, Any]]:
     return out
 
 
-def render_store(url: str, now: int) -> dict[str, Any]:
+def _storage(url: str, keyring: str | None) -> Any:
+    """The store's storage; ``keyring`` (a folder; "" for none given) opens an encrypted store
+    (spec/encryption.md). None: the plaintext protocol (no keyring is looked for)."""
+    storage = open_storage(url)
+    if keyring:
+        from ckptfs.runtime.scopes import keyring_storage
+
+        return keyring_storage(storage, keyring)
+    return storage
+
+
+def render_store(url: str, now: int, keyring: str | None = None) -> dict[str, Any]:
     """Every run and every committed snapshot of the store at ``url`` (and its tombstones,
     when it has any)."""
-    repo = Repository(open_storage(url))
+    repo = Repository(_storage(url, keyring))
     try:
         out: dict[str, Any] = {"config": render_config(repo.config), "runs": {}}
         tombstones = render_tombstones(repo)
@@ -199,9 +211,9 @@ def render_store(url: str, now: int) -> dict[str, Any]:
         repo.storage.close()
 
 
-def render_ref(url: str, ref: str, now: int) -> dict[str, Any]:
+def render_ref(url: str, ref: str, now: int, keyring: str | None = None) -> dict[str, Any]:
     """One snapshot, named as ``blake3:<hex>``, ``RUN`` (its head) or ``RUN@SEQ``."""
-    repo = Repository(open_storage(url))
+    repo = Repository(_storage(url, keyring))
     try:
         repo.config
         return render_snapshot(repo, repo.resolve(ref), now)

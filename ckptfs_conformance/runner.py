@@ -29,7 +29,7 @@ import attrs
 VECTORS = Path(__file__).resolve().parent / "vectors"
 CAPABILITIES = ("digest", "cbor", "cbor-encode", "framing", "chunker", "reader", "ledger",
                 "lifecycle", "v2", "writer", "writer-exact", "typed-values", "gc", "writer-v2",
-                "maintenance")
+                "maintenance", "encryption")
 PASS, FAIL, SKIP, ERROR = "Pass", "Fail", "Skip", "Error"
 
 
@@ -199,6 +199,12 @@ def judge(v: dict[str, Any], out: str, work: Path) -> tuple[str, str]:
         return FAIL, f"expected error {expect['error']}, but the input was accepted: {out[:300]}"
     if got_error is not None:
         return FAIL, f"expected success, got error {got_error}"
+    if "enc_rules" in expect:  # an encrypted store written (spec/encryption.md)
+        from ckptfs_conformance.enc_rules import judge_encrypted
+
+        if out.strip() != "ok":
+            raise AdapterBroke(f"enc-write printed {out[:200]!r}, expected 'ok' or 'error: ...'")
+        return judge_encrypted(v, work / "out")
     if "store" in expect:
         return judge_written(v, out, work / "out")
     if expect["compare"] == "text":

@@ -174,10 +174,50 @@ def _list_append_case() -> dict[str, Any]:
     return {"chunker": SMALL_CBOR, "steps": steps}
 
 
+def _list_append_labels_case() -> dict[str, Any]:
+    """14 items (chunked), then 24 commits each appending one 9-byte item; commit 12 changes
+    only the labels (the snapshot's and the entry's), not the list."""
+    steps: list[dict[str, Any]] = [{"op": "start", "run": "r1", "time": T0,
+                                    "schema": {"name": "s", "version": 1}}]
+    items = [prng(f"item{j}", 75).hex() for j in range(14)]
+    for i in range(26):
+        kw: dict[str, Any] = {}
+        if i == 12:
+            kw = {"labels": {"phase": "review"}, "entry_labels": {"log": {"note": "checked"}}}
+        elif 1 <= i:
+            items.append(prng(f"tiny{i}", 4).hex())
+        steps.append(_cp("r1", T0 + 100 + i, {"log": _v(list(items))}, **kw))
+    return {"chunker": SMALL_CBOR, "steps": steps}
+
+
+def _ledger_append_case() -> dict[str, Any]:
+    """18 effects, each appending two records to the ledger: past the inline threshold after
+    about 7 (cut fresh), then one piece per commit, 21 of them (the merge rule meets 16
+    trailing pieces whose sizes add up to more than ``max``). Kept short: every snapshot's
+    rendering holds its whole ledger."""
+    steps: list[dict[str, Any]] = [{"op": "start", "run": "r1", "time": T0,
+                                    "schema": {"name": "s", "version": 1}},
+                                   _cp("r1", T0 + 1, {"n": _v(0)}, boundary="start")]
+    for i in range(18):
+        steps.append({"op": "effect", "run": "r1", "time": T0 + 10 + i, "key": f"k-{i}",
+                      "name": "tool", "timeout": 30_000, "outcome": {"result": i}})
+    return {"chunker": SMALL_CBOR, "owner": OWNER, "steps": steps}
+
+
 LIST_APPEND_CASES: dict[str, tuple[str, bool, list[str], dict[str, Any]]] = {
     "list-append-tiered": ("format.md 10 'Appending to a list': a list grown by one small item "
                            "per commit (pieces merge by 16), resumed in the middle, then by "
                            "three large items; the -exact variant pins the chunk lists of the "
                            "reference profile", True, ["writer"],
                            _list_append_case()),
+    # issue 32, gap 26: a labels-only commit keeps the entry (and its sealed count); the
+    # ledger, a cbor-seq that only grows, follows the same profile
+    "list-append-labels": ("format.md 10: a list grown by one small item per commit, with a "
+                           "commit in the middle that changes only the snapshot's labels and "
+                           "the entry's labels (the content, its chunk list and the sealed "
+                           "count stay as they were)", True, ["writer"],
+                           _list_append_labels_case()),
+    "list-append-ledger": ("format.md 10: the ledger, a cbor-seq that only grows, follows the "
+                           "same appending profile as a list value", True,
+                           ["writer", "ledger"], _ledger_append_case()),
 }

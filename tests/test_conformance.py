@@ -35,7 +35,7 @@ def test_ckptfs_passes_every_vector() -> None:
     assert len(results) >= 250
     assert set(cats) == {"digest", "cbor", "framing", "chunker", "store-valid", "store-invalid",
                          "lookup", "writer", "typed", "gc", "writer-rules",
-                         "maintenance"}
+                         "maintenance", "encryption"}
     assert min(n for c, n in cats.items() if c not in ("gc", "writer-rules", "maintenance")) >= 8  # gc: ckptfs_conformance/gen_locators.py
 
 

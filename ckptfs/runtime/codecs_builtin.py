@@ -109,7 +109,12 @@ def dec_datetime(p: Any) -> dt.datetime:
         except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError) as e:
             raise _bad("datetime", f"time zone {zone!r} is not known on this machine ({e}); "
                                    "install tzdata") from None
-    return wall.replace(tzinfo=tz, fold=p.get("fold", 0))
+    value = wall.replace(tzinfo=tz, fold=p.get("fold", 0))
+    if "zone" in p and _offset("datetime", tz, value) != p["offset"]:
+        # one value, one encoding: an offset that is not the zone's would be rewritten
+        raise _bad("datetime", f"'offset' {p['offset']} is not the offset of zone {p['zone']!r} "
+                               f"at {p['wall']} (fold {p.get('fold', 0)})")
+    return value
 
 
 def enc_date(v: dt.date) -> str:
@@ -182,7 +187,10 @@ def _path_decoder(name: str, cls: Callable[[str], Any]) -> Callable[[Any], Any]:
     def dec(p: Any) -> Any:
         if type(p) is not str or "\x00" in p:
             raise _bad(name, "payload must be the path as text")
-        return cls(p)
+        value = cls(p)
+        if str(value) != p:  # one spelling per value (format.md 18.3): canonical
+            raise _bad(name, f"{p[:60]!r} is not in the canonical form {str(value)[:60]!r}")
+        return value
     return dec
 
 
@@ -201,7 +209,8 @@ def _set_decoder(name: str, cls: Callable[[list[Any]], Any]) -> Callable[[Any], 
             out = cls(p)
         except TypeError as e:
             raise _bad(name, f"an item cannot be a member of a set ({e})") from None
-        if len(out) != len(p):
+        # every NaN is one value (format.md 5.1), though Python's NaN objects differ
+        if len(out) != len(p) or sum(type(x) is float and x != x for x in p) > 1:
             raise _bad(name, "the array holds the same item twice")
         return out
     return dec

@@ -27,6 +27,9 @@ def encryption_setting(cfg: StoreConfig, url: str) -> dict[str, Any] | None:
             or not isinstance(enc.get("store"), bytes) or len(enc["store"]) != 16):
         raise KeyringError(f"{url}: the config of this encrypted store has no valid "
                            f"'{SETTING}' setting (scheme {crypto.SCHEME}); it is damaged")
+    if cfg.version != 2:  # the scheme is defined over layout version 2 only
+        raise KeyringError(f"{url}: the config of this encrypted store says version "
+                           f"{cfg.version}; encrypted stores are version 2: it is damaged")
     return enc
 
 

@@ -96,6 +96,12 @@ class Commits:
         cfg = self.check_writable()  # a commit needs a version 2 store
         if self._window_error is not None:
             raise self._window_error
+        results = list(results)
+        if chunks:  # only what the snapshot names is carried (format.md 10: an appended piece
+            # merged away in the same commit is no body; spec/v2.md 5.2.1)
+            needed = named_raws(manifest, self.objects.manifest_bytes.chunk_lists) | {
+                r.digest.raw for r in results}
+            chunks = [(c, b) for c, b in chunks if c.raw in needed]
         # the nonce makes this record's bytes ours alone: after a lost answer the storage
         # layer reads the record back and takes identical bytes as proof that it landed
         d, rec_bytes, objects, own = self.objects.prepare_v2(

@@ -74,9 +74,12 @@ class Locations:
         self.tables: collections.OrderedDict[
             ContainerRef, tuple[Mapping[bytes, Location], Mapping[bytes, Location]]] = (
                 collections.OrderedDict())
-        #: the record of the snapshot being read (``Repository.ensure_located``): a reader
-        #: tries its table before it reports a chunk missing (spec/v2.md 6)
+        #: the record of the snapshot being read (``Repository.ensure_located``) and the
+        #: chunks (raw digests) its entries and ledger name: such a chunk is read only from
+        #: the places that record gives, so that the outcome of reading a snapshot never
+        #: depends on what was read before it (spec/v2.md 6, "One outcome")
         self.focus: ContainerRef | None = None
+        self.focus_needs: frozenset[bytes] = frozenset()
 
     def learn(self, c: Container, ref: ContainerRef) -> None:
         """Remember the bodies (and, for a record, the locators) of container ``c``."""
@@ -234,7 +237,7 @@ class ChunkReader:
         """Every chunk of ``refs``, verified; MissingObject / CorruptSnapshot otherwise."""
         out: dict[int, bytes] = {}
         damaged: set[int] = set()  # found at its location, but not with the right digest
-        located = [(i, r, self.locations.get(r.digest)) for i, r in enumerate(refs)]
+        located = [(i, r, self._first(r.digest)) for i, r in enumerate(refs)]
         batch = [(i, r, loc) for i, r, loc in located if loc is not None]
         for (i, r, _), got in zip(batch, self._fetch([loc for _, _, loc in batch])):
             data = unframe_body(got, r, where=f"{where}: chunk {r.digest}")
@@ -252,7 +255,7 @@ class ChunkReader:
         writes again without framing it afresh. A chunk found only through a fallback (a
         forward, a loose v1 object) is read as ``read`` does and framed anew."""
         out: dict[int, bytes] = {}
-        located = [(i, r, self.locations.get(r.digest)) for i, r in enumerate(refs)]
+        located = [(i, r, self._first(r.digest)) for i, r in enumerate(refs)]
         batch = [(i, r, loc) for i, r, loc in located if loc is not None]
         for (i, r, _), got in zip(batch, self._fetch([loc for _, _, loc in batch])):
             if got is not None and unframe_body(got, r, where=f"{where}: chunk {r.digest}"
@@ -283,6 +286,17 @@ class ChunkReader:
             out.append(piece)
         return out
 
+    def _owned(self, d: Digest) -> bool:
+        """Whether ``d`` is a chunk the snapshot being read names: then only its record's
+        places count (spec/v2.md 6, "One outcome"; other chunks, say those of a Snapshot held
+        across another read, keep every place this process knows)."""
+        return self.locations.focus is not None and d.raw in self.locations.focus_needs
+
+    def _first(self, d: Digest) -> Location | None:
+        """The first place to read ``d`` at: its own record's body or locator for a chunk of
+        the snapshot being read (None: a hole), else the last place this process saw it."""
+        return self._focused(d) if self._owned(d) else self.locations.get(d)
+
     def _places(self, digest: Digest, tried: list[Location]) -> Iterator[Location]:
         """The remembered places, then the snapshot's own record's (spec/v2.md 6), which is
         looked up (and its record read again if need be) only when those failed."""
@@ -297,8 +311,14 @@ class ChunkReader:
         (``damaged``: bytes were found somewhere but they are not the chunk; then a chunk no
         other place holds is corrupt, not missing, spec/v2.md 6 step 5)."""
         what = f"{where}: chunk {ref.digest}"
-        tried = self.locations.candidates(ref.digest)
-        for n, loc in enumerate(self._places(ref.digest, tried)):
+        if self._owned(ref.digest):  # the record's own place only (tried already), a hole: none
+            own = self._focused(ref.digest)
+            tried = [] if own is None else [own]
+            places: Iterable[Location] = tried
+        else:
+            tried = self.locations.candidates(ref.digest)
+            places = self._places(ref.digest, tried)
+        for n, loc in enumerate(places):
             if n or not tried:  # the first remembered place was tried already
                 got = self._fetch([loc])[0]
                 data = unframe_body(got, ref, where=what)

@@ -328,13 +328,17 @@ class Repository(Commits):
         if self.objects.layout < 2:
             return
         loc = self.objects.locations
-        loc.focus = RecordRef(snap.run, snap.seq)  # tried before 'missing' (spec/v2.md 6)
-        if all(loc.get(d) is not None for d in named_chunks(snap.manifest)):
-            return
-        try:
-            self.record(snap.run, snap.seq)
-        except CkptfsError:
-            pass  # the reads that follow report what is wrong
+        # its chunks are read from its record's places only (spec/v2.md 6, "One outcome"); a
+        # version 1 record has none (its chunks are loose objects, the last place of every read)
+        loc.focus = RecordRef(snap.run, snap.seq)
+        loc.focus_needs = frozenset()
+        if loc.table(loc.focus) is None:
+            try:
+                self.record(snap.run, snap.seq)
+            except CkptfsError:
+                return  # the reads that follow report what is wrong
+        if loc.table(loc.focus) is not None:
+            loc.focus_needs = frozenset(d.raw for d in named_chunks(snap.manifest))
 
     def _recorded(self, rec: RunRecord) -> Snapshot:
         """The snapshot a record commits; its manifest must name the record's run and seq."""

@@ -24,6 +24,7 @@ from ckptfs_conformance.adapters.breaks_spec16 import SPEC16_BREAKS
 from ckptfs_conformance.adapters.spec32_breaks import SPEC32_BREAKS
 from ckptfs_conformance.adapters.spec32_writer import SPEC32_WRITER_BREAKS
 from ckptfs_conformance.adapters.spec32c_breaks import SPEC32C_BREAKS
+from ckptfs_conformance.adapters.spec32b_breaks import SPEC32B_BREAKS
 
 BREAKS: tuple[str, ...] = (
     "accept-non-canonical", "skip-digests", "ignore-required", "ignore-retired",
@@ -41,6 +42,8 @@ BREAKS += SPEC32_BREAKS
 BREAKS += SPEC32_WRITER_BREAKS
 #: spec32c: readers of the points of format.md, ledger.md and migrations.md gen_spec32c.py pins
 BREAKS += SPEC32C_BREAKS
+#: issue 32, gaps 24-26 (ckptfs_conformance/gen_spec32b.py)
+BREAKS += SPEC32B_BREAKS
 
 
 def apply_break(rule: str) -> None:
@@ -77,6 +80,10 @@ def apply_break(rule: str) -> None:
         from ckptfs_conformance.adapters import spec32c_breaks
 
         spec32c_breaks.apply(rule)
+    elif rule in SPEC32B_BREAKS:
+        from ckptfs_conformance.adapters import spec32b_breaks
+
+        spec32b_breaks.apply(rule)
     elif rule in SPEC32_WRITER_BREAKS:
         spec32_writer.BROKEN.add(rule)
     elif rule in SPEC32_BREAKS:

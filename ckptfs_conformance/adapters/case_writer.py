@@ -17,7 +17,7 @@ class _Crash(BaseException):
     """Raised inside an effect to stop the process between intent and outcome."""
 
 
-def write_case(case_path: str, store_dir: str) -> str:
+def write_case(case_path: str, store_dir: str, keyring: str | None = None) -> str:
     """Carry out a writer case (README "Writer cases") into an empty directory: a format 2
     store (the only one ckptfs writes) whose config takes no check window from the
     environment and whose packs carry the case's clock as ``created`` (the reference profile's
@@ -26,15 +26,16 @@ def write_case(case_path: str, store_dir: str) -> str:
 
     window = os.environ.pop("CKPTFS_CHECK_WINDOW_MS", None)
     try:
-        return _write_case(case_path, store_dir)
+        return _write_case(case_path, store_dir, keyring)
     finally:
         if window is not None:
             os.environ["CKPTFS_CHECK_WINDOW_MS"] = window
 
 
-def _write_case(case_path: str, store_dir: str) -> str:
+def _write_case(case_path: str, store_dir: str, keyring: str | None = None) -> str:
     """``write_case`` once the environment is set: open the store at the case's clock and
-    writer name, run its steps with packs stamped at that clock."""
+    writer name, run its steps with packs stamped at that clock; ``keyring``: an encrypted
+    store with a new keyring in that folder (spec/encryption.md, op ``enc-write``)."""
     import types
 
     import ckptfs
@@ -46,7 +47,7 @@ def _write_case(case_path: str, store_dir: str) -> str:
         ("min", "min_size"), ("avg", "avg_size"), ("max", "max_size"),
         ("normalization", "normalization"))}) if case.get("chunker") else None
     store = ckptfs.open_store(store_dir, chunker=chunker, clock=lambda: clock["now"],
-                              writer=case["writer"])
+                              writer=case["writer"], keyring=keyring)
     from ckptfs_conformance.gen_commit import reproducible_nonces
 
     store.repo.nonce = reproducible_nonces()  # the reference profile: reproducible bytes
@@ -88,7 +89,8 @@ def _step(store: Any, runs: dict[str, Any], step: dict[str, Any]) -> None:
     op = step["op"]
     if op == "start":
         runs[step["run"]] = store.start_run(
-            step["run"], schema=(step["schema"]["name"], step["schema"]["version"]))
+            step["run"], schema=(step["schema"]["name"], step["schema"]["version"]),
+            **({"subject": step["subject"]} if "subject" in step else {}))
     elif op == "checkpoint":
         run = runs[step["run"]]
         state = {k: _state_value(v) for k, v in step["state"].items()}

@@ -30,6 +30,7 @@ from ckptfs_conformance.adapters import breaks_spec16, maintenance, spec32_write
 from ckptfs_conformance.adapters.breaks import BREAKS, apply_break
 from ckptfs_conformance.adapters.breaks_spec16 import SPEC16_BREAKS
 from ckptfs_conformance.adapters.case_writer import write_case
+from ckptfs_conformance.adapters.enc_ops import ENC_OPS
 from ckptfs_conformance.render import canonical_json, render_ref, render_store, untagged
 
 #: what other modules take from here (tests/test_conformance.py lists the issue-16 rules)
@@ -82,6 +83,9 @@ OPS: dict[str, Callable[..., str]] = {
     "copy": lambda src, dst, now, run: maintenance.do_copy(src, dst, int(now), run),
     "erase": lambda store, now, run, reason: maintenance.do_erase(store, int(now), run, reason),
 }
+
+
+OPS.update(ENC_OPS)  # capability encryption (spec/encryption.md)
 
 
 def _gc_named(store: str) -> str:

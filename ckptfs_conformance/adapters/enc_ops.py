@@ -1,0 +1,81 @@
+"""The adapter requests of capability ``encryption`` (spec/encryption.md; ckptfs_conformance/
+README.md, "Encrypted stores"): the primitives with published test keys, and reading encrypted
+stores with their keyrings. ckptfs's adapter adds them to its ``OPS``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ckptfs.format import crypto
+from ckptfs.format.cdc import ChunkerParams, cut_lengths
+
+
+def _key(hexkey: str) -> bytes:
+    return bytes.fromhex(hexkey)
+
+
+def _seed(scope_key: bytes) -> int:
+    """The gear seed of a scope (spec/encryption.md 4.1)."""
+    return (int.from_bytes(crypto.derive(scope_key, crypto.GEAR, 32)[:8], "big") >> 1) or 1
+
+
+def enc_cut(key: str, mn: str, avg: str, mx: str, nc: str, f: str) -> str:
+    """The seeded chunker's chunk lengths of FILE (spec/encryption.md 4.1)."""
+    p = ChunkerParams(min_size=int(mn), avg_size=int(avg), max_size=int(mx),
+                      normalization=int(nc), seed=_seed(_key(key)))
+    return json.dumps(cut_lengths(Path(f).read_bytes(), p))
+
+
+def _open_dir(folder: str) -> tuple[str, str | None]:
+    """A vector's folder: ``store/`` and, when present, ``keyring/``."""
+    ring = Path(folder) / "keyring"
+    return str(Path(folder) / "store"), (str(ring) if ring.is_dir() else None)
+
+
+def enc_read(folder: str, now: str) -> str:
+    from ckptfs_conformance.render import canonical_json, render_store
+
+    store, ring = _open_dir(folder)
+    return canonical_json(render_store(store, int(now), keyring=ring or ""))
+
+
+def enc_snapshot(folder: str, now: str, ref: str) -> str:
+    from ckptfs_conformance.render import canonical_json, render_ref
+
+    store, ring = _open_dir(folder)
+    return canonical_json(render_ref(store, ref, int(now), keyring=ring or ""))
+
+
+#: broken writers of ckptfs's adapter (``--break enc-writer-plaintext``, adapters/
+#: spec32b_breaks.py): the suite must catch them
+BROKEN: set[str] = set()
+
+
+def _write(case: str, folder: str) -> str:
+    """``enc-write CASE DIR``: the writer case into an encrypted store ``DIR/store`` whose new
+    keyring is ``DIR/keyring``."""
+    from ckptfs_conformance.adapters.case_writer import write_case
+
+    if "enc-writer-plaintext" in BROKEN:  # a plaintext store, the keyring never made
+        return write_case(case, str(Path(folder) / "store"))
+    return write_case(case, str(Path(folder) / "store"), keyring=str(Path(folder) / "keyring"))
+
+
+ENC_OPS: dict[str, Callable[..., Any]] = {
+    "enc-derive": lambda key, label, size: crypto.derive(_key(key), label.encode(),
+                                                         int(size)).hex(),
+    "enc-seal": lambda key, store, scope, path, nonce, f: crypto.seal(
+        _key(key), store_id=bytes.fromhex(store), scope_id=bytes.fromhex(scope), path=path,
+        plaintext=Path(f).read_bytes(), nonce=bytes.fromhex(nonce)).hex(),
+    "enc-open": lambda key, store, path, f: crypto.open_sealed(
+        _key(key), Path(f).read_bytes(), store_id=bytes.fromhex(store), path=path).hex(),
+    "enc-name": lambda key, context, name: crypto.encrypt_name(_key(key), name,
+                                                               context=context),
+    "enc-cut": enc_cut,
+    "enc-read": enc_read,
+    "enc-write": lambda case, folder: _write(case, folder),
+    "enc-snapshot": enc_snapshot,
+}
