@@ -134,8 +134,9 @@ class EncryptedStorage(Storage):
                 return scope
         known = _OPENED_IN.get((self.keyring.id, path))
         if known is None:
-            head = self.inner.read_range(self.out(path), 0, crypto.HEADER_SIZE)
-            known = crypto.sealed_scope(head + bytes(crypto.TAG_SIZE), path=path)
+            stored = self.out(path)
+            head = self.inner.read_range(stored, 0, crypto.HEADER_SIZE)
+            known = crypto.sealed_scope(head + bytes(crypto.TAG_SIZE), where=stored)
         return self.keyring.scope(known)
 
     def register_run(self, run_id: str, scope: Scope) -> None:
@@ -249,8 +250,9 @@ class EncryptedStorage(Storage):
         if parts[0] == RUNS and len(parts) >= 2:
             scope = self.run_scope(parts[1])
             if scope is None:
-                raise ScopeRequired(f"run {parts[1]!r} has no key scope in keyring "
-                                    f"{self.keyring.url}; start runs with store.start_run")
+                raise ScopeRequired(f"a run ({self._redacted(parts[1])}) has no key scope "
+                                    f"in keyring {self.keyring.url}; start runs with "
+                                    "store.start_run")
             return scope
         if parts[0] in _CONTENT:
             known = _OPENED_IN.get((self.keyring.id, path))
@@ -269,11 +271,19 @@ class EncryptedStorage(Storage):
         return crypto.seal(scope.key, store_id=self.store_id, scope_id=scope.id, path=path,
                            plaintext=bytes(data))
 
-    def open(self, path: str, data: bytes) -> bytes:
-        """The authenticated plaintext of the object read at ``path``."""
-        sid = crypto.sealed_scope(data, path=path)
+    def _redacted(self, run_id: str) -> str:
+        """How a message names a run: a keyed digest (stable, findable by the key holder with
+        ``crypto.name_digest``), never the run id, which may be personal."""
+        return "run#" + crypto.name_digest(self.store_scope.key, "run", run_id)[:16]
+
+    def open(self, path: str, data: bytes, stored: str | None = None) -> bytes:
+        """The authenticated plaintext of the object read at ``path`` (stored at ``stored``:
+        errors name that path, never ``path``)."""
+        where = self.out(path) if stored is None else stored
+        sid = crypto.sealed_scope(data, where=where)
         scope = self.keyring.scope(sid)
-        plain = crypto.open_sealed(scope.key, data, store_id=self.store_id, path=path)
+        plain = crypto.open_sealed(scope.key, data, store_id=self.store_id, path=path,
+                                   where=where)
         if path.split("/", 1)[0] in _CONTENT:
             if len(_OPENED_IN) >= _OPENED_MAX:
                 _OPENED_IN.clear()
@@ -290,8 +300,9 @@ class EncryptedStorage(Storage):
     def read(self, path: str) -> bytes:
         if path == CONFIG_PATH:
             return self.inner.read(path)
+        stored = self.out(path)
         if not _immutable(path):
-            return self.open(path, self.inner.read(self.out(path)))
+            return self.open(path, self.inner.read(stored), stored)
         sh = self._shared
         with sh.lock:
             hit = sh.cache.get(path)
@@ -304,7 +315,7 @@ class EncryptedStorage(Storage):
                 hit = sh.cache.get(path)
             if hit is not None:
                 return hit
-            plain = self.open(path, self.inner.read(self.out(path)))
+            plain = self.open(path, self.inner.read(stored), stored)
             with sh.lock:
                 sh.inflight.pop(path, None)
                 if len(plain) <= _CACHE_BYTES:
@@ -315,9 +326,10 @@ class EncryptedStorage(Storage):
         return plain
 
     def read_many(self, paths: list[str]) -> list[bytes | None]:
-        got = self.inner.read_many([self.out(p) for p in paths])
-        return [d if d is None or p == CONFIG_PATH else self.open(p, d)
-                for p, d in zip(paths, got)]
+        stored = [self.out(p) for p in paths]
+        got = self.inner.read_many(stored)
+        return [d if d is None or p == CONFIG_PATH else self.open(p, d, o)
+                for p, o, d in zip(paths, stored, got)]
 
     def write(self, path: str, data: bytes) -> None:
         inner = self.out(path)
@@ -332,9 +344,9 @@ class EncryptedStorage(Storage):
             return False
         head = self.inner.read_range(inner, 0, crypto.HEADER_SIZE)
         scope = self._write_scope(path)
-        if crypto.sealed_scope(head + bytes(crypto.TAG_SIZE), path=path) != scope.id:
-            raise ScopeRequired(f"{path}: an identical object of another key scope is stored; "
-                                "retry the commit (its pack will differ)")
+        if crypto.sealed_scope(head + bytes(crypto.TAG_SIZE), where=inner) != scope.id:
+            raise ScopeRequired(f"{inner}: an identical object of another key scope is "
+                                "stored; retry the commit (its pack will differ)")
         return True
 
     def write_many(self, items: Iterable[tuple[str, bytes]]) -> None:
