@@ -27,7 +27,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
 from ckptfs.errors import CkptfsError, InvalidName
-from ckptfs.format import crypto
+from ckptfs.format import crypto, crypto_stream
 from ckptfs.format.names import (
     CHUNKS,
     CONFIG_PATH,
@@ -40,17 +40,23 @@ from ckptfs.format.names import (
     check_run_id,
     parse_seq_name,
 )
-from ckptfs.storage.base import Listing, ObjectStat, Storage
+from ckptfs.storage.base import Listing, ObjectStat, RangeReader, Storage
 from ckptfs.storage.keyring import Keyring, KeyringError, Scope, ScopeErased
 
 #: the longest run id an encrypted store takes (its encrypted segment must fit a file name)
 MAX_RUN_ID = 96
 _CONTENT = (CHUNKS, SNAPSHOTS, PACKS)
 _CACHE_BYTES = 64 << 20
+#: how many objects' openers (key and AD from their header) a store view keeps
+_OPENERS = 4096
 #: (keyring id, plaintext path of a content object) -> the scope it was opened in, in this
 #: process: a copy between two stores of one keyring writes a pack in the scope it read it in
 _OPENED_IN: dict[tuple[bytes, str], bytes] = {}
 _OPENED_MAX = 1 << 16
+
+
+#: per thread: the reused buffer sealed segments are read into before they are opened
+_scratch = threading.local()
 
 
 def _immutable(path: str) -> bool:
@@ -96,6 +102,8 @@ class _Shared:
         self.runs: dict[str, Scope] = {}
         self.cache: OrderedDict[str, bytes] = OrderedDict()
         self.cached = 0
+        #: plaintext path -> the opener of its segments (None: a layout-1 object, opened whole)
+        self.openers: OrderedDict[str, crypto_stream.Opener | None] = OrderedDict()
         self.inflight: dict[str, threading.Lock] = {}
         self.lock = threading.Lock()
 
@@ -136,7 +144,7 @@ class EncryptedStorage(Storage):
         if known is None:
             stored = self.out(path)
             head = self.inner.read_range(stored, 0, crypto.HEADER_SIZE)
-            known = crypto.sealed_scope(head + bytes(crypto.TAG_SIZE), where=stored)
+            known = crypto_stream.scope_of(head, where=stored)
         return self.keyring.scope(known)
 
     def register_run(self, run_id: str, scope: Scope) -> None:
@@ -268,8 +276,8 @@ class EncryptedStorage(Storage):
     def seal(self, path: str, data: bytes | memoryview) -> bytes:
         scope = self._write_scope(path)
         self._forget(path)
-        return crypto.seal(scope.key, store_id=self.store_id, scope_id=scope.id, path=path,
-                           plaintext=bytes(data))
+        return crypto_stream.seal(scope.key, store_id=self.store_id, scope_id=scope.id,
+                                  path=path, plaintext=data)
 
     def _redacted(self, run_id: str) -> str:
         """How a message names a run: a keyed digest (stable, findable by the key holder with
@@ -280,10 +288,10 @@ class EncryptedStorage(Storage):
         """The authenticated plaintext of the object read at ``path`` (stored at ``stored``:
         errors name that path, never ``path``)."""
         where = self.out(path) if stored is None else stored
-        sid = crypto.sealed_scope(data, where=where)
+        sid = crypto_stream.scope_of(data, where=where)
         scope = self.keyring.scope(sid)
-        plain = crypto.open_sealed(scope.key, data, store_id=self.store_id, path=path,
-                                   where=where)
+        plain = crypto_stream.open_sealed(scope.key, data, store_id=self.store_id, path=path,
+                                          where=where)
         if path.split("/", 1)[0] in _CONTENT:
             if len(_OPENED_IN) >= _OPENED_MAX:
                 _OPENED_IN.clear()
@@ -292,6 +300,7 @@ class EncryptedStorage(Storage):
 
     def _forget(self, path: str) -> None:
         with self._shared.lock:
+            self._shared.openers.pop(path, None)
             gone = self._shared.cache.pop(path, None)
             if gone is not None:
                 self._shared.cached -= len(gone)
@@ -344,7 +353,7 @@ class EncryptedStorage(Storage):
             return False
         head = self.inner.read_range(inner, 0, crypto.HEADER_SIZE)
         scope = self._write_scope(path)
-        if crypto.sealed_scope(head + bytes(crypto.TAG_SIZE), where=inner) != scope.id:
+        if crypto_stream.scope_of(head, where=inner) != scope.id:
             raise ScopeRequired(f"{inner}: an identical object of another key scope is "
                                 "stored; retry the commit (its pack will differ)")
         return True
@@ -372,7 +381,126 @@ class EncryptedStorage(Storage):
         self.inner.replace(self.out(path), self.seal(path, data))
 
     def read_range(self, path: str, start: int, end: int) -> bytes:
-        return self.read(path)[start:end]
+        got = self.read_ranges([(path, start, end)])[0]
+        if got is None:
+            raise FileNotFoundError(path)
+        return got
+
+    def read_ranges(self, items: builtins.list[tuple[str, int, int]]
+                    ) -> builtins.list[bytes | None]:
+        """Ranges of immutable objects open only the segments that hold them (layout 2,
+        spec/encryption.md 5.1): the header of an object not met before is read first (one
+        batch), then every range's segments (one batch: object stores overlap them); a range
+        from 0 reads the header with its segments. Anything else is read whole."""
+        out: builtins.list[bytes | None] = [None] * len(items)
+        sh = self._shared
+        todo: builtins.list[int] = []
+        for i, (path, start, end) in enumerate(items):
+            with sh.lock:
+                hit = sh.cache.get(path)
+            if hit is not None:
+                out[i] = hit[start:end]
+            elif path == CONFIG_PATH or path.startswith(f"{TMP}/"):
+                out[i] = self._plain_range(path, start, end)
+            elif not _immutable(path):
+                out[i] = self._whole_range(path, start, end)
+            else:
+                todo.append(i)
+        if not todo:
+            return out
+        stored = {i: self.out(items[i][0]) for i in todo}
+        heads = [i for i in todo if items[i][1] >= crypto_stream.SEGMENT
+                 and items[i][0] not in sh.openers]
+        if heads:
+            got = self.inner.read_ranges([(stored[i], 0, crypto.HEADER_SIZE) for i in heads])
+            for i, head in zip(heads, got):
+                if head is not None:
+                    self._opener(items[i][0], stored[i], head)
+        spans: builtins.list[tuple[int, int, bool, int]] = []
+        reads: builtins.list[tuple[str, int, int]] = []
+        for i in todo:
+            path, start, end = items[i]
+            first, a, b = crypto_stream.span(start, end)
+            known = path in sh.openers
+            if known and sh.openers[path] is None:  # layout 1: opened whole
+                out[i] = self._whole_range(path, start, end)
+                continue
+            spans.append((i, first, known, a))
+            reads.append((stored[i], a if known else 0, b))
+        for (i, first, known, a), data in zip(spans, self.inner.read_ranges(reads)):
+            if data is None:
+                continue
+            path, start, end = items[i]
+            # read from a (the opener known) or from 0 (header first, then the segments)
+            opener = sh.openers.get(path) if known else self._opener(path, stored[i], data)
+            if opener is None:  # layout 1 (or an opener dropped meanwhile): opened whole
+                out[i] = self._whole_range(path, start, end)
+                continue
+            out[i] = opener.open_range(first, memoryview(data)[0 if known else a:], start, end)
+        return out
+
+    def open_ranges(self, path: str) -> RangeReader:
+        """Ranges of one immutable object (a pack's bodies, streamed by a blob read) from the
+        inner storage's reader of it (local disk: one descriptor, ``preadv``), each range
+        opening only its segments, straight into the caller's buffer. Not ``per_call``: a
+        range costs a decryption, so readers coalesce a container's bodies into few ranges."""
+        if not _immutable(path):
+            return super().open_ranges(path)
+        stored = self.out(path)
+        inner = self.inner.open_ranges(stored)
+        sh = self._shared
+
+        def opener() -> crypto_stream.Opener | None:
+            if path in sh.openers:
+                return sh.openers.get(path)
+            return self._opener(path, stored, inner.read(0, crypto.HEADER_SIZE))
+
+        def read_into(start: int, buf: memoryview) -> int:
+            op = opener()
+            if op is None:  # layout 1: opened whole
+                whole = self.read(path)[start:start + len(buf)]
+                buf[:len(whole)] = whole
+                return len(whole)
+            first, a, b = crypto_stream.span(start, start + len(buf))
+            scratch = getattr(_scratch, "buf", None)
+            if scratch is None or len(scratch) < b - a:
+                scratch = _scratch.buf = bytearray(b - a)
+            view = memoryview(scratch)[:b - a]
+            got = inner.read_into(a, view)
+            return op.open_into(first, view[:got], start, buf)
+
+        def read(start: int, n: int) -> bytes:
+            buf = bytearray(n)
+            return bytes(memoryview(buf)[:read_into(start, memoryview(buf))])
+
+        return RangeReader(read_into=read_into, read=read, close=inner.close, per_call=False)
+
+    def _opener(self, path: str, stored: str, head: bytes) -> crypto_stream.Opener | None:
+        """The opener of the object at ``path`` from its first bytes ``head`` (remembered);
+        None for a layout-1 object."""
+        opener: crypto_stream.Opener | None = None
+        if crypto_stream.layout(head, where=stored) == 2:
+            scope = self.keyring.scope(crypto_stream.scope_of(head, where=stored))
+            opener = crypto_stream.Opener(scope.key, head, store_id=self.store_id, path=path,
+                                          where=stored)
+        sh = self._shared
+        with sh.lock:
+            sh.openers[path] = opener
+            if len(sh.openers) > _OPENERS:
+                sh.openers.popitem(last=False)
+        return opener
+
+    def _whole_range(self, path: str, start: int, end: int) -> bytes | None:
+        try:
+            return self.read(path)[start:end]
+        except FileNotFoundError:
+            return None
+
+    def _plain_range(self, path: str, start: int, end: int) -> bytes | None:
+        try:
+            return self.inner.read_range(path, start, end)
+        except FileNotFoundError:
+            return None
 
     def list(self, prefix: str) -> builtins.list[str]:
         return self.listing(prefix).names
@@ -406,7 +534,8 @@ class EncryptedStorage(Storage):
                 continue
             logical = self.back(path)
             if logical is not None:
-                out[logical] = ObjectStat(max(0, st.size - crypto.OVERHEAD), st.mtime, st.etag)
+                out[logical] = ObjectStat(crypto_stream.plain_size(st.size), st.mtime,
+                                          st.etag)
         return out
 
     def delete(self, path: str) -> None:
@@ -430,7 +559,7 @@ class EncryptedStorage(Storage):
         got = self.inner.size(self.out(path))
         if got is None or path == CONFIG_PATH:
             return got
-        return max(0, got - crypto.OVERHEAD)
+        return crypto_stream.plain_size(got)
 
     def mtime(self, path: str) -> float | None:
         return self.inner.mtime(self.out(path))
