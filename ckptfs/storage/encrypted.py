@@ -55,6 +55,8 @@ _OPENED_IN: dict[tuple[bytes, str], bytes] = {}
 _OPENED_MAX = 1 << 16
 
 
+#: per process: openers of immutable objects by (store id, plaintext path, header, scope key)
+_MADE: dict[tuple[bytes, str, bytes, bytes], crypto_stream.Opener] = {}
 #: per thread: the reused buffer sealed segments are read into before they are opened
 _scratch = threading.local()
 
@@ -100,6 +102,8 @@ class _Shared:
 
     def __init__(self) -> None:
         self.runs: dict[str, Scope] = {}
+        #: run id -> (its scope id, its stored path segment)
+        self.segs: dict[str, tuple[bytes, str]] = {}
         self.cache: OrderedDict[str, bytes] = OrderedDict()
         self.cached = 0
         #: plaintext path -> the opener of its segments (None: a layout-1 object, opened whole)
@@ -179,10 +183,19 @@ class EncryptedStorage(Storage):
                               f"run ids of at most {MAX_RUN_ID}")
 
     def _run_seg(self, run_id: str) -> str:
+        """The stored segment of a run (remembered per run: every path of a run has it)."""
         scope = self.run_scope(run_id)
         if scope is None:  # no such run: a name that holds nothing
             return "none-" + crypto.name_digest(self.store_scope.key, "run", run_id)[:40]
-        return f"{_b32(scope.id)}-{crypto.encrypt_name(scope.key, run_id, context='run')}"
+        segs = self._shared.segs
+        hit = segs.get(run_id)
+        if hit is not None and hit[0] == scope.id:
+            return hit[1]
+        seg = f"{_b32(scope.id)}-{crypto.encrypt_name(scope.key, run_id, context='run')}"
+        if len(segs) >= _OPENERS:
+            segs.clear()
+        segs[run_id] = (scope.id, seg)
+        return seg
 
     def _run_name(self, seg: str) -> str | None:
         head, sep, rest = seg.partition("-")
@@ -358,9 +371,21 @@ class EncryptedStorage(Storage):
                                 "stored; retry the commit (its pack will differ)")
         return True
 
-    def write_many(self, items: Iterable[tuple[str, bytes]]) -> None:
+    def _sealed_new(self, items: Iterable[tuple[str, bytes]]) -> builtins.list[tuple[str, bytes]]:
+        """``items`` sealed at their stored paths, less the content objects already stored in
+        this view's scope (written once per store)."""
+        out = []
         for path, data in items:
-            self.write(path, data)
+            inner = self.out(path)
+            if path.split("/", 1)[0] in _CONTENT and self._present(path, inner):
+                continue
+            out.append((inner, self.seal(path, data)))
+        return out
+
+    def write_many(self, items: Iterable[tuple[str, bytes]]) -> None:
+        """One batch to the inner storage (object stores overlap the requests, local disk
+        its fsyncs)."""
+        self.inner.write_many(self._sealed_new(items))
 
     def write_parts(self, path: str, parts: Sequence[bytes | memoryview]) -> None:
         self.write(path, b"".join(parts))
@@ -371,8 +396,9 @@ class EncryptedStorage(Storage):
         self.inner.create(self.out(path), self.seal(path, data))
 
     def commit(self, objects: list[tuple[str, bytes]], path: str, data: bytes) -> None:
-        self.write_many(objects)
-        self.create(path, data)
+        """The inner storage's commit of the sealed objects and record: the same protocol
+        (the record is created only after every object is durable), one batch."""
+        self.inner.commit(self._sealed_new(objects), self.out(path), self.seal(path, data))
 
     def hint(self, path: str, data: bytes) -> None:
         self.inner.hint(self.out(path), self.seal(path, data))
@@ -480,9 +506,18 @@ class EncryptedStorage(Storage):
         None for a layout-1 object."""
         opener: crypto_stream.Opener | None = None
         if crypto_stream.layout(head, where=stored) == 2:
+            # the scope first, from this view's keyring (an erased scope fails here), then the
+            # opener of these exact header bytes, if this process made it already (an
+            # immutable object read again by the next store object: no key derivation)
             scope = self.keyring.scope(crypto_stream.scope_of(head, where=stored))
-            opener = crypto_stream.Opener(scope.key, head, store_id=self.store_id, path=path,
-                                          where=stored)
+            key = (self.store_id, path, bytes(head[:crypto.HEADER_SIZE]), scope.key)
+            opener = _MADE.get(key)
+            if opener is None:
+                opener = crypto_stream.Opener(scope.key, head, store_id=self.store_id,
+                                              path=path, where=stored)
+                if len(_MADE) >= _OPENERS:
+                    _MADE.clear()
+                _MADE[key] = opener
         sh = self._shared
         with sh.lock:
             sh.openers[path] = opener

@@ -41,6 +41,13 @@ PASSPHRASE_ENV = "CKPTFS_KEYRING_PASSPHRASE"
 #: argon2id parameters of new passphrase keyrings (RFC 9106 second recommended option)
 ARGON2 = {"t": 3, "m": 65536, "p": 4}
 _CHECK = b"ckptfs keyring check"
+#: per process: scope keys by (keyring id, scope id, wrapped bytes as read). A keyring
+#: opened again (each open_store) still reads each scope's tombstone and wrapped key, so
+#: erasure and damage are seen at every open, but does not unwrap the same bytes again (with
+#: AWS KMS an unwrap is a request). Keys are in memory either way (crypto.derive caches the
+#: subkeys).
+_UNWRAPPED: dict[tuple[bytes, bytes, bytes], bytes] = {}
+_REMEMBER = 1 << 14
 
 
 class KeyringError(CkptfsError):
@@ -239,7 +246,12 @@ class Keyring:
         try:
             m = cbor.decode(self.storage.read(f"{self._scopes}/{scope_id.hex()}"), what="scope key")
             kind, wrapped = m["kind"], m["key"]
-            key = self._wrapper.unwrap(wrapped, self._wrap_ad(scope_id, kind))
+            seen = (self.id, scope_id, cbor.encode([kind, wrapped]))
+            key = _UNWRAPPED.get(seen) or self._wrapper.unwrap(wrapped,
+                                                               self._wrap_ad(scope_id, kind))
+            if len(_UNWRAPPED) >= _REMEMBER:
+                _UNWRAPPED.clear()
+            _UNWRAPPED[seen] = key
         except FileNotFoundError:
             raise KeyringError(f"key scope {scope_id.hex()} is not in keyring {self.url}: "
                                "this data was sealed under another keyring") from None
@@ -303,6 +315,8 @@ class Keyring:
             if folder == SCOPES or folder.startswith(f"{SCOPES}-"):
                 self.storage.delete(f"{folder}/{scope_id.hex()}")
         self._cache.pop(scope_id, None)
+        for k in [k for k in _UNWRAPPED if k[:2] == (self.id, scope_id)]:
+            _UNWRAPPED.pop(k, None)
         return path
 
 
