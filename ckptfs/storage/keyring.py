@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -217,12 +218,16 @@ class Keyring:
         return scope
 
     def rotate(self, *, passphrase: str | None = None, argon2: dict[str, int] | None = None,
-               kms_key_id: str | None = None, kms: Any = None) -> Keyring:
+               kms_key_id: str | None = None, kms: Any = None,
+               progress: Callable[[int, int], None] | None = None) -> Keyring:
         """Replace the master key (a new key file, or argon2id over a new ``passphrase``) and
         rewrap every scope key under it; no object of the store is rewritten. Returns the
         keyring opened under the new key. Run it while no writer creates scopes (a scope
-        created during the rotation is carried over when the rotation sees it)."""
-        return _rotate(self, passphrase, argon2, kms_key_id, kms)
+        created during the rotation is carried over when the rotation sees it).
+        ``progress(done, total)`` is told the scopes rewrapped so far."""
+        from ckptfs.storage.keyring_rotate import rotate
+
+        return rotate(self, passphrase, argon2, kms_key_id, kms, progress)
 
     def tombstone_path(self, scope_id: bytes) -> str:
         return f"{ERASED}/{scope_id.hex()}"
@@ -339,53 +344,6 @@ def _protect(storage: Storage, meta: dict[str, Any], passphrase: str | None,
             meta["master"] = master_name
         storage.create(master_name, _master_file(master))
     return LocalKek(crypto.derive(master, b"ckptfs-keyring-1 kek"))
-
-
-def _rotate(ring: Keyring, passphrase: str | None, argon2: dict[str, int] | None,
-            kms_key_id: str | None = None, kms: Any = None) -> Keyring:
-    """``Keyring.rotate``: new master key, every scope key rewrapped into the next
-    generation's folder, then ``keyring.cbor`` replaced (the one step that switches), then
-    the old generation deleted. A crash before the switch leaves the old keyring whole (a
-    rerun writes the new generation again); after it, the new one."""
-    st, old, old_dir = ring.storage, ring.gen, ring._scopes
-    gen = old + 1
-    # a fresh name per attempt: a rerun after a crash never meets its own half-written files
-    tag = os.urandom(4).hex()
-    new_dir, new_master = f"{SCOPES}-{gen}-{tag}", f"master-{gen}-{tag}.key"
-    meta = {k: v for k, v in ring._meta.items()
-            if k not in ("kdf", "check", "index", "gen", "master", "scopes")}
-    meta.update(gen=gen, scopes=new_dir)
-    wrapper = _protect(st, meta, passphrase, argon2, kms_key_id, kms, new_master)
-
-    done: set[str] = set()
-
-    def rewrap() -> None:
-        erased = set(st.listing(ERASED).files)
-        todo = [n for n in st.listing(old_dir).files if n not in erased and n not in done]
-        out = []
-        for name, data in zip(todo, st.read_many([f"{old_dir}/{n}" for n in todo])):
-            if data is None:
-                continue
-            sid = bytes.fromhex(name)
-            m = cbor.decode(data, what="scope key")
-            key = ring._wrapper.unwrap(m["key"], ring._wrap_ad(sid, m["kind"]))
-            wrapped = wrapper.wrap(key, ring._wrap_ad(sid, m["kind"]))
-            out.append((f"{new_dir}/{name}", cbor.encode({"kind": m["kind"], "key": wrapped})))
-            done.add(name)
-        st.write_many(out)  # a fresh folder: plain writes, overlapped by object stores
-
-    rewrap()
-    meta["check"] = wrapper.wrap(_CHECK, ring.id)
-    meta["index"] = wrapper.wrap(ring._index, ring.id + b"index")
-    st.replace(KEYRING_FILE, cbor.encode(meta))  # the switch
-    # a scope a writer created in the old generation meanwhile is carried over; a scope erased
-    # meanwhile loses its rewrapped key too
-    rewrap()
-    st.delete_many([f"{new_dir}/{n}" for n in st.listing(ERASED).files])
-    st.delete_many([f"{old_dir}/{n}" for n in st.listing(old_dir).files])
-    if "kdf" not in ring._meta:
-        st.delete(ring._master_path)
-    return Keyring(st, passphrase=passphrase, kms=kms)
 
 
 def open_keyring(url: str | os.PathLike[str] | Keyring, *, passphrase: str | None = None,
