@@ -8,13 +8,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ckptfs.format import crypto
+from ckptfs.format import crypto, crypto_stream
 
 #: published test keys: NEVER use them for data
 SCOPE_KEY = bytes(range(32))
 STORE_ID = bytes.fromhex("00112233445566778899aabbccddeeff")
 SCOPE_ID = bytes.fromhex("a0a1a2a3a4a5a6a7a8a9aaabacadaeaf")
 NONCE = bytes.fromhex("000102030405060708090a0b")
+SALT = bytes.fromhex("b0b1b2b3b4b5b6b7b8b9babb")
+#: the plaintext of the segmented vector: byte i is i mod 251 (three segments, the last short)
+STREAM_SIZE = 150000
 OUT = Path(__file__).resolve().parent.parent / "spec" / "vectors" / "encryption.json"
 
 
@@ -26,6 +29,7 @@ def vectors() -> dict[str, Any]:
     tampered = bytearray(sealed)
     tampered[-1] ^= 1
     return {
+        "seal2": seal2(),
         "note": "published test keys of spec/encryption.md section 9; never use them for data",
         "scope_key": SCOPE_KEY.hex(), "store_id": STORE_ID.hex(), "scope_id": SCOPE_ID.hex(),
         "subkeys": {label.decode(): crypto.derive(SCOPE_KEY, label, size).hex()
@@ -48,6 +52,71 @@ def vectors() -> dict[str, Any]:
                   for ctx, name in (("run", "chat-1"), ("run", "alice@example.com"),
                                     ("packs", "ab" * 32))],
     }
+
+
+def stream_plaintext() -> bytes:
+    return bytes(i % 251 for i in range(STREAM_SIZE))
+
+
+def seal2() -> dict[str, Any]:
+    """Layout 2 (segmented, spec/encryption.md 5.1): one object of one segment (given whole)
+    and one of three (given by its object key, its length, its segment tags and its SHA-256;
+    the plaintext is ``stream_plaintext``), and operations on the three-segment object that
+    MUST make it fail to open whole."""
+    import hashlib
+
+    small_path = "runs/chat-1/00000000000000000001"
+    small = crypto_stream.seal(SCOPE_KEY, store_id=STORE_ID, scope_id=SCOPE_ID,
+                               path=small_path, plaintext=b"\x00hello, sealed world", salt=SALT)
+    path = "packs/ab/" + "ab" * 32
+    big = crypto_stream.seal(SCOPE_KEY, store_id=STORE_ID, scope_id=SCOPE_ID, path=path,
+                             plaintext=stream_plaintext(), salt=SALT)
+    hs, seg = crypto_stream.HEADER_SIZE, crypto_stream.SEALED_SEGMENT
+    tags = [big[min(hs + (i + 1) * seg, len(big)) - crypto.TAG_SIZE:
+                min(hs + (i + 1) * seg, len(big))].hex() for i in range(3)]
+    return {
+        "segment_size": crypto_stream.SEGMENT, "salt": SALT.hex(),
+        "object_key": crypto_stream.object_key(SCOPE_KEY, SALT).hex(),
+        "small": {"path": small_path, "plaintext": b"\x00hello, sealed world".hex(),
+                  "associated_data": crypto_stream.associated_data(
+                      STORE_ID, SCOPE_ID, "runs", small_path).hex(),
+                  "sealed": small.hex()},
+        "stream": {"path": path, "plaintext": f"byte i = i mod 251, {STREAM_SIZE} bytes",
+                   "associated_data": crypto_stream.associated_data(
+                       STORE_ID, SCOPE_ID, "packs", path).hex(),
+                   "sealed_size": len(big), "sealed_head": big[:hs + 16].hex(),
+                   "segment_tags": tags, "sealed_sha256": hashlib.sha256(big).hexdigest()},
+        "must_fail": [
+            {"why": "truncated: the final segment dropped", "op": "drop-last"},
+            {"why": "truncated: cut inside the final segment", "op": "cut-1"},
+            {"why": "reordered: segments 0 and 1 swapped", "op": "swap-0-1"},
+            {"why": "extended: segment 1 appended after the final one", "op": "append-1"},
+            {"why": "moved: the same bytes at another path", "op": "move"},
+            {"why": "tampered: one bit of segment 1 flipped", "op": "flip-1"},
+        ],
+    }
+
+
+def stream_case(big: bytes, op: str) -> tuple[bytes, str]:
+    """A ``must_fail`` operation of ``seal2`` applied to the three-segment object: the bytes
+    and the path to open them at."""
+    hs, seg = crypto_stream.HEADER_SIZE, crypto_stream.SEALED_SEGMENT
+    path = "packs/ab/" + "ab" * 32
+    s0, s1, s2 = big[hs:hs + seg], big[hs + seg:hs + 2 * seg], big[hs + 2 * seg:]
+    head = big[:hs]
+    if op == "drop-last":
+        return head + s0 + s1, path
+    if op == "cut-1":
+        return big[:-1], path
+    if op == "swap-0-1":
+        return head + s1 + s0 + s2, path
+    if op == "append-1":
+        return big + s1, path
+    if op == "move":
+        return big, "packs/cd/" + "cd" * 32
+    flipped = bytearray(big)
+    flipped[hs + seg + 5] ^= 1
+    return bytes(flipped), path
 
 
 def main() -> int:

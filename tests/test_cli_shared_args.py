@@ -25,11 +25,12 @@ def _subcommands() -> dict[str, object]:
 
 
 def test_every_store_command_takes_store_first() -> None:
-    """Every command but copy (SRC DST) and demo (a local --store) takes STORE first."""
+    """Every command but copy (SRC DST), demo (a local --store) and keys (an ACTION on a
+    keyring, not a store) takes STORE first."""
     first = {name: next((a.metavar for a in p._actions  # type: ignore[attr-defined]
                          if not a.option_strings), None)
              for name, p in _subcommands().items()}
-    assert {n for n, m in first.items() if m != "STORE"} == {"copy", "demo"}, first
+    assert {n for n, m in first.items() if m != "STORE"} == {"copy", "demo", "keys"}, first
 
 
 def test_break_lease_is_one_option() -> None:

@@ -5,6 +5,7 @@ alone (raw ``cryptography`` primitives and cbor2), so the spec is enough to pass
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -15,8 +16,8 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM, AESSIV
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from ckptfs.format import crypto
-from ckptfs_conformance.gen_encryption import vectors
+from ckptfs.format import crypto, crypto_stream
+from ckptfs_conformance.gen_encryption import stream_case, stream_plaintext, vectors
 
 V: dict[str, Any] = json.loads(
     (Path(__file__).resolve().parent.parent / "spec" / "vectors" / "encryption.json").read_text())
@@ -32,6 +33,21 @@ def spec_open(key: bytes, store: bytes, path: str, data: bytes) -> bytes:
     scope, nonce, body = data[4:20], data[20:32], data[32:]
     ad = cbor2.dumps(["ckptfs-enc", 1, store, scope, path.split("/")[0], path], canonical=True)
     return AESGCM(hkdf(key, "ckptfs-enc-1 content", 32)).decrypt(nonce, body, ad)
+
+
+def spec_open2(key: bytes, store: bytes, path: str, data: bytes, seg: int = 65536) -> bytes:
+    """spec/encryption.md 5.1, layout 2 (segmented), from the text."""
+    assert data[:4] == b"CKE\x02"
+    scope, salt, body = data[4:20], data[20:32], data[32:]
+    ad = cbor2.dumps(["ckptfs-enc", 2, store, scope, path.split("/")[0], path], canonical=True)
+    okey = HKDF(algorithm=hashes.SHA256(), length=32, salt=salt,
+                info=b"ckptfs-enc-2 object").derive(hkdf(key, "ckptfs-enc-1 content", 32))
+    pieces = [body[i:i + seg + 16] for i in range(0, len(body), seg + 16)] or [b""]
+    out = b""
+    for i, piece in enumerate(pieces):
+        last = i == len(pieces) - 1
+        out += AESGCM(okey).decrypt(i.to_bytes(11, "big") + bytes([last]), piece, ad)
+    return out
 
 
 def spec_name(key: bytes, name: str, context: str) -> str:
@@ -113,3 +129,34 @@ def test_encrypted_store_vectors(name: str, tmp_path: Path) -> None:
             assert all(v == valid[r] for r, v in got.items() if not isinstance(v, str))
         else:
             assert got[runs] == expected, got
+
+
+def test_seal2_is_what_the_generator_makes_and_the_spec_opens() -> None:
+    assert vectors()["seal2"] == V["seal2"]
+    key, store = bytes.fromhex(V["scope_key"]), bytes.fromhex(V["store_id"])
+    small = V["seal2"]["small"]
+    assert spec_open2(key, store, small["path"], bytes.fromhex(small["sealed"])) == \
+        bytes.fromhex(small["plaintext"])
+    big_v = V["seal2"]["stream"]
+    big = crypto_stream.seal(key, store_id=store, scope_id=bytes.fromhex(V["scope_id"]),
+                             path=big_v["path"], plaintext=stream_plaintext(),
+                             salt=bytes.fromhex(V["seal2"]["salt"]))
+    assert hashlib.sha256(big).hexdigest() == big_v["sealed_sha256"]
+    assert len(big) == big_v["sealed_size"] and big.hex().startswith(big_v["sealed_head"])
+    assert spec_open2(key, store, big_v["path"], big) == stream_plaintext()
+    assert crypto_stream.open_sealed(key, big, store_id=store, path=big_v["path"]) == \
+        stream_plaintext()
+
+
+@pytest.mark.parametrize("case", V["seal2"]["must_fail"], ids=lambda c: c["op"])
+def test_seal2_must_fail(case: dict[str, str]) -> None:
+    key, store = bytes.fromhex(V["scope_key"]), bytes.fromhex(V["store_id"])
+    big_v = V["seal2"]["stream"]
+    big = crypto_stream.seal(key, store_id=store, scope_id=bytes.fromhex(V["scope_id"]),
+                             path=big_v["path"], plaintext=stream_plaintext(),
+                             salt=bytes.fromhex(V["seal2"]["salt"]))
+    data, path = stream_case(big, case["op"])
+    with pytest.raises(crypto.DecryptionError):
+        crypto_stream.open_sealed(key, data, store_id=store, path=path)
+    with pytest.raises(Exception):
+        spec_open2(key, store, path, data)

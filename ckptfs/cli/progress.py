@@ -44,7 +44,8 @@ class Progress:
     A context manager: leaving it draws the last state and ends the lines."""
 
     def __init__(self, label: str, *, mode: str = "auto", stream: TextIO | None = None,
-                 total: int | None = None, snapshots: bool = True) -> None:
+                 total: int | None = None, snapshots: bool = True,
+                 items: str = "snapshots") -> None:
         self.label = label
         # the terminal itself, not main's SafeStream (which would escape the redraw's '\r');
         # every note, which may name things from the store, is cleaned below
@@ -71,7 +72,10 @@ class Progress:
             width: dict[str, Any] = ({"dynamic_ncols": True} if _columns(self.stream)
                                      else {"ncols": 100})
             #: snapshots handled, when the operation reports them (gc and check do not)
-            self._snaps = tqdm(total=total, desc=f"{label} snapshots", unit=" snap",
+            # what the first bar counts: snapshots, or what the operation says (``items``:
+            # ``keys rotate`` counts scopes; its JSON lines still say "snapshots")
+            self._snaps = tqdm(total=total, desc=f"{label} {items}",
+                               unit=" snap" if items == "snapshots" else f" {items[:5]}",
                                file=self.stream, mininterval=0.1, position=0, leave=True,
                                **width) if snapshots else None
             self._read = tqdm(desc=f"{label} read", unit="B", unit_scale=True,

@@ -95,28 +95,37 @@ def seal(scope_key: bytes, *, store_id: bytes, scope_id: bytes, path: str, plain
     return MAGIC + scope_id + nonce + body
 
 
-def sealed_scope(data: bytes, *, path: str) -> bytes:
+def _named(where: str | None) -> str:
+    """How an error names an object: its stored path (encrypted names only), never the
+    plaintext path, which may carry a run id (personal data) or a content digest."""
+    return "a sealed object" if where is None else f"object {where!r}"
+
+
+def sealed_scope(data: bytes, *, where: str | None = None) -> bytes:
     """The scope id in a sealed object's header (unauthenticated until ``open_sealed``);
-    DecryptionError when ``data`` is not a sealed object at all (a planted plain file)."""
+    DecryptionError when ``data`` is not a sealed object at all (a planted plain file).
+    ``where``: the object's stored path, for the message."""
     if len(data) < OVERHEAD or data[:len(MAGIC)] != MAGIC:
         raise DecryptionError(
-            f"object {path!r} is not a sealed object of an encrypted store (planted, damaged "
+            f"{_named(where)} is not a sealed object of an encrypted store (planted, damaged "
             "or truncated); nothing of it is used. Run 'ckptfs verify' and restore the object "
             "from a copy")
     return data[len(MAGIC):len(MAGIC) + SCOPE_ID_SIZE]
 
 
-def open_sealed(scope_key: bytes, data: bytes, *, store_id: bytes, path: str) -> bytes:
+def open_sealed(scope_key: bytes, data: bytes, *, store_id: bytes, path: str,
+                where: str | None = None) -> bytes:
     """The plaintext of a sealed object, authenticated against its store, scope, kind and
-    path; DecryptionError otherwise (the message holds no plaintext)."""
-    scope_id = sealed_scope(data, path=path)
+    path; DecryptionError otherwise (the message holds no plaintext and no plaintext name:
+    ``where`` is the stored path that names the object in it)."""
+    scope_id = sealed_scope(data, where=where)
     nonce = data[len(MAGIC) + SCOPE_ID_SIZE:HEADER_SIZE]
     ad = associated_data(store_id, scope_id, kind_of(path), path)
     try:
         return AESGCM(derive(scope_key, CONTENT)).decrypt(nonce, data[HEADER_SIZE:], ad)
     except InvalidTag:
         raise DecryptionError(
-            f"object {path!r} does not authenticate under its scope key: it was altered, "
+            f"{_named(where)} does not authenticate under its scope key: it was altered, "
             "moved from another path or store, or sealed under another key. Nothing of it is "
             "used; restore it from a copy, or check that this is the store's own keyring"
         ) from None

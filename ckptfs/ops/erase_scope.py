@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 
 from ckptfs.errors import CkptfsError, InvalidArgument, NotFound
-from ckptfs.format import cbor, crypto
+from ckptfs.format import cbor, crypto, crypto_stream
 from ckptfs.format.names import CONFIG_PATH, MOVED, PACKS, RUNS, TMP, TOMBSTONES
 from ckptfs.storage.base import Storage
 from ckptfs.storage.encrypted import EncryptedStorage, _b32
@@ -66,7 +66,8 @@ def _scope_objects(view: EncryptedStorage, sid: bytes) -> list[str]:
             out.append(path)
         elif parts[0] == PACKS:
             head = inner.read_range(path, 0, crypto.HEADER_SIZE)
-            if head[:4] == crypto.MAGIC and head[4:4 + crypto.SCOPE_ID_SIZE] == sid:
+            if (head[:4] in (crypto.MAGIC, crypto_stream.MAGIC2)
+                    and head[4:4 + crypto.SCOPE_ID_SIZE] == sid):
                 out.append(path)
     return out
 
@@ -149,7 +150,7 @@ def verify_erased(storage: Storage, subject: str) -> ErasedVerdict:
         if path == CONFIG_PATH or parts[0] in (TMP, ERASED):
             continue
         data = inner.read(path)
-        if data[:4] != crypto.MAGIC or len(data) < crypto.OVERHEAD:
+        if data[:4] not in (crypto.MAGIC, crypto_stream.MAGIC2) or len(data) < crypto.OVERHEAD:
             failed.append(path)
             continue
         logical = view.back(path)

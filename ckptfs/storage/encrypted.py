@@ -27,7 +27,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
 from ckptfs.errors import CkptfsError, InvalidName
-from ckptfs.format import crypto
+from ckptfs.format import crypto, crypto_stream
 from ckptfs.format.names import (
     CHUNKS,
     CONFIG_PATH,
@@ -40,17 +40,25 @@ from ckptfs.format.names import (
     check_run_id,
     parse_seq_name,
 )
-from ckptfs.storage.base import Listing, ObjectStat, Storage
+from ckptfs.storage.base import Listing, ObjectStat, RangeReader, Storage
 from ckptfs.storage.keyring import Keyring, KeyringError, Scope, ScopeErased
 
 #: the longest run id an encrypted store takes (its encrypted segment must fit a file name)
 MAX_RUN_ID = 96
 _CONTENT = (CHUNKS, SNAPSHOTS, PACKS)
 _CACHE_BYTES = 64 << 20
+#: how many objects' openers (key and AD from their header) a store view keeps
+_OPENERS = 4096
 #: (keyring id, plaintext path of a content object) -> the scope it was opened in, in this
 #: process: a copy between two stores of one keyring writes a pack in the scope it read it in
 _OPENED_IN: dict[tuple[bytes, str], bytes] = {}
 _OPENED_MAX = 1 << 16
+
+
+#: per process: openers of immutable objects by (store id, plaintext path, header, scope key)
+_MADE: dict[tuple[bytes, str, bytes, bytes], crypto_stream.Opener] = {}
+#: per thread: the reused buffer sealed segments are read into before they are opened
+_scratch = threading.local()
 
 
 def _immutable(path: str) -> bool:
@@ -94,8 +102,12 @@ class _Shared:
 
     def __init__(self) -> None:
         self.runs: dict[str, Scope] = {}
+        #: run id -> (its scope id, its stored path segment)
+        self.segs: dict[str, tuple[bytes, str]] = {}
         self.cache: OrderedDict[str, bytes] = OrderedDict()
         self.cached = 0
+        #: plaintext path -> the opener of its segments (None: a layout-1 object, opened whole)
+        self.openers: OrderedDict[str, crypto_stream.Opener | None] = OrderedDict()
         self.inflight: dict[str, threading.Lock] = {}
         self.lock = threading.Lock()
 
@@ -134,8 +146,9 @@ class EncryptedStorage(Storage):
                 return scope
         known = _OPENED_IN.get((self.keyring.id, path))
         if known is None:
-            head = self.inner.read_range(self.out(path), 0, crypto.HEADER_SIZE)
-            known = crypto.sealed_scope(head + bytes(crypto.TAG_SIZE), path=path)
+            stored = self.out(path)
+            head = self.inner.read_range(stored, 0, crypto.HEADER_SIZE)
+            known = crypto_stream.scope_of(head, where=stored)
         return self.keyring.scope(known)
 
     def register_run(self, run_id: str, scope: Scope) -> None:
@@ -170,10 +183,19 @@ class EncryptedStorage(Storage):
                               f"run ids of at most {MAX_RUN_ID}")
 
     def _run_seg(self, run_id: str) -> str:
+        """The stored segment of a run (remembered per run: every path of a run has it)."""
         scope = self.run_scope(run_id)
         if scope is None:  # no such run: a name that holds nothing
             return "none-" + crypto.name_digest(self.store_scope.key, "run", run_id)[:40]
-        return f"{_b32(scope.id)}-{crypto.encrypt_name(scope.key, run_id, context='run')}"
+        segs = self._shared.segs
+        hit = segs.get(run_id)
+        if hit is not None and hit[0] == scope.id:
+            return hit[1]
+        seg = f"{_b32(scope.id)}-{crypto.encrypt_name(scope.key, run_id, context='run')}"
+        if len(segs) >= _OPENERS:
+            segs.clear()
+        segs[run_id] = (scope.id, seg)
+        return seg
 
     def _run_name(self, seg: str) -> str | None:
         head, sep, rest = seg.partition("-")
@@ -249,8 +271,9 @@ class EncryptedStorage(Storage):
         if parts[0] == RUNS and len(parts) >= 2:
             scope = self.run_scope(parts[1])
             if scope is None:
-                raise ScopeRequired(f"run {parts[1]!r} has no key scope in keyring "
-                                    f"{self.keyring.url}; start runs with store.start_run")
+                raise ScopeRequired(f"a run ({self._redacted(parts[1])}) has no key scope "
+                                    f"in keyring {self.keyring.url}; start runs with "
+                                    "store.start_run")
             return scope
         if parts[0] in _CONTENT:
             known = _OPENED_IN.get((self.keyring.id, path))
@@ -266,14 +289,22 @@ class EncryptedStorage(Storage):
     def seal(self, path: str, data: bytes | memoryview) -> bytes:
         scope = self._write_scope(path)
         self._forget(path)
-        return crypto.seal(scope.key, store_id=self.store_id, scope_id=scope.id, path=path,
-                           plaintext=bytes(data))
+        return crypto_stream.seal(scope.key, store_id=self.store_id, scope_id=scope.id,
+                                  path=path, plaintext=data)
 
-    def open(self, path: str, data: bytes) -> bytes:
-        """The authenticated plaintext of the object read at ``path``."""
-        sid = crypto.sealed_scope(data, path=path)
+    def _redacted(self, run_id: str) -> str:
+        """How a message names a run: a keyed digest (stable, findable by the key holder with
+        ``crypto.name_digest``), never the run id, which may be personal."""
+        return "run#" + crypto.name_digest(self.store_scope.key, "run", run_id)[:16]
+
+    def open(self, path: str, data: bytes, stored: str | None = None) -> bytes:
+        """The authenticated plaintext of the object read at ``path`` (stored at ``stored``:
+        errors name that path, never ``path``)."""
+        where = self.out(path) if stored is None else stored
+        sid = crypto_stream.scope_of(data, where=where)
         scope = self.keyring.scope(sid)
-        plain = crypto.open_sealed(scope.key, data, store_id=self.store_id, path=path)
+        plain = crypto_stream.open_sealed(scope.key, data, store_id=self.store_id, path=path,
+                                          where=where)
         if path.split("/", 1)[0] in _CONTENT:
             if len(_OPENED_IN) >= _OPENED_MAX:
                 _OPENED_IN.clear()
@@ -282,6 +313,7 @@ class EncryptedStorage(Storage):
 
     def _forget(self, path: str) -> None:
         with self._shared.lock:
+            self._shared.openers.pop(path, None)
             gone = self._shared.cache.pop(path, None)
             if gone is not None:
                 self._shared.cached -= len(gone)
@@ -290,8 +322,9 @@ class EncryptedStorage(Storage):
     def read(self, path: str) -> bytes:
         if path == CONFIG_PATH:
             return self.inner.read(path)
+        stored = self.out(path)
         if not _immutable(path):
-            return self.open(path, self.inner.read(self.out(path)))
+            return self.open(path, self.inner.read(stored), stored)
         sh = self._shared
         with sh.lock:
             hit = sh.cache.get(path)
@@ -304,7 +337,7 @@ class EncryptedStorage(Storage):
                 hit = sh.cache.get(path)
             if hit is not None:
                 return hit
-            plain = self.open(path, self.inner.read(self.out(path)))
+            plain = self.open(path, self.inner.read(stored), stored)
             with sh.lock:
                 sh.inflight.pop(path, None)
                 if len(plain) <= _CACHE_BYTES:
@@ -315,9 +348,10 @@ class EncryptedStorage(Storage):
         return plain
 
     def read_many(self, paths: list[str]) -> list[bytes | None]:
-        got = self.inner.read_many([self.out(p) for p in paths])
-        return [d if d is None or p == CONFIG_PATH else self.open(p, d)
-                for p, d in zip(paths, got)]
+        stored = [self.out(p) for p in paths]
+        got = self.inner.read_many(stored)
+        return [d if d is None or p == CONFIG_PATH else self.open(p, d, o)
+                for p, o, d in zip(paths, stored, got)]
 
     def write(self, path: str, data: bytes) -> None:
         inner = self.out(path)
@@ -332,14 +366,26 @@ class EncryptedStorage(Storage):
             return False
         head = self.inner.read_range(inner, 0, crypto.HEADER_SIZE)
         scope = self._write_scope(path)
-        if crypto.sealed_scope(head + bytes(crypto.TAG_SIZE), path=path) != scope.id:
-            raise ScopeRequired(f"{path}: an identical object of another key scope is stored; "
-                                "retry the commit (its pack will differ)")
+        if crypto_stream.scope_of(head, where=inner) != scope.id:
+            raise ScopeRequired(f"{inner}: an identical object of another key scope is "
+                                "stored; retry the commit (its pack will differ)")
         return True
 
-    def write_many(self, items: Iterable[tuple[str, bytes]]) -> None:
+    def _sealed_new(self, items: Iterable[tuple[str, bytes]]) -> builtins.list[tuple[str, bytes]]:
+        """``items`` sealed at their stored paths, less the content objects already stored in
+        this view's scope (written once per store)."""
+        out = []
         for path, data in items:
-            self.write(path, data)
+            inner = self.out(path)
+            if path.split("/", 1)[0] in _CONTENT and self._present(path, inner):
+                continue
+            out.append((inner, self.seal(path, data)))
+        return out
+
+    def write_many(self, items: Iterable[tuple[str, bytes]]) -> None:
+        """One batch to the inner storage (object stores overlap the requests, local disk
+        its fsyncs)."""
+        self.inner.write_many(self._sealed_new(items))
 
     def write_parts(self, path: str, parts: Sequence[bytes | memoryview]) -> None:
         self.write(path, b"".join(parts))
@@ -350,8 +396,9 @@ class EncryptedStorage(Storage):
         self.inner.create(self.out(path), self.seal(path, data))
 
     def commit(self, objects: list[tuple[str, bytes]], path: str, data: bytes) -> None:
-        self.write_many(objects)
-        self.create(path, data)
+        """The inner storage's commit of the sealed objects and record: the same protocol
+        (the record is created only after every object is durable), one batch."""
+        self.inner.commit(self._sealed_new(objects), self.out(path), self.seal(path, data))
 
     def hint(self, path: str, data: bytes) -> None:
         self.inner.hint(self.out(path), self.seal(path, data))
@@ -360,7 +407,135 @@ class EncryptedStorage(Storage):
         self.inner.replace(self.out(path), self.seal(path, data))
 
     def read_range(self, path: str, start: int, end: int) -> bytes:
-        return self.read(path)[start:end]
+        got = self.read_ranges([(path, start, end)])[0]
+        if got is None:
+            raise FileNotFoundError(path)
+        return got
+
+    def read_ranges(self, items: builtins.list[tuple[str, int, int]]
+                    ) -> builtins.list[bytes | None]:
+        """Ranges of immutable objects open only the segments that hold them (layout 2,
+        spec/encryption.md 5.1): the header of an object not met before is read first (one
+        batch), then every range's segments (one batch: object stores overlap them); a range
+        from 0 reads the header with its segments. Anything else is read whole."""
+        out: builtins.list[bytes | None] = [None] * len(items)
+        sh = self._shared
+        todo: builtins.list[int] = []
+        for i, (path, start, end) in enumerate(items):
+            with sh.lock:
+                hit = sh.cache.get(path)
+            if hit is not None:
+                out[i] = hit[start:end]
+            elif path == CONFIG_PATH or path.startswith(f"{TMP}/"):
+                out[i] = self._plain_range(path, start, end)
+            elif not _immutable(path):
+                out[i] = self._whole_range(path, start, end)
+            else:
+                todo.append(i)
+        if not todo:
+            return out
+        stored = {i: self.out(items[i][0]) for i in todo}
+        heads = [i for i in todo if items[i][1] >= crypto_stream.SEGMENT
+                 and items[i][0] not in sh.openers]
+        if heads:
+            got = self.inner.read_ranges([(stored[i], 0, crypto.HEADER_SIZE) for i in heads])
+            for i, head in zip(heads, got):
+                if head is not None:
+                    self._opener(items[i][0], stored[i], head)
+        spans: builtins.list[tuple[int, int, bool, int]] = []
+        reads: builtins.list[tuple[str, int, int]] = []
+        for i in todo:
+            path, start, end = items[i]
+            first, a, b = crypto_stream.span(start, end)
+            known = path in sh.openers
+            if known and sh.openers[path] is None:  # layout 1: opened whole
+                out[i] = self._whole_range(path, start, end)
+                continue
+            spans.append((i, first, known, a))
+            reads.append((stored[i], a if known else 0, b))
+        for (i, first, known, a), data in zip(spans, self.inner.read_ranges(reads)):
+            if data is None:
+                continue
+            path, start, end = items[i]
+            # read from a (the opener known) or from 0 (header first, then the segments)
+            opener = sh.openers.get(path) if known else self._opener(path, stored[i], data)
+            if opener is None:  # layout 1 (or an opener dropped meanwhile): opened whole
+                out[i] = self._whole_range(path, start, end)
+                continue
+            out[i] = opener.open_range(first, memoryview(data)[0 if known else a:], start, end)
+        return out
+
+    def open_ranges(self, path: str) -> RangeReader:
+        """Ranges of one immutable object (a pack's bodies, streamed by a blob read) from the
+        inner storage's reader of it (local disk: one descriptor, ``preadv``), each range
+        opening only its segments, straight into the caller's buffer. Not ``per_call``: a
+        range costs a decryption, so readers coalesce a container's bodies into few ranges."""
+        if not _immutable(path):
+            return super().open_ranges(path)
+        stored = self.out(path)
+        inner = self.inner.open_ranges(stored)
+        sh = self._shared
+
+        def opener() -> crypto_stream.Opener | None:
+            if path in sh.openers:
+                return sh.openers.get(path)
+            return self._opener(path, stored, inner.read(0, crypto.HEADER_SIZE))
+
+        def read_into(start: int, buf: memoryview) -> int:
+            op = opener()
+            if op is None:  # layout 1: opened whole
+                whole = self.read(path)[start:start + len(buf)]
+                buf[:len(whole)] = whole
+                return len(whole)
+            first, a, b = crypto_stream.span(start, start + len(buf))
+            scratch = getattr(_scratch, "buf", None)
+            if scratch is None or len(scratch) < b - a:
+                scratch = _scratch.buf = bytearray(b - a)
+            view = memoryview(scratch)[:b - a]
+            got = inner.read_into(a, view)
+            return op.open_into(first, view[:got], start, buf)
+
+        def read(start: int, n: int) -> bytes:
+            buf = bytearray(n)
+            return bytes(memoryview(buf)[:read_into(start, memoryview(buf))])
+
+        return RangeReader(read_into=read_into, read=read, close=inner.close, per_call=False)
+
+    def _opener(self, path: str, stored: str, head: bytes) -> crypto_stream.Opener | None:
+        """The opener of the object at ``path`` from its first bytes ``head`` (remembered);
+        None for a layout-1 object."""
+        opener: crypto_stream.Opener | None = None
+        if crypto_stream.layout(head, where=stored) == 2:
+            # the scope first, from this view's keyring (an erased scope fails here), then the
+            # opener of these exact header bytes, if this process made it already (an
+            # immutable object read again by the next store object: no key derivation)
+            scope = self.keyring.scope(crypto_stream.scope_of(head, where=stored))
+            key = (self.store_id, path, bytes(head[:crypto.HEADER_SIZE]), scope.key)
+            opener = _MADE.get(key)
+            if opener is None:
+                opener = crypto_stream.Opener(scope.key, head, store_id=self.store_id,
+                                              path=path, where=stored)
+                if len(_MADE) >= _OPENERS:
+                    _MADE.clear()
+                _MADE[key] = opener
+        sh = self._shared
+        with sh.lock:
+            sh.openers[path] = opener
+            if len(sh.openers) > _OPENERS:
+                sh.openers.popitem(last=False)
+        return opener
+
+    def _whole_range(self, path: str, start: int, end: int) -> bytes | None:
+        try:
+            return self.read(path)[start:end]
+        except FileNotFoundError:
+            return None
+
+    def _plain_range(self, path: str, start: int, end: int) -> bytes | None:
+        try:
+            return self.inner.read_range(path, start, end)
+        except FileNotFoundError:
+            return None
 
     def list(self, prefix: str) -> builtins.list[str]:
         return self.listing(prefix).names
@@ -394,7 +569,8 @@ class EncryptedStorage(Storage):
                 continue
             logical = self.back(path)
             if logical is not None:
-                out[logical] = ObjectStat(max(0, st.size - crypto.OVERHEAD), st.mtime, st.etag)
+                out[logical] = ObjectStat(crypto_stream.plain_size(st.size), st.mtime,
+                                          st.etag)
         return out
 
     def delete(self, path: str) -> None:
@@ -418,7 +594,7 @@ class EncryptedStorage(Storage):
         got = self.inner.size(self.out(path))
         if got is None or path == CONFIG_PATH:
             return got
-        return max(0, got - crypto.OVERHEAD)
+        return crypto_stream.plain_size(got)
 
     def mtime(self, path: str) -> float | None:
         return self.inner.mtime(self.out(path))

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -41,6 +42,13 @@ PASSPHRASE_ENV = "CKPTFS_KEYRING_PASSPHRASE"
 #: argon2id parameters of new passphrase keyrings (RFC 9106 second recommended option)
 ARGON2 = {"t": 3, "m": 65536, "p": 4}
 _CHECK = b"ckptfs keyring check"
+#: per process: scope keys by (keyring id, scope id, wrapped bytes as read). A keyring
+#: opened again (each open_store) still reads each scope's tombstone and wrapped key, so
+#: erasure and damage are seen at every open, but does not unwrap the same bytes again (with
+#: AWS KMS an unwrap is a request). Keys are in memory either way (crypto.derive caches the
+#: subkeys).
+_UNWRAPPED: dict[tuple[bytes, bytes, bytes], bytes] = {}
+_REMEMBER = 1 << 14
 
 
 class KeyringError(CkptfsError):
@@ -210,12 +218,16 @@ class Keyring:
         return scope
 
     def rotate(self, *, passphrase: str | None = None, argon2: dict[str, int] | None = None,
-               kms_key_id: str | None = None, kms: Any = None) -> Keyring:
+               kms_key_id: str | None = None, kms: Any = None,
+               progress: Callable[[int, int], None] | None = None) -> Keyring:
         """Replace the master key (a new key file, or argon2id over a new ``passphrase``) and
         rewrap every scope key under it; no object of the store is rewritten. Returns the
         keyring opened under the new key. Run it while no writer creates scopes (a scope
-        created during the rotation is carried over when the rotation sees it)."""
-        return _rotate(self, passphrase, argon2, kms_key_id, kms)
+        created during the rotation is carried over when the rotation sees it).
+        ``progress(done, total)`` is told the scopes rewrapped so far."""
+        from ckptfs.storage.keyring_rotate import rotate
+
+        return rotate(self, passphrase, argon2, kms_key_id, kms, progress)
 
     def tombstone_path(self, scope_id: bytes) -> str:
         return f"{ERASED}/{scope_id.hex()}"
@@ -239,7 +251,12 @@ class Keyring:
         try:
             m = cbor.decode(self.storage.read(f"{self._scopes}/{scope_id.hex()}"), what="scope key")
             kind, wrapped = m["kind"], m["key"]
-            key = self._wrapper.unwrap(wrapped, self._wrap_ad(scope_id, kind))
+            seen = (self.id, scope_id, cbor.encode([kind, wrapped]))
+            key = _UNWRAPPED.get(seen) or self._wrapper.unwrap(wrapped,
+                                                               self._wrap_ad(scope_id, kind))
+            if len(_UNWRAPPED) >= _REMEMBER:
+                _UNWRAPPED.clear()
+            _UNWRAPPED[seen] = key
         except FileNotFoundError:
             raise KeyringError(f"key scope {scope_id.hex()} is not in keyring {self.url}: "
                                "this data was sealed under another keyring") from None
@@ -303,6 +320,8 @@ class Keyring:
             if folder == SCOPES or folder.startswith(f"{SCOPES}-"):
                 self.storage.delete(f"{folder}/{scope_id.hex()}")
         self._cache.pop(scope_id, None)
+        for k in [k for k in _UNWRAPPED if k[:2] == (self.id, scope_id)]:
+            _UNWRAPPED.pop(k, None)
         return path
 
 
@@ -325,53 +344,6 @@ def _protect(storage: Storage, meta: dict[str, Any], passphrase: str | None,
             meta["master"] = master_name
         storage.create(master_name, _master_file(master))
     return LocalKek(crypto.derive(master, b"ckptfs-keyring-1 kek"))
-
-
-def _rotate(ring: Keyring, passphrase: str | None, argon2: dict[str, int] | None,
-            kms_key_id: str | None = None, kms: Any = None) -> Keyring:
-    """``Keyring.rotate``: new master key, every scope key rewrapped into the next
-    generation's folder, then ``keyring.cbor`` replaced (the one step that switches), then
-    the old generation deleted. A crash before the switch leaves the old keyring whole (a
-    rerun writes the new generation again); after it, the new one."""
-    st, old, old_dir = ring.storage, ring.gen, ring._scopes
-    gen = old + 1
-    # a fresh name per attempt: a rerun after a crash never meets its own half-written files
-    tag = os.urandom(4).hex()
-    new_dir, new_master = f"{SCOPES}-{gen}-{tag}", f"master-{gen}-{tag}.key"
-    meta = {k: v for k, v in ring._meta.items()
-            if k not in ("kdf", "check", "index", "gen", "master", "scopes")}
-    meta.update(gen=gen, scopes=new_dir)
-    wrapper = _protect(st, meta, passphrase, argon2, kms_key_id, kms, new_master)
-
-    done: set[str] = set()
-
-    def rewrap() -> None:
-        erased = set(st.listing(ERASED).files)
-        todo = [n for n in st.listing(old_dir).files if n not in erased and n not in done]
-        out = []
-        for name, data in zip(todo, st.read_many([f"{old_dir}/{n}" for n in todo])):
-            if data is None:
-                continue
-            sid = bytes.fromhex(name)
-            m = cbor.decode(data, what="scope key")
-            key = ring._wrapper.unwrap(m["key"], ring._wrap_ad(sid, m["kind"]))
-            wrapped = wrapper.wrap(key, ring._wrap_ad(sid, m["kind"]))
-            out.append((f"{new_dir}/{name}", cbor.encode({"kind": m["kind"], "key": wrapped})))
-            done.add(name)
-        st.write_many(out)  # a fresh folder: plain writes, overlapped by object stores
-
-    rewrap()
-    meta["check"] = wrapper.wrap(_CHECK, ring.id)
-    meta["index"] = wrapper.wrap(ring._index, ring.id + b"index")
-    st.replace(KEYRING_FILE, cbor.encode(meta))  # the switch
-    # a scope a writer created in the old generation meanwhile is carried over; a scope erased
-    # meanwhile loses its rewrapped key too
-    rewrap()
-    st.delete_many([f"{new_dir}/{n}" for n in st.listing(ERASED).files])
-    st.delete_many([f"{old_dir}/{n}" for n in st.listing(old_dir).files])
-    if "kdf" not in ring._meta:
-        st.delete(ring._master_path)
-    return Keyring(st, passphrase=passphrase, kms=kms)
 
 
 def open_keyring(url: str | os.PathLike[str] | Keyring, *, passphrase: str | None = None,

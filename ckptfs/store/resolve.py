@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from ckptfs.errors import CkptfsError, FormatError, MissingObject, NotFound
 from ckptfs.format.digest import Digest
 from ckptfs.format.names import RUN_ID, check_run_id, parse_uint
+from ckptfs.storage.encrypted import EncryptedStorage
 from ckptfs.store.heads import HeadLook
 from ckptfs.store.snapshot import Snapshot
 
@@ -56,11 +57,15 @@ def damaged_head(repo: Repository, run_id: str, e: CkptfsError) -> CkptfsError:
     """``e`` (the head record of ``run_id``, or its manifest, is damaged) with what to do
     about it: a reader never falls back to an older record (format.md 8.3), so only a repair
     (format.md 8.4) makes the run resumable again."""
+    # an encrypted store's run ids may be personal data: its errors never carry one (the
+    # caller knows which run it read; spec/encryption.md 8)
+    shown = "RUN" if isinstance(repo.storage, EncryptedStorage) else run_id
+    named = "this run" if shown == "RUN" else f"run {run_id!r}"
     return type(e)(
-        f"{e}. This is the head of run {run_id!r}, so the run cannot be resumed (a reader "
-        f"never falls back to an older record): 'ckptfs repair {repo.url} {run_id}' makes its "
+        f"{e}. This is the head of {named}, so the run cannot be resumed (a reader "
+        f"never falls back to an older record): 'ckptfs repair {repo.url} {shown}' makes its "
         "last good snapshot the head again, keeping the damaged record; or fork an older "
-        f"snapshot (store.fork('{run_id}@SEQ', NEW_RUN))")
+        f"snapshot (store.fork('{shown}@SEQ', NEW_RUN))")
 
 
 def _is_hex(s: str) -> bool:
