@@ -34,6 +34,8 @@ KEYRING_FILE = "keyring.cbor"
 MASTER_FILE = "master.key"
 MASTER_MAGIC = b"CKMK"
 SCOPES, NAMES, ERASED = "scopes", "names", "erased"
+#: the kind (and name) of the store-wide scope of content marked as holding no personal data
+SHARED = "shared"
 #: environment variable naming the keyring for every command and for open_store
 KEYRING_ENV = "CKPTFS_KEYRING"
 #: environment variable holding the keyring's passphrase, when it has one
@@ -276,13 +278,21 @@ class Keyring:
 
     def subject_scope(self, subject: str) -> Scope:
         """The scope of a subject, created on first use."""
-        sid = self.find("subject", subject)
+        return self._named_scope("subject", subject)
+
+    def shared_scope(self) -> Scope:
+        """The store-wide ``shared`` scope (spec/encryption.md 4.2), created on first use: for
+        content the application marks as holding no personal data. No erasure destroys it."""
+        return self._named_scope(SHARED, SHARED)
+
+    def _named_scope(self, kind: str, name: str) -> Scope:
+        sid = self.find(kind, name)
         if sid is not None:
             return self.scope(sid)
         try:
-            return self.new_scope("subject", subject)
+            return self.new_scope(kind, name)
         except FileExistsError:  # another writer made it first: its name entry wins
-            sid = self.find("subject", subject)
+            sid = self.find(kind, name)
             assert sid is not None
             return self.scope(sid)
 

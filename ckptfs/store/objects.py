@@ -75,6 +75,19 @@ class KnownChunks:
         for d in ds:
             self._seen[d] = now
 
+    def adopt(self, other: KnownChunks, ds: Iterable[Digest]) -> list[Digest]:
+        """Take over, with the time they were written, the chunks of ``ds`` that the writer
+        ``other`` wrote within its window (an encrypted store's shared scope writes a run's
+        shared entries: the run's commit locates them where ``other`` wrote them)."""
+        now = time.monotonic()
+        got = []
+        for d in ds:
+            t = other._wrote.get(d)
+            if t is not None and now - t < other.window:
+                self._seen[d] = self._wrote[d] = max(t, self._wrote.get(d, t))
+                got.append(d)
+        return got
+
     def discard(self, ds: Iterable[Digest]) -> None:
         for d in ds:
             self._seen.pop(d, None)
