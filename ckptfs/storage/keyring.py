@@ -34,6 +34,8 @@ KEYRING_FILE = "keyring.cbor"
 MASTER_FILE = "master.key"
 MASTER_MAGIC = b"CKMK"
 SCOPES, NAMES, ERASED = "scopes", "names", "erased"
+#: name-index keys of other keyrings whose name entries a copy carried here (``import_names``)
+INDEXES = "indexes"
 #: the kind (and name) of the store-wide scope of content marked as holding no personal data
 SHARED = "shared"
 #: environment variable naming the keyring for every command and for open_store
@@ -121,10 +123,13 @@ class Keyring:
         #: where this generation's master key file and wrapped scope keys are
         self._master_path = meta.get("master", MASTER_FILE)
         self._scopes = meta.get("scopes", SCOPES)
+        self._indexes = meta.get("indexes", INDEXES)
         if (self.gen < 0 or not isinstance(self._master_path, str)
                 or not isinstance(self._scopes, str)
                 or not self._master_path.startswith("master")
-                or not self._scopes.startswith(SCOPES) or "/" in self._master_path + self._scopes):
+                or not isinstance(self._indexes, str) or not self._indexes.startswith(INDEXES)
+                or not self._scopes.startswith(SCOPES)
+                or "/" in self._master_path + self._scopes + self._indexes):
             raise KeyringError(f"{self.url}: {KEYRING_FILE} is damaged (its generation)")
         kdf = meta.get("kdf")
         master = b""
@@ -146,6 +151,8 @@ class Keyring:
                                "keyring (wrong key file or passphrase, or a damaged keyring)"
                                ) from None
         self._cache: dict[bytes, Scope] = {}
+        #: the name-index keys imported from other keyrings (read on first need)
+        self._imported: list[bytes] | None = None
 
     def _master(self, meta: dict[str, Any], passphrase: str | None) -> bytes:
         kdf = meta.get("kdf")
@@ -253,12 +260,23 @@ class Keyring:
         return scope
 
     def find(self, kind: str, name: str) -> bytes | None:
-        """The scope id a subject or run name belongs to, or None."""
+        """The scope id a subject or run name belongs to, or None. A subject is also looked
+        for under the name-index keys of keyrings whose entries a copy carried here
+        (``import_names``: the copy never knew the subject's name)."""
+        keys = [self._index]
+        if kind == "subject":
+            keys += self.imported_indexes()
+        for key in keys:
+            try:
+                data = self.storage.read(f"{NAMES}/{crypto.name_digest(key, kind, name)}")
+            except FileNotFoundError:
+                continue
+            return self._entry_scope(data)
+        return None
+
+    def _entry_scope(self, data: bytes) -> bytes:
         try:
-            m = cbor.decode(self.storage.read(
-                f"{NAMES}/{crypto.name_digest(self._index, kind, name)}"), what="keyring name")
-        except FileNotFoundError:
-            return None
+            m = cbor.decode(data, what="keyring name")
         except CkptfsError:
             m = None
         sid = m.get("scope") if isinstance(m, dict) else None
@@ -266,6 +284,53 @@ class Keyring:
             raise KeyringError(f"{self.url}: a name entry is damaged; restore the keyring "
                                "from its backup")
         return sid
+
+    def _index_ad(self, other_id: bytes) -> bytes:
+        return self.id + b"index" + other_id
+
+    def imported_indexes(self) -> list[bytes]:
+        """The name-index keys of other keyrings imported here (``import_names``)."""
+        if self._imported is None:
+            got = []
+            for f in sorted(self.storage.listing(self._indexes).files):
+                try:
+                    m = cbor.decode(self.storage.read(f"{self._indexes}/{f}"),
+                                    what="keyring index")
+                    got.append(self._wrapper.unwrap(m["key"], self._index_ad(bytes.fromhex(f))))
+                except (KeyError, TypeError, ValueError, CkptfsError):
+                    raise KeyringError(f"{self.url}: the imported name index {f} is "
+                                       "damaged; restore the keyring from its backup") from None
+            self._imported = got
+        return self._imported
+
+    def import_names(self, other: Keyring, scopes: dict[bytes, bytes]) -> int:
+        """Carry ``other``'s name entries of the scopes in ``scopes`` (``other``'s scope id ->
+        this keyring's) into this keyring, with ``other``'s name-index key (wrapped here), so
+        that a subject copied from a store of ``other`` is found by its name here (``ckptfs
+        copy`` between keyrings: neither keyring holds subject names in the clear). Returns
+        the entries written."""
+        path = f"{self._indexes}/{other.id.hex()}"
+        if not self.storage.exists(path):
+            try:
+                self.storage.create(path, cbor.encode(
+                    {"key": self._wrapper.wrap(other._index, self._index_ad(other.id))}))
+            except FileExistsError:
+                pass
+            self._imported = None
+        names = sorted(other.storage.listing(NAMES).files)
+        wrote = 0
+        for n, data in zip(names, other.storage.read_many([f"{NAMES}/{n}" for n in names])):
+            if data is None:
+                continue
+            sid = other._entry_scope(data)
+            if sid not in scopes:
+                continue
+            try:
+                self.storage.create(f"{NAMES}/{n}", cbor.encode({"scope": scopes[sid]}))
+                wrote += 1
+            except FileExistsError:
+                pass
+        return wrote
 
     def name(self, kind: str, name: str, scope_id: bytes) -> None:
         """Record that ``name`` (a run) belongs to scope ``scope_id``."""
@@ -349,7 +414,7 @@ def _rotate(ring: Keyring, passphrase: str | None, argon2: dict[str, int] | None
     tag = os.urandom(4).hex()
     new_dir, new_master = f"{SCOPES}-{gen}-{tag}", f"master-{gen}-{tag}.key"
     meta = {k: v for k, v in ring._meta.items()
-            if k not in ("kdf", "check", "index", "gen", "master", "scopes")}
+            if k not in ("kdf", "check", "index", "gen", "master", "scopes", "indexes")}
     meta.update(gen=gen, scopes=new_dir)
     wrapper = _protect(st, meta, passphrase, argon2, kms_key_id, kms, new_master)
 
@@ -371,6 +436,15 @@ def _rotate(ring: Keyring, passphrase: str | None, argon2: dict[str, int] | None
         st.write_many(out)  # a fresh folder: plain writes, overlapped by object stores
 
     rewrap()
+    # imported name indexes (``import_names``): rewrapped into the next generation's folder,
+    # like the scope keys (run the rotation while no copy between keyrings runs)
+    old_idx, new_idx = ring._indexes, f"{INDEXES}-{gen}-{tag}"
+    for f in st.listing(old_idx).files:
+        m = cbor.decode(st.read(f"{old_idx}/{f}"), what="keyring index")
+        ad = ring._index_ad(bytes.fromhex(f))
+        st.write(f"{new_idx}/{f}",
+                 cbor.encode({"key": wrapper.wrap(ring._wrapper.unwrap(m["key"], ad), ad)}))
+    meta["indexes"] = new_idx
     meta["check"] = wrapper.wrap(_CHECK, ring.id)
     meta["index"] = wrapper.wrap(ring._index, ring.id + b"index")
     st.replace(KEYRING_FILE, cbor.encode(meta))  # the switch
@@ -379,6 +453,7 @@ def _rotate(ring: Keyring, passphrase: str | None, argon2: dict[str, int] | None
     rewrap()
     st.delete_many([f"{new_dir}/{n}" for n in st.listing(ERASED).files])
     st.delete_many([f"{old_dir}/{n}" for n in st.listing(old_dir).files])
+    st.delete_many([f"{old_idx}/{n}" for n in st.listing(old_idx).files])
     if "kdf" not in ring._meta:
         st.delete(ring._master_path)
     return Keyring(st, passphrase=passphrase, kms=kms)
