@@ -202,3 +202,20 @@ def test_carried_subject_names_survive_a_rotation_and_match_the_cddl(tmp_path: P
     erase_subject(fresh.storage, "user-7")
     assert ckptfs.open_store(dst, keyring=ring_b).runs() == []
     assert ckptfs.open_store(src, keyring=ring_a).read("r1") == {"v": 1}
+
+
+def test_copy_under_one_keyring_repacks_into_the_runs_scope(tmp_path: Path) -> None:
+    """A copy under the source's keyring whose bodies are repacked (a 3 MiB value, not a
+    pack moved whole) failed with ScopeRequired: the new pack had no scope. It is sealed under
+    its run's scope now."""
+    from ckptfs.ops.copy import copy_runs
+
+    src = ckptfs.open_store(str(tmp_path / "enc"), keyring=str(tmp_path / "ring"))
+    big = os.urandom(3 << 20)
+    src.start_run("c2", subject="user-1").checkpoint({"c": 2, "big": big})
+    rep = copy_runs(src.repo, ckptfs.open_store(str(tmp_path / "dst"),
+                                                keyring=src.storage.keyring).repo)
+    assert rep.snapshots_copied == 1
+    dst = ckptfs.open_store(str(tmp_path / "dst"), keyring=str(tmp_path / "ring"))
+    assert dst.read("c2") == {"c": 2, "big": big}
+    assert list((tmp_path / "dst" / "packs").rglob("*"))
