@@ -47,8 +47,11 @@ class SourceBodies:
     """Reads the bodies a copy sends from one source store (module docstring). Remembers, per
     source pack, whether it was moved or not, so that each pack is judged once per copy."""
 
-    def __init__(self, src: Repository) -> None:
+    def __init__(self, src: Repository, *, move: bool = True) -> None:
         self.src = src
+        #: False: no pack is moved whole (a plaintext source's packs keep the manifest's body
+        #: order, which an encrypted destination's packs must not: spec/encryption.md 5.3)
+        self.move = move
         #: pack name -> True (moved by this copy) / False (repacked or refused)
         self.decided: dict[Digest, bool] = {}
         #: packs refused: their bytes did not match their name, or they did not decode
@@ -66,7 +69,7 @@ class SourceBodies:
         rest: list[ChunkRef] = []
         for c in need:
             loc = src.objects.locations.get(c.digest)
-            if loc is not None and isinstance(loc.container, PackRef) \
+            if self.move and loc is not None and isinstance(loc.container, PackRef) \
                     and loc.container.digest not in self.decided:
                 by_pack.setdefault(loc.container, []).append(c)
             else:
