@@ -133,6 +133,9 @@ class Keyring:
             raise KeyringError(f"{self.url}: {KEYRING_FILE} is damaged (its generation)")
         kdf = meta.get("kdf")
         master = b""
+        #: every subject scope's key is wrapped by a KMS key of its own, whose deletion an
+        #: erase schedules (spec/encryption.md 4.5)
+        self.per_subject = isinstance(kdf, dict) and kdf.get("per_subject") is True
         if isinstance(kdf, dict) and kdf.get("algorithm") == "aws-kms":
             self._wrapper: KeyProvider = AwsKms(str(kdf.get("key_id")), kms)
         else:
@@ -176,15 +179,21 @@ class Keyring:
     @classmethod
     def create(cls, storage: Storage, *, passphrase: str | None = None,
                argon2: dict[str, int] | None = None, kms_key_id: str | None = None,
-               kms: Any = None) -> Keyring:
+               kms: Any = None, kms_key_per_subject: bool = False) -> Keyring:
         """A new keyring in an empty folder, protected by a fresh master key file, argon2id
         over ``passphrase``, or the AWS KMS key ``kms_key_id`` (``kms``: a boto3 KMS client;
-        default ``boto3.client("kms")``). The key file is written before the keyring file,
+        default ``boto3.client("kms")``). ``kms_key_per_subject`` (KMS keyrings): each subject
+        scope gets a KMS key of its own, created with the scope, disabled and scheduled for
+        deletion when the subject is erased. The key file is written before the keyring file,
         create-only: a crash leaves a folder with no ``keyring.cbor`` (not a keyring), never a
         half-made one."""
         kid = os.urandom(16)
         meta: dict[str, Any] = {"format": "ckptfs-keyring", "version": 1, "id": kid}
         wrapper = _protect(storage, meta, passphrase, argon2, kms_key_id, kms, MASTER_FILE)
+        if kms_key_per_subject:
+            if not kms_key_id:
+                raise KeyringError("kms_key_per_subject needs a KMS keyring (kms_key_id=)")
+            meta["kdf"]["per_subject"] = True
         meta["check"] = wrapper.wrap(_CHECK, kid)
         meta["index"] = wrapper.wrap(crypto.new_key(), kid + b"index")
         storage.create(KEYRING_FILE, cbor.encode(meta))
@@ -208,9 +217,14 @@ class Keyring:
         """Create a scope with a fresh key (written before any object is sealed under it)."""
         sid = crypto.new_scope_id()
         key = crypto.new_key()
-        nonce = os.urandom(12)
-        wrapped = self._wrapper.wrap(key, self._wrap_ad(sid, kind))
-        self.storage.create(f"{self._scopes}/{sid.hex()}", cbor.encode({"kind": kind, "key": wrapped}))
+        entry: dict[str, Any] = {"kind": kind}
+        wrapper = self._wrapper
+        if self.per_subject and kind == "subject":
+            kms = self._kms(sid)
+            entry["kms_key"] = kms.new_key(f"ckptfs key scope {sid.hex()} (keyring {self.id.hex()})")
+            wrapper = kms.for_key(entry["kms_key"])
+        entry["key"] = wrapper.wrap(key, self._wrap_ad(sid, kind))
+        self.storage.create(f"{self._scopes}/{sid.hex()}", cbor.encode(entry))
         scope = Scope(sid, kind, key)
         self._cache[sid] = scope
         if name is not None:
@@ -225,6 +239,14 @@ class Keyring:
         keyring opened under the new key. Run it while no writer creates scopes (a scope
         created during the rotation is carried over when the rotation sees it)."""
         return _rotate(self, passphrase, argon2, kms_key_id, kms)
+
+    def _kms(self, scope_id: bytes) -> AwsKms:
+        """The KMS service of a scope with a KMS key of its own (this keyring's)."""
+        if not isinstance(self._wrapper, AwsKms):
+            raise KeyringError(f"{self.url}: scope {scope_id.hex()} has a KMS key of its own, "
+                               "but this keyring is not an AWS KMS keyring (rotated away from "
+                               "KMS?); it cannot be opened here")
+        return self._wrapper
 
     def tombstone_path(self, scope_id: bytes) -> str:
         return f"{ERASED}/{scope_id.hex()}"
@@ -247,12 +269,20 @@ class Keyring:
             raise gone
         try:
             m = cbor.decode(self.storage.read(f"{self._scopes}/{scope_id.hex()}"), what="scope key")
-            kind, wrapped = m["kind"], m["key"]
-            key = self._wrapper.unwrap(wrapped, self._wrap_ad(scope_id, kind))
+            kind, wrapped, own = m["kind"], m["key"], m.get("kms_key")
+            wrapper = self._wrapper if own is None else self._kms(scope_id).for_key(str(own))
+            key = wrapper.unwrap(wrapped, self._wrap_ad(scope_id, kind))
         except FileNotFoundError:
             raise KeyringError(f"key scope {scope_id.hex()} is not in keyring {self.url}: "
                                "this data was sealed under another keyring") from None
+        except KeyringError:
+            raise
         except (KeyError, TypeError, ValueError, CkptfsError):
+            if own is not None:
+                raise KeyringError(f"{self.url}: AWS KMS refused to unwrap the key of scope "
+                                   f"{scope_id.hex()} with its own KMS key {own} (disabled or "
+                                   "scheduled for deletion: the scope was erased through "
+                                   "another copy of this keyring)") from None
             raise KeyringError(f"{self.url}: the wrapped key of scope {scope_id.hex()} is "
                                "damaged or was altered") from None
         scope = Scope(scope_id, kind, key)
@@ -373,10 +403,19 @@ class Keyring:
         except FileExistsError:
             pass
         # every generation's copy of the key (a rotation in another process may have
-        # rewrapped it into the next one)
-        for folder in self.storage.listing("").folders:
-            if folder == SCOPES or folder.startswith(f"{SCOPES}-"):
-                self.storage.delete(f"{folder}/{scope_id.hex()}")
+        # rewrapped it into the next one); a scope's own KMS key is disabled and its deletion
+        # scheduled first (a crash after it leaves the wrapped key for a rerun to delete)
+        folders = [f for f in self.storage.listing("").folders
+                   if f == SCOPES or f.startswith(f"{SCOPES}-")]
+        for folder in folders:
+            try:
+                m = cbor.decode(self.storage.read(f"{folder}/{scope_id.hex()}"), what="scope key")
+            except (FileNotFoundError, CkptfsError):
+                continue
+            if isinstance(m, dict) and isinstance(m.get("kms_key"), str):
+                self._kms(scope_id).retire(m["kms_key"])
+        for folder in folders:
+            self.storage.delete(f"{folder}/{scope_id.hex()}")
         self._cache.pop(scope_id, None)
         return path
 
@@ -416,7 +455,12 @@ def _rotate(ring: Keyring, passphrase: str | None, argon2: dict[str, int] | None
     meta = {k: v for k, v in ring._meta.items()
             if k not in ("kdf", "check", "index", "gen", "master", "scopes", "indexes")}
     meta.update(gen=gen, scopes=new_dir)
+    if ring.per_subject and not kms_key_id:
+        raise KeyringError(f"{ring.url} wraps subject keys with KMS keys of their own: rotate "
+                           "it to another KMS key (kms_key_id=)")
     wrapper = _protect(st, meta, passphrase, argon2, kms_key_id, kms, new_master)
+    if ring.per_subject:
+        meta["kdf"]["per_subject"] = True
 
     done: set[str] = set()
 
@@ -429,6 +473,10 @@ def _rotate(ring: Keyring, passphrase: str | None, argon2: dict[str, int] | None
                 continue
             sid = bytes.fromhex(name)
             m = cbor.decode(data, what="scope key")
+            if "kms_key" in m:  # wrapped by the scope's own KMS key: carried as it is
+                out.append((f"{new_dir}/{name}", data))
+                done.add(name)
+                continue
             key = ring._wrapper.unwrap(m["key"], ring._wrap_ad(sid, m["kind"]))
             wrapped = wrapper.wrap(key, ring._wrap_ad(sid, m["kind"]))
             out.append((f"{new_dir}/{name}", cbor.encode({"kind": m["kind"], "key": wrapped})))
