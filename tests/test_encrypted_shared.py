@@ -189,3 +189,27 @@ def test_the_shared_scope_key_matches_the_cddl_and_is_made_once(tmp_path: Path) 
     assert sorted(kinds) == ["run", "run", "shared", "store"]
     for p in (Path(ring) / "scopes").iterdir():
         pycddl.Schema(f"root = enc-scope-key\n{cddl}").validate_cbor(p.read_bytes())
+
+
+def test_copies_of_a_store_with_shared_content(tmp_path: Path) -> None:
+    """A copy (same keyring, or another) of runs whose prompt is in the shared scope: a pack of
+    the shared scope is not moved whole into the first run's scope (the next run then needed
+    the same pack in its own: ScopeRequired); each run gets the bodies in its own scope."""
+    from ckptfs.ops.copy import copy_runs
+
+    system = prompt(size=1_500_000)  # into packs
+    src = ckptfs.open_store(str(tmp_path / "src"), keyring=str(tmp_path / "ring"))
+    for i in range(3):
+        src.start_run(f"r{i}", subject=f"u{i}").checkpoint({"system": system, "i": i},
+                                                            shared=SHARED[:1])
+    for name, ring in (("same", src.storage.keyring), ("other", str(tmp_path / "ring2"))):
+        dst = ckptfs.open_store(str(tmp_path / name), keyring=ring)
+        assert copy_runs(src.repo, dst.repo).snapshots_copied == 3
+        again = ckptfs.open_store(str(tmp_path / name),
+                                  keyring=str(tmp_path / ("ring" if name == "same" else "ring2")))
+        assert [again.read(f"r{i}") for i in range(3)] == [{"system": system, "i": i}
+                                                           for i in range(3)]
+    erase_subject(ckptfs.open_store(str(tmp_path / "other"),
+                                    keyring=str(tmp_path / "ring2")).storage, "u0")
+    left = ckptfs.open_store(str(tmp_path / "other"), keyring=str(tmp_path / "ring2"))
+    assert left.runs() == ["r1", "r2"] and left.read("r2")["system"] == system

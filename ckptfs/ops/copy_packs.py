@@ -99,6 +99,8 @@ class SourceBodies:
         if Digest.of(data) != ref.digest:
             self.refused.append(path)
             return None
+        if _shared_pack(self.src, path):
+            return None  # bodies of many runs' scopes: each run's own are repacked
         try:
             c = ct.decode(data, what=f"{self.src.url}: {path}")
         except FormatError:
@@ -118,3 +120,15 @@ class SourceBodies:
                 return None
         self.decided[ref.digest] = True
         return (path, data), locs
+
+
+def _shared_pack(src: Repository, path: str) -> bool:
+    """Whether ``path`` is a pack of an encrypted source's ``shared`` key scope
+    (spec/encryption.md 4.4). Its bodies serve records of many scopes: moved whole into the
+    scope of the first run copied, the next run would need the same pack in its own scope at
+    the same path. A copy sends each run the bodies it needs, in packs of its own scope."""
+    from ckptfs.storage.encrypted import EncryptedStorage
+    from ckptfs.storage.keyring import SHARED
+
+    st = src.storage
+    return isinstance(st, EncryptedStorage) and st.scope_of(path).kind == SHARED
