@@ -77,7 +77,8 @@ def test_gc_repacks_in_random_order(tmp_path: Path) -> None:
 
     url, ring = str(tmp_path / "enc"), str(tmp_path / "ring")
     st = ckptfs.open_store(url, keyring=ring, chunker=SMALL)
-    keep, drop = os.urandom(6 << 20), os.urandom(6 << 20)
+    # one pack (under pack_target), three quarters dead after the forget: gc repacks it
+    keep, drop = os.urandom(3 << 20), os.urandom(9 << 20)
     run = st.start_run("r")
     run.checkpoint({"v": keep, "w": drop})
     run.checkpoint({"v": keep})
