@@ -74,6 +74,7 @@ class Rekey:
         self.scopes: dict[bytes, Scope] = {}
         self.repos: dict[bytes, Repository] = {}
         self._lock = threading.Lock()
+        self._src_names: dict[str, bytes] | None = None
 
     def repo_for(self, run_id: str) -> Repository | None:
         """The Repository that writes ``run_id`` in the destination: through a view of the
@@ -108,5 +109,7 @@ class Rekey:
         if got is None:
             got = self.scopes[src.id] = ring.new_scope("subject")
             assert self.src_view is not None
-            ring.import_names(self.src_view.keyring, {src.id: got.id})
+            if self._src_names is None:  # read once per copy, not once per subject
+                self._src_names = self.src_view.keyring.name_entries()
+            ring.import_names(self.src_view.keyring, {src.id: got.id}, self._src_names)
         return got

@@ -333,12 +333,21 @@ class Keyring:
             self._imported = got
         return self._imported
 
-    def import_names(self, other: Keyring, scopes: dict[bytes, bytes]) -> int:
+    def name_entries(self) -> dict[str, bytes]:
+        """Every name entry of this keyring: keyed digest -> scope id (one listing, then the
+        entries read together)."""
+        names = sorted(self.storage.listing(NAMES).files)
+        got = self.storage.read_many([f"{NAMES}/{n}" for n in names])
+        return {n: self._entry_scope(d) for n, d in zip(names, got) if d is not None}
+
+    def import_names(self, other: Keyring, scopes: dict[bytes, bytes],
+                     entries: dict[str, bytes] | None = None) -> int:
         """Carry ``other``'s name entries of the scopes in ``scopes`` (``other``'s scope id ->
         this keyring's) into this keyring, with ``other``'s name-index key (wrapped here), so
         that a subject copied from a store of ``other`` is found by its name here (``ckptfs
         copy`` between keyrings: neither keyring holds subject names in the clear). Returns
-        the entries written."""
+        the entries written. ``entries``: ``other.name_entries()``, when the caller has them
+        (a copy imports many scopes: it reads them once)."""
         path = f"{self._indexes}/{other.id.hex()}"
         if not self.storage.exists(path):
             try:
@@ -347,12 +356,8 @@ class Keyring:
             except FileExistsError:
                 pass
             self._imported = None
-        names = sorted(other.storage.listing(NAMES).files)
         wrote = 0
-        for n, data in zip(names, other.storage.read_many([f"{NAMES}/{n}" for n in names])):
-            if data is None:
-                continue
-            sid = other._entry_scope(data)
+        for n, sid in (other.name_entries() if entries is None else entries).items():
             if sid not in scopes:
                 continue
             try:
