@@ -267,6 +267,7 @@ class Keyring:
         gone = self.erased(scope_id)
         if gone is not None:
             raise gone
+        own = None  # the scope's own KMS key, if it has one
         try:
             m = cbor.decode(self.storage.read(f"{self._scopes}/{scope_id.hex()}"), what="scope key")
             kind, wrapped, own = m["kind"], m["key"], m.get("kms_key")
