@@ -1,5 +1,8 @@
 """W4, many runs: runs that share a 200 KB system prompt and tool schemas, plus small unique data.
 
+Also in an encrypted store, each run in its own key scope with the prompt and tool schemas
+marked ``shared=`` (issue 33, spec/encryption.md 4.4): its size against the plaintext store's.
+
 ckptfs stores equal chunks once across runs; the store's size is compared with the sum of the
 runs' states and with one run's state plus the runs' unique data. SqliteSaver (one checkpoint
 per run, same states) is measured beside it for scale.
@@ -81,6 +84,21 @@ def run(workdir: str, *, quick: bool) -> str:
     tgt = [["store <= 1.2x (one run's state + the runs' unique data)",
             f"{f(ratio, 3)}x (sum of files); du: {f(du_kib * 1024 / bound, 3)}x",
             common.verdict(ratio, 1.2)]]
+    enc = encrypted(workdir, n_runs, shared)
+    enc_ratio = enc["size"] / size
+    rows += [
+        ["encrypted store, shared=('system', 'tools'), each run in its own key scope",
+         f"{f(enc['size'] / 1e6, 3)} MB ({enc['files']} files)"],
+        ["encrypted (shared) / plaintext store size", f"{f(enc_ratio, 3)}x"],
+        ["encrypted commit latency per run (mean / p99)",
+         f"{f(common.mean(enc['lat']) * 1000)} / {f(common.pct(enc['lat'], 99) * 1000)} ms "
+         f"({f(common.mean(enc['lat']) / common.mean(lat), 2)}x plaintext's mean)"],
+        [f"encrypted without shared=, first {enc['apart_runs']} runs: bytes per run",
+         f"{f(enc['apart_size'] / enc['apart_runs'] / 1e3)} KB (plaintext: "
+         f"{f(size / n_runs / 1e3)} KB per run)"],
+    ]
+    tgt.append(["encrypted store with the prompt marked shared <= 1.2x the plaintext store "
+                "(issue 33)", f"{f(enc_ratio, 3)}x", common.verdict(enc_ratio, 1.2)])
     md = ("# W4: many runs sharing a system prompt and tool schemas\n\n"
           + common.machine_md({"mode": "quick" if quick else "full"})
           + "\nEach run checkpoints once: the shared 200 KB system prompt and 24 tool schemas, "
@@ -90,6 +108,34 @@ def run(workdir: str, *, quick: bool) -> str:
           + "\n## Targets (issue 9)\n\n" + common.table(["target", "measured", "verdict"], tgt))
     common.write_result("w4" + ("-quick" if quick else ""), md)
     return md
+
+
+def encrypted(workdir: str, n_runs: int, shared: dict[str, Any]) -> dict[str, Any]:
+    """The same runs in an encrypted store (spec/encryption.md 4.4): each run in a key scope
+    of its own, the prompt and tool schemas marked ``shared=``; and, for scale, the first
+    runs again without ``shared=`` (each run then stores its own sealed copy)."""
+    import ckptfs
+
+    out: dict[str, Any] = {"lat": []}
+    store = ckptfs.open_store(os.path.join(workdir, "enc"),
+                              keyring=os.path.join(workdir, "enc-keyring"))
+    for i in range(n_runs):
+        state = {**shared, **unique_parts(i)}
+        t0 = time.perf_counter()
+        store.start_run(f"run-{i:05d}", schema=("agent", 1)).checkpoint(
+            state, shared=tuple(shared))
+        out["lat"].append(time.perf_counter() - t0)
+    store.close()
+    out["size"], _, out["files"] = common.tree_size(os.path.join(workdir, "enc"))
+    apart = ckptfs.open_store(os.path.join(workdir, "enc-apart"),
+                              keyring=os.path.join(workdir, "enc-apart-keyring"))
+    out["apart_runs"] = min(n_runs, 50)
+    for i in range(out["apart_runs"]):
+        apart.start_run(f"run-{i:05d}", schema=("agent", 1)).checkpoint(
+            {**shared, **unique_parts(i)})
+    apart.close()
+    out["apart_size"] = common.tree_size(os.path.join(workdir, "enc-apart"))[0]
+    return out
 
 
 def sqlite_size(workdir: str, n_runs: int, shared: dict[str, Any]) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 from typing import TYPE_CHECKING
 
@@ -42,30 +43,81 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                    help="say what would be copied, skipped, erased and (with --mirror) "
                         "forgotten; change nothing")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--encrypt", action="store_true",
+                   help="DST is (or becomes) an encrypted store: from a plaintext SRC, its "
+                        "keyring is --dst-keyring, else --keyring (or CKPTFS_KEYRING); every "
+                        "run gets a key scope of its own there")
+    p.add_argument("--dst-keyring", default=None, metavar="KEYRING",
+                   help="DST's keyring when it is not SRC's (a folder path or URL; an empty "
+                        "folder for a new DST): the copy seals every run again under a key "
+                        "scope of this keyring, subjects kept together")
+    p.add_argument("--decrypt", action="store_true",
+                   help="allow copying an encrypted SRC into a plaintext DST, which then holds "
+                        "the copied runs in the clear (refused without it)")
     add_progress(p)
     p.set_defaults(func=run)
 
 
 def _dst_keyring(src: Any, args: argparse.Namespace) -> dict[str, Any]:
-    """A copy of an encrypted store is encrypted under the same keyring (encryption.md 7):
-    a new destination is opened with the source's keyring."""
+    """How DST is opened (spec/encryption.md 7.1): with --dst-keyring, that keyring; with
+    --decrypt, without any; with --encrypt from a plaintext SRC, the command's keyring
+    (--keyring or CKPTFS_KEYRING); from an encrypted SRC, SRC's keyring (a copy under the same
+    keys, encryption.md 7). Otherwise as every command opens a store."""
+    import os
+
     from ckptfs.storage.encrypted import EncryptedStorage
+    from ckptfs.storage.keyring import KEYRING_ENV
 
     st = src.storage
-    return {"keyring": st.keyring} if isinstance(st, EncryptedStorage) else {}
+    if args.dst_keyring:
+        return {"keyring": args.dst_keyring}
+    if args.decrypt:
+        return {"keyring": None}
+    if isinstance(st, EncryptedStorage):
+        return {"keyring": st.keyring}
+    if args.encrypt:
+        ring = args.keyring or os.environ.get(KEYRING_ENV)
+        if not ring:
+            raise ValueError("--encrypt needs the destination's keyring: --dst-keyring KEYRING, "
+                             "--keyring KEYRING or CKPTFS_KEYRING")
+        return {"keyring": ring}
+    return {}
+
+
+def _open_src(args: argparse.Namespace) -> Any:
+    """SRC, with the command's keyring when it is encrypted; a plaintext SRC with --encrypt
+    (whose --keyring names DST's keyring) without it."""
+    if args.encrypt and not args.dst_keyring:
+        store = _stores.open_store(args.src, keyring=None)  # CKPTFS_KEYRING still opens an
+        store.repo.config                                    # encrypted SRC
+        return store
+    return human.open_existing(args.src)
 
 
 def run(args: argparse.Namespace) -> int:
+    from ckptfs.cli import EXIT_USAGE
     from ckptfs.ops.copy import copy_runs
 
-    src = human.open_existing(args.src)
-    dst = _stores.open_store(args.dst, **_dst_keyring(src, args))
+    if args.decrypt and (args.encrypt or args.dst_keyring):
+        print("ckptfs: error (usage): --decrypt writes a plaintext DST; it contradicts "
+              f"{'--encrypt' if args.encrypt else '--dst-keyring'}", file=sys.stderr)
+        return EXIT_USAGE
+    src = _open_src(args)
+    try:
+        how = _dst_keyring(src, args)
+    except ValueError as e:
+        print(f"ckptfs: error (usage): {e}", file=sys.stderr)
+        return EXIT_USAGE
+    _refuse_silent_decrypt(src, args)
+    dst = _stores.open_store(args.dst, **how)
+    if args.encrypt:
+        _refuse_plaintext_dst(dst)
     with Progress("copy", mode=args.progress) as bar:
         bar.watch(src.storage)
         if dst.storage is not src.storage:
             bar.watch_writes(dst.storage)
         report = copy_runs(src.repo, dst.repo, runs=args.runs, progress=bar, mirror=args.mirror,
-                           dry_run=args.dry_run)
+                           dry_run=args.dry_run, decrypt=args.decrypt)
     if args.json:
         print_json(report.to_json())
     elif report.dry_run:
@@ -86,6 +138,32 @@ def run(args: argparse.Namespace) -> int:
         for c in report.conflicts:
             print(f"conflict: {c}")
     return EXIT_OK if report.ok else EXIT_PROBLEMS
+
+
+def _refuse_silent_decrypt(src: Any, args: argparse.Namespace) -> None:
+    """An encrypted SRC and an existing plaintext DST, without --decrypt: refused
+    (KeyringError, exit 3) before anything is opened for writing, saying what it would do."""
+    from ckptfs.format.crypto import FEATURE
+    from ckptfs.storage.encrypted import EncryptedStorage
+    from ckptfs.storage.keyring import KeyringError
+
+    if args.decrypt or args.dst_keyring or not isinstance(src.storage, EncryptedStorage):
+        return
+    cfg = _stores.open_store(args.dst, keyring=None).repo.load_config()
+    if cfg is not None and FEATURE not in cfg.required:
+        raise KeyringError(f"{src.url} is encrypted and {args.dst} is a plaintext store: the "
+                           "copy would write the copied runs there decrypted. Pass --decrypt "
+                           "to do so knowingly, or copy into an encrypted store")
+
+
+def _refuse_plaintext_dst(dst: Any) -> None:
+    """--encrypt into a store that exists in plaintext: refused (KeyringError, exit 3)."""
+    from ckptfs.storage.encrypted import EncryptedStorage
+    from ckptfs.storage.keyring import KeyringError
+
+    if not isinstance(dst.storage, EncryptedStorage):
+        raise KeyringError(f"{dst.url} is a plaintext store: --encrypt copies into an "
+                           "encrypted store (a new one, or one opened with its keyring)")
 
 
 def _print_plan(report: CopyReport, dst: str) -> None:

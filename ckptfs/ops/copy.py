@@ -33,6 +33,7 @@ import attrs
 
 from ckptfs import observe
 from ckptfs.errors import ConflictError
+from ckptfs.ops.copy_keys import Rekey, check_decrypt, erased_seqs, rekeys
 from ckptfs.ops.copy_plan import ensure_config, plan_copy, select_runs
 from ckptfs.ops.copy_run import RunCopy, SharedLooks
 from ckptfs.ops.copy_retention import LifeReport, RunLife, tombstoned_runs
@@ -85,19 +86,24 @@ class _Shared:
 
     mirror: bool
     dst_stones: set[str]
+    #: the destination scope of each run, when the copy seals under another keyring
+    rekey: Rekey | None = None
 
 
 def copy_runs(src: Repository, dst: Repository, *, runs: Iterable[str] | None = None,
               progress: Progress | None = None, now: int | None = None,
               workers: int | None = None, mirror: bool = False,
-              dry_run: bool = False) -> CopyReport:
+              dry_run: bool = False, decrypt: bool = False) -> CopyReport:
     """Copy ``runs`` (default: every run) of ``src`` into ``dst``; see the module docstring.
     ``now`` (ms) decides which snapshots have expired (default: the clock). ``workers``: runs
     copied at once (default: ``COPY_WORKERS`` on an object store, whose
     requests are round trips; 1 elsewhere, where one run at a time keeps writes in order).
     ``mirror``: repeat the source's forgets in the destination (by default a copy is a backup
     that keeps its own history; erasures always propagate). ``dry_run``: change nothing and
-    report what the copy would do (``copy_plan.plan_copy``)."""
+    report what the copy would do (``copy_plan.plan_copy``). Into an encrypted store of
+    another keyring, every run is sealed again under a scope of that keyring; out of an
+    encrypted store into a plaintext one only with ``decrypt=True`` (``copy_keys``)."""
+    check_decrypt(src, dst, decrypt)
     run_ids = select_runs(src, runs)
     if dry_run:
         return plan_copy(src, dst, run_ids, mirror=mirror, now=now, report=CopyReport())
@@ -116,7 +122,8 @@ def copy_runs(src: Repository, dst: Repository, *, runs: Iterable[str] | None = 
 
     # one listing of the destination's tombstones, not a read per run (an erase there after
     # it is the erase's to reconcile with writers: spec/retention.md 4.2, 5)
-    shared = _Shared(mirror, tombstoned_runs(dst.storage))
+    shared = _Shared(mirror, tombstoned_runs(dst.storage),
+                     Rekey(src, dst) if rekeys(src, dst) else None)
     if workers is None:
         workers = COPY_WORKERS if dst.storage.lists_after else 1
     if workers > 1 and len(run_ids) > 1:
@@ -135,6 +142,12 @@ def _copy_run(src: Repository, dst: Repository, run_id: str, now: int, report: C
               looks: SharedLooks | None = None) -> None:
     """One run: its retention objects, then its snapshots in seq order (module docstring)."""
     report.runs += 1
+    if shared.rekey is not None:
+        scoped = shared.rekey.repo_for(run_id)
+        if scoped is None:  # its key scope is erased there: nothing of it is copied
+            report.snapshots_skipped += erased_seqs(src, run_id)
+            return
+        dst = scoped
     life = RunLife(src, dst, run_id, now, report.life, shared.dst_stones, mirror=shared.mirror)
     try:
         seqs = life.carry()

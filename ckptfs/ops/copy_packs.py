@@ -47,8 +47,11 @@ class SourceBodies:
     """Reads the bodies a copy sends from one source store (module docstring). Remembers, per
     source pack, whether it was moved or not, so that each pack is judged once per copy."""
 
-    def __init__(self, src: Repository) -> None:
+    def __init__(self, src: Repository, *, move: bool = True) -> None:
         self.src = src
+        #: False: no pack is moved whole (a plaintext source's packs keep the manifest's body
+        #: order, which an encrypted destination's packs must not: spec/encryption.md 5.3)
+        self.move = move
         #: pack name -> True (moved by this copy) / False (repacked or refused)
         self.decided: dict[Digest, bool] = {}
         #: packs refused: their bytes did not match their name, or they did not decode
@@ -66,7 +69,7 @@ class SourceBodies:
         rest: list[ChunkRef] = []
         for c in need:
             loc = src.objects.locations.get(c.digest)
-            if loc is not None and isinstance(loc.container, PackRef) \
+            if self.move and loc is not None and isinstance(loc.container, PackRef) \
                     and loc.container.digest not in self.decided:
                 by_pack.setdefault(loc.container, []).append(c)
             else:
@@ -96,6 +99,8 @@ class SourceBodies:
         if Digest.of(data) != ref.digest:
             self.refused.append(path)
             return None
+        if _shared_pack(self.src, path):
+            return None  # bodies of many runs' scopes: each run's own are repacked
         try:
             c = ct.decode(data, what=f"{self.src.url}: {path}")
         except FormatError:
@@ -115,3 +120,15 @@ class SourceBodies:
                 return None
         self.decided[ref.digest] = True
         return (path, data), locs
+
+
+def _shared_pack(src: Repository, path: str) -> bool:
+    """Whether ``path`` is a pack of an encrypted source's ``shared`` key scope
+    (spec/encryption.md 4.4). Its bodies serve records of many scopes: moved whole into the
+    scope of the first run copied, the next run would need the same pack in its own scope at
+    the same path. A copy sends each run the bodies it needs, in packs of its own scope."""
+    from ckptfs.storage.encrypted import EncryptedStorage
+    from ckptfs.storage.keyring import SHARED
+
+    st = src.storage
+    return isinstance(st, EncryptedStorage) and st.scope_of(path).kind == SHARED

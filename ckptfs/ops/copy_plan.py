@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from ckptfs.errors import ConflictError, NotFound, UnsupportedFeature
+from ckptfs.format import crypto
 from ckptfs.format.models import (
     FORMAT_VERSION,
     V2_REQUIRED,
@@ -51,7 +52,10 @@ def select_runs(src: Repository, runs: Iterable[str] | None) -> list[str]:
 
 def refuse_missing_features(src: Repository, dst: Repository, dst_cfg: StoreConfig) -> None:
     """UnsupportedFeature when ``dst`` lacks a data feature ``src`` requires."""
-    missing = sorted(set(src.config.required) - set(dst_cfg.required) - WRITER_FEATURES)
+    # encryption is how a store is kept, not what its data needs: a copy decides it
+    # (ckptfs.ops.copy_keys)
+    missing = sorted(set(src.config.required) - set(dst_cfg.required) - WRITER_FEATURES
+                     - {crypto.FEATURE})
     if missing:
         raise UnsupportedFeature(
             f"{src.url} requires feature(s) {', '.join(missing)} that {dst.url} does not declare; "
@@ -66,6 +70,20 @@ def writer_features(cfg: StoreConfig) -> tuple[str, ...]:
     return (*data, *V2_REQUIRED)
 
 
+def kept_as(cfg: StoreConfig, dst: Repository) -> StoreConfig:
+    """``cfg`` (the source's) with the destination's encryption: the required feature and the
+    setting of the keyring ``dst`` is opened with (spec/encryption.md 3), or neither for a
+    plaintext destination."""
+    from ckptfs.storage.encrypted_open import SETTING, new_config_fields
+
+    required = tuple(f for f in cfg.required if f != crypto.FEATURE)
+    settings = {k: v for k, v in cfg.settings.items() if k != SETTING}
+    enc = new_config_fields(dst.storage)
+    if enc is not None:
+        required, settings = required + enc[0], {**settings, **enc[1]}
+    return attrs.evolve(cfg, required=required, settings=settings)
+
+
 def ensure_config(src: Repository, dst: Repository) -> bool:
     """Give ``dst`` the source's config (same chunker) if it has none; refuse a destination
     that lacks a feature the source requires. True when the config was created."""
@@ -77,6 +95,7 @@ def ensure_config(src: Repository, dst: Repository) -> bool:
         refuse_v1_request()
         cfg = attrs.evolve(src_cfg, version=FORMAT_VERSION)
         cfg = attrs.evolve(cfg, required=writer_features(cfg))
+        cfg = kept_as(cfg, dst)
         try:
             data = cfg.to_bytes() if cfg != src_cfg else src.storage.read(CONFIG_PATH)
             dst.storage.create(CONFIG_PATH, data)

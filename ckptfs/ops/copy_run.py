@@ -34,7 +34,7 @@ from ckptfs.ops.chunks import snapshot_chunks
 from ckptfs.ops.copy_history import diverged
 from ckptfs.ops.copy_packs import SourceBodies
 from ckptfs.ops.copy_retention import RunLife
-from ckptfs.store.containers import PACK_TARGET, pack_bodies, record_bulk_max
+from ckptfs.store.containers import PACK_TARGET, pack_bodies, random_order, record_bulk_max
 from ckptfs.store.ledgers import LedgerScanner
 from ckptfs.store.objects import ledger_results
 from ckptfs.store.records import build_record
@@ -129,7 +129,10 @@ class RunCopy:
                  carry: bool = False) -> None:
         self.src, self.dst, self.run_id, self.report = src, dst, run_id, report
         self.life, self.tick, self.ledgers = life, tick, ledgers
-        self.bodies = SourceBodies(src) if bodies is None else bodies
+        # an encrypted destination's packs take their bodies in random order: a plaintext
+        # source's packs are not moved whole into it (encrypted ones are: shuffled already)
+        self.bodies = SourceBodies(src, move=random_order(src.storage)
+                                   or not random_order(dst.storage)) if bodies is None else bodies
         self.looks = SharedLooks() if looks is None else looks
         #: records carry every body that fits them (``record_bulk_max``), as a commit does
         #: (spec/v2.md 5.1), instead of sending bodies of ``PACK_MIN`` or more to packs: set
@@ -248,7 +251,8 @@ class RunCopy:
         """Pack a batch's bulk and start writing it (with the source packs moved whole)."""
         prepared = [p for p in items if not isinstance(p, int)]
         bodies = [b for p in prepared for b in p.bulk]
-        packs, placed = pack_bodies(bodies, target=self.target, writer=self.dst.objects.writer) \
+        packs, placed = pack_bodies(bodies, target=self.target, writer=self.dst.objects.writer,
+                                    shuffle=random_order(self.dst.storage)) \
             if bodies else ([], {})
         for p in prepared:
             packs += p.moved

@@ -23,7 +23,13 @@ from ckptfs.format import containers as ct
 from ckptfs.format.containers import Body, Container, ContainerRef, Location, PackRef, RecordRef
 from ckptfs.format.digest import Digest
 from ckptfs.format.names import MOVED, PACKS, forward_path
-from ckptfs.store.containers import PACK_TARGET, container_path, header_from, pack_bodies
+from ckptfs.store.containers import (
+    PACK_TARGET,
+    container_path,
+    header_from,
+    pack_bodies,
+    random_order,
+)
 from ckptfs.store.listing import forward_ref, pack_ref
 from ckptfs.storage.base import ObjectStat, Storage
 from ckptfs.store.repository import Repository
@@ -217,7 +223,8 @@ def repack(storage: Storage, victims: list[Held], keep: Callable[[Digest], bool]
             key, view = writer_for(storage, container_path(h.ref))
             groups.setdefault(key, (view, []))[1].append(body)
         for view, part in groups.values():
-            objects, locs = pack_bodies(part, target=PACK_TARGET, writer=writer)
+            objects, locs = pack_bodies(part, target=PACK_TARGET, writer=writer,
+                                        shuffle=random_order(view))
             view.write_many(objects)
             new.update(locs)
         moved_bytes = sum(len(b) for _, _, b in framed)

@@ -17,6 +17,7 @@ from ckptfs.format.when import epoch_ms
 from ckptfs.runtime import effects as fx
 from ckptfs.runtime.aio import Serial, call_effect_fn
 from ckptfs.runtime.refs import capture
+from ckptfs.runtime.shared_entries import SharedEntries
 from ckptfs.store.blobs import stored_blob
 from ckptfs.store.entries import EntryWriter
 from ckptfs.store.lifecycle import default_expiry, set_run_expiry
@@ -102,6 +103,8 @@ class Run:
         self._encoded: dict[str, tuple[Any, Any, int]] = {}
         #: the ledger's own writer: appending a record writes only the new record's bytes
         self._ledger_writer = ledger_writer or EntryWriter(writer.objects, writer.params)
+        #: the writer of entries marked shared (None: not needed yet; False: a plaintext store)
+        self._shared: SharedEntries | bool | None = None
         #: the async API's worker thread for this run's storage work (ckptfs.runtime.aio)
         self._serial = Serial(run_id)
 
@@ -117,8 +120,16 @@ class Run:
     def checkpoint(self, state: Mapping[str, Any], boundary: str = "step", *,
                    labels: Mapping[str, str] | None = None, expires_at: Any = None,
                    entry_labels: Mapping[str, Mapping[str, str]] | None = None,
-                   changed: Iterable[str] | None = None) -> Snapshot:
+                   changed: Iterable[str] | None = None,
+                   shared: Iterable[str] | None = None) -> Snapshot:
         """Durably commit ``state`` as the run's next snapshot, at a named boundary.
+
+        ``shared`` (encrypted stores): names of entries that hold **no personal data** (a
+        system prompt, tool schemas), stored in the store-wide ``shared`` key scope so that
+        every run carrying the same value stores it once. No erasure reaches them: never name
+        an entry that holds anything about a person. Name them at every checkpoint (an entry
+        left out is stored in the run's own scope). On a plaintext store it changes nothing
+        (every entry deduplicates across runs there).
 
         Without ``changed`` every entry is encoded to learn what changed (exact; O(state)).
         With ``changed`` (the names of the entries the caller changed since the last commit)
@@ -150,7 +161,8 @@ class Run:
                 "{'messages': [...]}); each name is an entry, read back by name")
         return self._commit(state, boundary, labels=labels, expires_at=expires_at,
                             entry_labels=entry_labels,
-                            changed=None if changed is None else _names(changed))
+                            changed=None if changed is None else _names(changed),
+                            shared=None if shared is None else _names(shared))
 
     def append(self, name: str, *items: Any, boundary: str = "step",
                labels: Mapping[str, str] | None = None, expires_at: Any = None,
@@ -237,14 +249,15 @@ class Run:
     async def acheckpoint(self, state: Mapping[str, Any], boundary: str = "step", *,
                           labels: Mapping[str, str] | None = None, expires_at: Any = None,
                           entry_labels: Mapping[str, Mapping[str, str]] | None = None,
-                          changed: Iterable[str] | None = None) -> Snapshot:
+                          changed: Iterable[str] | None = None,
+                          shared: Iterable[str] | None = None) -> Snapshot:
         """``checkpoint`` for asyncio code: encoding and the commit run in this run's worker
         thread, after every earlier ``acheckpoint``/``aappend``/``aeffect`` commit of the run
         (the order they were awaited), so the event loop keeps running. Same guarantees:
         a lost race fences the run (ConflictError). Leave ``state`` alone until it returns."""
         return await self._serial.call(self.checkpoint, state, boundary, labels=labels,
                                        expires_at=expires_at, entry_labels=entry_labels,
-                                       changed=changed)
+                                       changed=changed, shared=shared)
 
     async def aappend(self, name: str, *items: Any, boundary: str = "step",
                       labels: Mapping[str, str] | None = None, expires_at: Any = None,
@@ -323,7 +336,8 @@ class Run:
                 labels: Mapping[str, str] | None = None, expires_at: Any = None,
                 entry_labels: Mapping[str, Mapping[str, str]] | None = None,
                 chunks: list[tuple[Digest, bytes | memoryview]] | None = None,
-                changed: frozenset[str] | None = None) -> Snapshot:
+                changed: frozenset[str] | None = None,
+                shared: frozenset[str] | None = None) -> Snapshot:
         """Commit ``state`` (None: the last snapshot's entries unchanged, for ledger commits),
         writing ``chunks`` too."""
         if self._fenced:
@@ -347,8 +361,7 @@ class Run:
             encoded, typed, proven = self._typed(prepared, changed)
             # a value refused here (not plain data, too large) leaves the writer's memory as it
             # was: the O(change) path checks new items before it grows anything
-            entries = self._writer.encode_state(encoded, entry_labels, changed=changed,
-                                                proven=proven)
+            entries = self._encode(encoded, entry_labels, changed, proven, shared)
             chunks.extend(self._writer.pending)
             required = (TYPED_FEATURE,) if typed else ()
         else:
@@ -400,6 +413,32 @@ class Run:
             self.state = {k: stored_blob(self.store.repo.objects, entries[k], where=f"entry {k!r}")  # type: ignore[arg-type]
                           if isinstance(v, Blob) else v for k, v in prepared.items()}
         return snap
+
+    def _encode(self, encoded: Mapping[str, Any],
+                entry_labels: Mapping[str, Mapping[str, str]] | None,
+                changed: frozenset[str] | None, proven: Mapping[str, tuple[bytes, int]],
+                shared: frozenset[str] | None) -> Mapping[str, Entry]:
+        """The entries of the encoded state: those named ``shared`` through the shared
+        scope's writer on an encrypted store (ckptfs.runtime.shared_entries), the rest here."""
+        if shared:
+            missing = sorted(shared - encoded.keys())
+            if missing:
+                raise KeyError(f"shared names {missing[0]!r}, which is not an entry of this "
+                               "state")
+            if self._shared is None:
+                from ckptfs.runtime.shared_entries import shared_store
+
+                st = shared_store(self.store)
+                self._shared = False if st is None else SharedEntries(
+                    st, self.store.repo.objects)
+        if not shared or not isinstance(self._shared, SharedEntries):
+            return self._writer.encode_state(encoded, entry_labels, changed=changed,
+                                             proven=proven)
+        mine = self._shared.encode({k: v for k, v in encoded.items() if k in shared},
+                                   entry_labels, self._writer.reuse)
+        rest = self._writer.encode_state({k: v for k, v in encoded.items() if k not in shared},
+                                         entry_labels, changed=changed, proven=proven)
+        return {k: mine[k] if k in mine else rest[k] for k in encoded}
 
     def _typed(self, state: Mapping[str, Any], changed: frozenset[str] | None = None
                ) -> tuple[dict[str, Any], bool, dict[str, tuple[bytes, int]]]:

@@ -61,6 +61,7 @@ def scope_store(store: Store, scope: Scope) -> Store:
                     writer=store.writer_name, ref_policy=store.ref_policy, codecs=store.codecs)
         hit.repo._configured(store.repo.config)
         hit.gear_seed = gear_seed(scope)
+        hit.scope_base = store
         kids[scope.id] = hit
     return hit
 

@@ -88,6 +88,8 @@ class Store:
 
     #: the chunker's gear seed of this Store's writers (an encrypted store's key scope sets it)
     gear_seed = 0
+    #: a key scope's own Store (encrypted stores): the Store it was made from
+    scope_base: Store | None = None
 
     def _seeded(self, params: ChunkerParams) -> ChunkerParams:
         return attrs.evolve(params, seed=self.gear_seed) if self.gear_seed else params

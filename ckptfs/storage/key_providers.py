@@ -79,3 +79,31 @@ class AwsKms:
         except (ClientError, BotoCoreError) as e:
             raise UnwrapError(f"AWS KMS refused to unwrap a key ({type(e).__name__})") from None
         return bytes(got["Plaintext"])
+
+    def for_key(self, key_id: str) -> AwsKms:
+        """The same service with another KMS key (a scope's own key)."""
+        return AwsKms(key_id, self.client)
+
+    def new_key(self, description: str) -> str:
+        """A new symmetric KMS key (``CreateKey``) for one key scope; its key id. The
+        description holds ids only, never names (it shows in the AWS console and CloudTrail)."""
+        return str(self.client.create_key(Description=description,
+                                          KeyUsage="ENCRYPT_DECRYPT")["KeyMetadata"]["KeyId"])
+
+    def retire(self, key_id: str, *, days: int = 7) -> None:
+        """Disable a scope's own KMS key and schedule its deletion (the shortest window AWS
+        allows, 7 days): from the disable on, KMS refuses to unwrap with it, so no copy of the
+        keyring (a backup made before the erase) opens the scope either. Idempotent: a key
+        already disabled or pending deletion is left as it is."""
+        from botocore.exceptions import ClientError
+
+        steps: list[tuple[str, dict[str, Any]]] = [
+            ("disable_key", {"KeyId": key_id}),
+            ("schedule_key_deletion", {"KeyId": key_id, "PendingWindowInDays": days})]
+        for name, kwargs in steps:
+            try:
+                getattr(self.client, name)(**kwargs)
+            except ClientError as e:
+                if e.response.get("Error", {}).get("Code") not in (
+                        "KMSInvalidStateException", "NotFoundException"):
+                    raise

@@ -35,6 +35,10 @@ KEYRING_FILE = "keyring.cbor"
 MASTER_FILE = "master.key"
 MASTER_MAGIC = b"CKMK"
 SCOPES, NAMES, ERASED = "scopes", "names", "erased"
+#: name-index keys of other keyrings whose name entries a copy carried here (``import_names``)
+INDEXES = "indexes"
+#: the kind (and name) of the store-wide scope of content marked as holding no personal data
+SHARED = "shared"
 #: environment variable naming the keyring for every command and for open_store
 KEYRING_ENV = "CKPTFS_KEYRING"
 #: environment variable holding the keyring's passphrase, when it has one
@@ -127,13 +131,19 @@ class Keyring:
         #: where this generation's master key file and wrapped scope keys are
         self._master_path = meta.get("master", MASTER_FILE)
         self._scopes = meta.get("scopes", SCOPES)
+        self._indexes = meta.get("indexes", INDEXES)
         if (self.gen < 0 or not isinstance(self._master_path, str)
                 or not isinstance(self._scopes, str)
                 or not self._master_path.startswith("master")
-                or not self._scopes.startswith(SCOPES) or "/" in self._master_path + self._scopes):
+                or not isinstance(self._indexes, str) or not self._indexes.startswith(INDEXES)
+                or not self._scopes.startswith(SCOPES)
+                or "/" in self._master_path + self._scopes + self._indexes):
             raise KeyringError(f"{self.url}: {KEYRING_FILE} is damaged (its generation)")
         kdf = meta.get("kdf")
         master = b""
+        #: every subject scope's key is wrapped by a KMS key of its own, whose deletion an
+        #: erase schedules (spec/encryption.md 4.5)
+        self.per_subject = isinstance(kdf, dict) and kdf.get("per_subject") is True
         if isinstance(kdf, dict) and kdf.get("algorithm") == "aws-kms":
             self._wrapper: KeyProvider = AwsKms(str(kdf.get("key_id")), kms)
         else:
@@ -152,6 +162,8 @@ class Keyring:
                                "keyring (wrong key file or passphrase, or a damaged keyring)"
                                ) from None
         self._cache: dict[bytes, Scope] = {}
+        #: the name-index keys imported from other keyrings (read on first need)
+        self._imported: list[bytes] | None = None
 
     def _master(self, meta: dict[str, Any], passphrase: str | None) -> bytes:
         kdf = meta.get("kdf")
@@ -175,15 +187,21 @@ class Keyring:
     @classmethod
     def create(cls, storage: Storage, *, passphrase: str | None = None,
                argon2: dict[str, int] | None = None, kms_key_id: str | None = None,
-               kms: Any = None) -> Keyring:
+               kms: Any = None, kms_key_per_subject: bool = False) -> Keyring:
         """A new keyring in an empty folder, protected by a fresh master key file, argon2id
         over ``passphrase``, or the AWS KMS key ``kms_key_id`` (``kms``: a boto3 KMS client;
-        default ``boto3.client("kms")``). The key file is written before the keyring file,
+        default ``boto3.client("kms")``). ``kms_key_per_subject`` (KMS keyrings): each subject
+        scope gets a KMS key of its own, created with the scope, disabled and scheduled for
+        deletion when the subject is erased. The key file is written before the keyring file,
         create-only: a crash leaves a folder with no ``keyring.cbor`` (not a keyring), never a
         half-made one."""
         kid = os.urandom(16)
         meta: dict[str, Any] = {"format": "ckptfs-keyring", "version": 1, "id": kid}
         wrapper = _protect(storage, meta, passphrase, argon2, kms_key_id, kms, MASTER_FILE)
+        if kms_key_per_subject:
+            if not kms_key_id:
+                raise KeyringError("kms_key_per_subject needs a KMS keyring (kms_key_id=)")
+            meta["kdf"]["per_subject"] = True
         meta["check"] = wrapper.wrap(_CHECK, kid)
         meta["index"] = wrapper.wrap(crypto.new_key(), kid + b"index")
         storage.create(KEYRING_FILE, cbor.encode(meta))
@@ -207,9 +225,14 @@ class Keyring:
         """Create a scope with a fresh key (written before any object is sealed under it)."""
         sid = crypto.new_scope_id()
         key = crypto.new_key()
-        nonce = os.urandom(12)
-        wrapped = self._wrapper.wrap(key, self._wrap_ad(sid, kind))
-        self.storage.create(f"{self._scopes}/{sid.hex()}", cbor.encode({"kind": kind, "key": wrapped}))
+        entry: dict[str, Any] = {"kind": kind}
+        wrapper = self._wrapper
+        if self.per_subject and kind == "subject":
+            kms = self._kms(sid)
+            entry["kms_key"] = kms.new_key(f"ckptfs key scope {sid.hex()} (keyring {self.id.hex()})")
+            wrapper = kms.for_key(entry["kms_key"])
+        entry["key"] = wrapper.wrap(key, self._wrap_ad(sid, kind))
+        self.storage.create(f"{self._scopes}/{sid.hex()}", cbor.encode(entry))
         scope = Scope(sid, kind, key)
         self._cache[sid] = scope
         if name is not None:
@@ -228,6 +251,14 @@ class Keyring:
         from ckptfs.storage.keyring_rotate import rotate
 
         return rotate(self, passphrase, argon2, kms_key_id, kms, progress)
+
+    def _kms(self, scope_id: bytes) -> AwsKms:
+        """The KMS service of a scope with a KMS key of its own (this keyring's)."""
+        if not isinstance(self._wrapper, AwsKms):
+            raise KeyringError(f"{self.url}: scope {scope_id.hex()} has a KMS key of its own, "
+                               "but this keyring is not an AWS KMS keyring (rotated away from "
+                               "KMS?); it cannot be opened here")
+        return self._wrapper
 
     def tombstone_path(self, scope_id: bytes) -> str:
         return f"{ERASED}/{scope_id.hex()}"
@@ -248,19 +279,29 @@ class Keyring:
         gone = self.erased(scope_id)
         if gone is not None:
             raise gone
+        own = None  # the scope's own KMS key, if it has one
         try:
             m = cbor.decode(self.storage.read(f"{self._scopes}/{scope_id.hex()}"), what="scope key")
-            kind, wrapped = m["kind"], m["key"]
+            kind, wrapped, own = m["kind"], m["key"], m.get("kms_key")
             seen = (self.id, scope_id, cbor.encode([kind, wrapped]))
-            key = _UNWRAPPED.get(seen) or self._wrapper.unwrap(wrapped,
-                                                               self._wrap_ad(scope_id, kind))
+            key = _UNWRAPPED.get(seen)
+            if key is None:
+                wrapper = self._wrapper if own is None else self._kms(scope_id).for_key(str(own))
+                key = wrapper.unwrap(wrapped, self._wrap_ad(scope_id, kind))
             if len(_UNWRAPPED) >= _REMEMBER:
                 _UNWRAPPED.clear()
             _UNWRAPPED[seen] = key
         except FileNotFoundError:
             raise KeyringError(f"key scope {scope_id.hex()} is not in keyring {self.url}: "
                                "this data was sealed under another keyring") from None
+        except KeyringError:
+            raise
         except (KeyError, TypeError, ValueError, CkptfsError):
+            if own is not None:
+                raise KeyringError(f"{self.url}: AWS KMS refused to unwrap the key of scope "
+                                   f"{scope_id.hex()} with its own KMS key {own} (disabled or "
+                                   "scheduled for deletion: the scope was erased through "
+                                   "another copy of this keyring)") from None
             raise KeyringError(f"{self.url}: the wrapped key of scope {scope_id.hex()} is "
                                "damaged or was altered") from None
         scope = Scope(scope_id, kind, key)
@@ -268,12 +309,23 @@ class Keyring:
         return scope
 
     def find(self, kind: str, name: str) -> bytes | None:
-        """The scope id a subject or run name belongs to, or None."""
+        """The scope id a subject or run name belongs to, or None. A subject is also looked
+        for under the name-index keys of keyrings whose entries a copy carried here
+        (``import_names``: the copy never knew the subject's name)."""
+        keys = [self._index]
+        if kind == "subject":
+            keys += self.imported_indexes()
+        for key in keys:
+            try:
+                data = self.storage.read(f"{NAMES}/{crypto.name_digest(key, kind, name)}")
+            except FileNotFoundError:
+                continue
+            return self._entry_scope(data)
+        return None
+
+    def _entry_scope(self, data: bytes) -> bytes:
         try:
-            m = cbor.decode(self.storage.read(
-                f"{NAMES}/{crypto.name_digest(self._index, kind, name)}"), what="keyring name")
-        except FileNotFoundError:
-            return None
+            m = cbor.decode(data, what="keyring name")
         except CkptfsError:
             m = None
         sid = m.get("scope") if isinstance(m, dict) else None
@@ -281,6 +333,58 @@ class Keyring:
             raise KeyringError(f"{self.url}: a name entry is damaged; restore the keyring "
                                "from its backup")
         return sid
+
+    def _index_ad(self, other_id: bytes) -> bytes:
+        return self.id + b"index" + other_id
+
+    def imported_indexes(self) -> list[bytes]:
+        """The name-index keys of other keyrings imported here (``import_names``)."""
+        if self._imported is None:
+            got = []
+            for f in sorted(self.storage.listing(self._indexes).files):
+                try:
+                    m = cbor.decode(self.storage.read(f"{self._indexes}/{f}"),
+                                    what="keyring index")
+                    got.append(self._wrapper.unwrap(m["key"], self._index_ad(bytes.fromhex(f))))
+                except (KeyError, TypeError, ValueError, CkptfsError):
+                    raise KeyringError(f"{self.url}: the imported name index {f} is "
+                                       "damaged; restore the keyring from its backup") from None
+            self._imported = got
+        return self._imported
+
+    def name_entries(self) -> dict[str, bytes]:
+        """Every name entry of this keyring: keyed digest -> scope id (one listing, then the
+        entries read together)."""
+        names = sorted(self.storage.listing(NAMES).files)
+        got = self.storage.read_many([f"{NAMES}/{n}" for n in names])
+        return {n: self._entry_scope(d) for n, d in zip(names, got) if d is not None}
+
+    def import_names(self, other: Keyring, scopes: dict[bytes, bytes],
+                     entries: dict[str, bytes] | None = None) -> int:
+        """Carry ``other``'s name entries of the scopes in ``scopes`` (``other``'s scope id ->
+        this keyring's) into this keyring, with ``other``'s name-index key (wrapped here), so
+        that a subject copied from a store of ``other`` is found by its name here (``ckptfs
+        copy`` between keyrings: neither keyring holds subject names in the clear). Returns
+        the entries written. ``entries``: ``other.name_entries()``, when the caller has them
+        (a copy imports many scopes: it reads them once)."""
+        path = f"{self._indexes}/{other.id.hex()}"
+        if not self.storage.exists(path):
+            try:
+                self.storage.create(path, cbor.encode(
+                    {"key": self._wrapper.wrap(other._index, self._index_ad(other.id))}))
+            except FileExistsError:
+                pass
+            self._imported = None
+        wrote = 0
+        for n, sid in (other.name_entries() if entries is None else entries).items():
+            if sid not in scopes:
+                continue
+            try:
+                self.storage.create(f"{NAMES}/{n}", cbor.encode({"scope": scopes[sid]}))
+                wrote += 1
+            except FileExistsError:
+                pass
+        return wrote
 
     def name(self, kind: str, name: str, scope_id: bytes) -> None:
         """Record that ``name`` (a run) belongs to scope ``scope_id``."""
@@ -293,13 +397,21 @@ class Keyring:
 
     def subject_scope(self, subject: str) -> Scope:
         """The scope of a subject, created on first use."""
-        sid = self.find("subject", subject)
+        return self._named_scope("subject", subject)
+
+    def shared_scope(self) -> Scope:
+        """The store-wide ``shared`` scope (spec/encryption.md 4.2), created on first use: for
+        content the application marks as holding no personal data. No erasure destroys it."""
+        return self._named_scope(SHARED, SHARED)
+
+    def _named_scope(self, kind: str, name: str) -> Scope:
+        sid = self.find(kind, name)
         if sid is not None:
             return self.scope(sid)
         try:
-            return self.new_scope("subject", subject)
+            return self.new_scope(kind, name)
         except FileExistsError:  # another writer made it first: its name entry wins
-            sid = self.find("subject", subject)
+            sid = self.find(kind, name)
             assert sid is not None
             return self.scope(sid)
 
@@ -315,10 +427,19 @@ class Keyring:
         except FileExistsError:
             pass
         # every generation's copy of the key (a rotation in another process may have
-        # rewrapped it into the next one)
-        for folder in self.storage.listing("").folders:
-            if folder == SCOPES or folder.startswith(f"{SCOPES}-"):
-                self.storage.delete(f"{folder}/{scope_id.hex()}")
+        # rewrapped it into the next one); a scope's own KMS key is disabled and its deletion
+        # scheduled first (a crash after it leaves the wrapped key for a rerun to delete)
+        folders = [f for f in self.storage.listing("").folders
+                   if f == SCOPES or f.startswith(f"{SCOPES}-")]
+        for folder in folders:
+            try:
+                m = cbor.decode(self.storage.read(f"{folder}/{scope_id.hex()}"), what="scope key")
+            except (FileNotFoundError, CkptfsError):
+                continue
+            if isinstance(m, dict) and isinstance(m.get("kms_key"), str):
+                self._kms(scope_id).retire(m["kms_key"])
+        for folder in folders:
+            self.storage.delete(f"{folder}/{scope_id.hex()}")
         self._cache.pop(scope_id, None)
         for k in [k for k in _UNWRAPPED if k[:2] == (self.id, scope_id)]:
             _UNWRAPPED.pop(k, None)

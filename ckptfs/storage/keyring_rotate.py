@@ -29,7 +29,9 @@ from ckptfs.storage.key_providers import KeyProvider
 from ckptfs.storage.keyring import (
     _CHECK,
     ERASED,
+    INDEXES,
     KEYRING_FILE,
+    KeyringError,
     MASTER_FILE,
     SCOPES,
     Keyring,
@@ -52,9 +54,14 @@ def rotate(ring: Keyring, passphrase: str | None, argon2: dict[str, int] | None,
     tag = os.urandom(4).hex()
     new_dir, new_master = f"{SCOPES}-{gen}-{tag}", f"master-{gen}-{tag}.key"
     meta = {k: v for k, v in ring._meta.items()
-            if k not in ("kdf", "check", "index", "gen", "master", "scopes")}
+            if k not in ("kdf", "check", "index", "gen", "master", "scopes", "indexes")}
     meta.update(gen=gen, scopes=new_dir)
+    if ring.per_subject and not kms_key_id:
+        raise KeyringError(f"{ring.url} wraps subject keys with KMS keys of their own: rotate "
+                           "it to another KMS key (kms_key_id=)")
     wrapper = _protect(st, meta, passphrase, argon2, kms_key_id, kms, new_master)
+    if ring.per_subject:
+        meta["kdf"]["per_subject"] = True
     done: set[str] = set()
     seen: set[str] = set()
     lock = threading.Lock()
@@ -90,6 +97,15 @@ def rotate(ring: Keyring, passphrase: str | None, argon2: dict[str, int] | None,
                 f.result()  # the first failure stops the rotation before the switch
 
     rewrap()
+    # imported name indexes (``import_names``): rewrapped into the next generation's folder,
+    # like the scope keys (run the rotation while no copy between keyrings runs)
+    old_idx, new_idx = ring._indexes, f"{INDEXES}-{gen}-{tag}"
+    for f in st.listing(old_idx).files:
+        m = cbor.decode(st.read(f"{old_idx}/{f}"), what="keyring index")
+        ad = ring._index_ad(bytes.fromhex(f))
+        st.write(f"{new_idx}/{f}",
+                 cbor.encode({"key": wrapper.wrap(ring._wrapper.unwrap(m["key"], ad), ad)}))
+    meta["indexes"] = new_idx
     meta["check"] = wrapper.wrap(_CHECK, ring.id)
     meta["index"] = wrapper.wrap(ring._index, ring.id + b"index")
     st.replace(KEYRING_FILE, cbor.encode(meta))  # the switch
@@ -98,6 +114,7 @@ def rotate(ring: Keyring, passphrase: str | None, argon2: dict[str, int] | None,
     rewrap()
     st.delete_many([f"{new_dir}/{n}" for n in st.listing(ERASED).files])
     st.delete_many([f"{old_dir}/{n}" for n in sorted(seen)])
+    st.delete_many([f"{old_idx}/{n}" for n in st.listing(old_idx).files])
     if "kdf" not in ring._meta:
         st.delete(ring._master_path)
     return Keyring(st, passphrase=passphrase, kms=kms)
@@ -107,6 +124,8 @@ def _rewrapped(ring: Keyring, wrapper: KeyProvider, name: str, data: bytes) -> b
     """The entry of scope ``name`` (its old entry ``data``) wrapped under ``wrapper``."""
     sid = bytes.fromhex(name)
     m = cbor.decode(data, what="scope key")
+    if "kms_key" in m:  # wrapped by the scope's own KMS key: carried as it is
+        return data
     key = ring._wrapper.unwrap(m["key"], ring._wrap_ad(sid, m["kind"]))
     return cbor.encode({"kind": m["kind"], "key": wrapper.wrap(key,
                                                              ring._wrap_ad(sid, m["kind"]))})

@@ -51,7 +51,7 @@ from ckptfs.format.pack_parts import FramedParts, pack_parts
 from ckptfs.format.values import StoredBlob
 from ckptfs.storage.base import Staged
 from ckptfs.store.blob_reads import read_v2, windows
-from ckptfs.store.containers import PACK_TARGET, created_now
+from ckptfs.store.containers import PACK_TARGET, created_now, random_order, shuffled
 from ckptfs.store.new_store import check_writable
 from ckptfs.store.objects import ObjectStore
 
@@ -220,6 +220,7 @@ class _StoreJob:
         self.created = created_now()
         self.seen: set[Digest] = set()
         self.placed: dict[Digest, Location] = {}
+        self.shuffle = random_order(objects.storage)
 
     def window(self, cuts: list[memoryview]) -> None:
         """Digest the chunks ``cuts`` (views into a window), frame the new ones and write them
@@ -238,6 +239,8 @@ class _StoreJob:
             codec, payload = framing.frame_parts(data)
             bodies.append((d, len(data), codec, payload))
         for group in _groups(bodies):
+            if self.shuffle:  # an encrypted store: each pack's bodies in random order
+                group = shuffled(group)
             p = pack_parts(group, created=self.created, writer=self.objects.writer)
             staged = self.objects.storage.stage_parts(pack_path(p.name), p.parts)
             self.staged.append((self.syncing.submit(staged.finish), staged))

@@ -11,6 +11,7 @@ object (``chunks/<xx>/<hex>``), and only then reports the chunk missing.
 from __future__ import annotations
 
 import collections
+import secrets
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -391,11 +392,29 @@ def created_now() -> int:
     return int(time.time() * 1000)
 
 
+def random_order(storage: Storage) -> bool:
+    """Whether packs written to ``storage`` take their bodies in random order: on an encrypted
+    store (spec/encryption.md 5.3: the order of bodies in a pack does not follow the order a
+    manifest names them, restic 0.18's random assignment)."""
+    from ckptfs.storage.encrypted import EncryptedStorage
+
+    return isinstance(storage, EncryptedStorage)
+
+
+def shuffled(items: list[Any]) -> list[Any]:
+    """``items`` in an order drawn from the operating system's CSPRNG (a new list)."""
+    out = list(items)
+    secrets.SystemRandom().shuffle(out)
+    return out
+
+
 def pack_bodies(bodies: Sequence[tuple[Digest, int, bytes]], *, target: int, writer: str,
-                created: int | None = None) -> tuple[list[tuple[str, bytes]],
-                                                     dict[Digest, Location]]:
+                created: int | None = None, shuffle: bool = False
+                ) -> tuple[list[tuple[str, bytes]], dict[Digest, Location]]:
     """Packs of at most about ``target`` bytes for framed ``bodies``: their (path, bytes) and
-    where each body is in them."""
+    where each body is in them. ``shuffle`` (``random_order``): each pack's bodies in a random
+    order (which bodies share a pack still follows ``bodies``, so a blob's packs are read in
+    turn)."""
     created = created_now() if created is None else created
     groups: list[list[tuple[Digest, int, bytes]]] = [[]]
     size = 0
@@ -410,7 +429,7 @@ def pack_bodies(bodies: Sequence[tuple[Digest, int, bytes]], *, target: int, wri
     for g in groups:
         if not g:
             continue
-        table, area, area_length = ct.layout_parts(g)
+        table, area, area_length = ct.layout_parts(shuffled(g) if shuffle else g)
         data, name, start = ct.encode_pack(
             PackHeader(created=created, writer=writer, bodies=table, body_length=area_length),
             area)

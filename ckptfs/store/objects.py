@@ -25,6 +25,7 @@ from ckptfs.store.containers import (
     Locations,
     locatable,
     pack_bodies,
+    random_order,
     record_bulk_max,
 )
 from ckptfs.store.chunk_sets import named_raws, unprotected
@@ -74,6 +75,19 @@ class KnownChunks:
         now = time.monotonic()
         for d in ds:
             self._seen[d] = now
+
+    def adopt(self, other: KnownChunks, ds: Iterable[Digest]) -> list[Digest]:
+        """Take over, with the time they were written, the chunks of ``ds`` that the writer
+        ``other`` wrote within its window (an encrypted store's shared scope writes a run's
+        shared entries: the run's commit locates them where ``other`` wrote them)."""
+        now = time.monotonic()
+        got = []
+        for d in ds:
+            t = other._wrote.get(d)
+            if t is not None and now - t < other.window:
+                self._seen[d] = self._wrote[d] = max(t, self._wrote.get(d, t))
+                got.append(d)
+        return got
 
     def discard(self, ds: Iterable[Digest]) -> None:
         for d in ds:
@@ -170,7 +184,8 @@ class ObjectStore:
         if sum(len(b) for _, _, b in framed) > bulk:
             packs, placed = pack_bodies(framed, target=int(settings.get("pack_target",
                                                                         PACK_TARGET)),
-                                        writer=self.writer)
+                                        writer=self.writer,
+                                        shuffle=random_order(self.storage))
             self.locations.add(placed)
             where.update({c.raw: loc for c, loc in placed.items()})
             framed = []
@@ -221,7 +236,8 @@ class ObjectStore:
         check_writable(self.layout, self.storage.url)
         framed = frame_bodies((c, b) for c, b in chunks if c not in self.known)
         if framed:
-            packs, placed = pack_bodies(framed, target=PACK_TARGET, writer=self.writer)
+            packs, placed = pack_bodies(framed, target=PACK_TARGET, writer=self.writer,
+                                        shuffle=random_order(self.storage))
             self.storage.write_many(packs)
             self.locations.add(placed)
         self.known.update(d for d, _ in chunks)
