@@ -1,5 +1,6 @@
 """Google ADK sessions: ckptfs (CkptfsSessionService, local disk) against ADK's own SQLite
-store (SqliteSessionService), one run, ratios of the two.
+stores (SqliteSessionService, and DatabaseSessionService on ``sqlite+aiosqlite``), one run,
+ratios of ckptfs to each.
 
 A 1,000-turn conversation through ADK's real Runner and a scripted model (no network): each
 turn the user sends about 1 KB of text (bench.data) and the model echoes it; every 10th turn
@@ -11,7 +12,7 @@ the model calls a tool that writes session, ``user:`` and ``app:`` state. Measur
 * per ``append_event``: mean and p99;
 * at the end: ``get_session`` whole and with ``num_recent_events=10``; store size on disk.
 
-    python -m bench.adk_sessions [--turns 1000]
+    python -m bench.adk_sessions [--turns 1000] [--no-database]
 """
 
 from __future__ import annotations
@@ -102,6 +103,10 @@ def _service(peer: str, where: str) -> Any:
         from ckptfs.integrations.google_adk import CkptfsSessionService
 
         return CkptfsSessionService(os.path.join(where, "store"))
+    if peer == "database":  # SQLAlchemy's asyncio engine on aiosqlite
+        from google.adk.sessions.database_session_service import DatabaseSessionService
+
+        return DatabaseSessionService(f"sqlite+aiosqlite:///{os.path.join(where, 'adk.db')}")
     from google.adk.sessions.sqlite_session_service import SqliteSessionService
 
     return SqliteSessionService(os.path.join(where, "adk.db"))
@@ -116,7 +121,8 @@ def _size(peer: str, where: str) -> int:
                if n.startswith("adk.db"))
 
 
-async def run_peer(peer: str, turns: int, where: str) -> dict[str, Any]:
+async def run_peer(peer: str, turns: int, where: str, *, collect: bool = True
+                   ) -> dict[str, Any]:
     from google.adk.runners import Runner
     from google.adk.sessions.base_session_service import GetSessionConfig
     from google.genai import types
@@ -151,7 +157,7 @@ async def run_peer(peer: str, turns: int, where: str) -> dict[str, Any]:
             await res
     out["size"] = _size(peer, where)
     out["du"] = common.tree_size(where)[1]
-    if peer == "ckptfs":  # the history's old revisions forgotten and collected (ckptfs ops)
+    if peer == "ckptfs" and collect:  # old revisions forgotten and collected (ckptfs ops)
         from ckptfs.ops.gc import gc
         from ckptfs.ops.retention import Policy, forget
 
@@ -171,44 +177,56 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--turns", type=int, default=1000)
     ap.add_argument("--out", default="adk_sessions")
+    ap.add_argument("--no-database", action="store_true",
+                    help="skip DatabaseSessionService (needs sqlalchemy[asyncio], aiosqlite)")
     args = ap.parse_args(argv)
     results: dict[str, dict[str, Any]] = {}
-    for peer in ("warm-up", "ckptfs", "sqlite"):
+    peers = ("warm-up", "ckptfs", "sqlite") + (() if args.no_database else ("database",))
+    for peer in peers:
         where = tempfile.mkdtemp(prefix=f"adk-{peer}-")
         try:
             results[peer] = asyncio.run(run_peer(peer, 5 if peer == "warm-up" else args.turns,
                                                  where))
         finally:
             shutil.rmtree(where, ignore_errors=True)
-    ck, sq = results["ckptfs"], results["sqlite"]
+    ck = results["ckptfs"]
+    base = [p for p in ("sqlite", "database") if p in results]
     ms = 1000.0
     rows = []
-    for label, key in (("turn, wall (mean ms)", "wall"), ("turn, in the session service "
-                                                          "(mean ms)", "spent"),
+
+    def row(label: str, get: Any, fmt: Any = common.fmt) -> None:
+        a = get(ck)
+        out = [label, fmt(a)]
+        for p in base:
+            b = get(results[p])
+            out += [fmt(b), common.fmt(a / b)]
+        rows.append(out)
+
+    for label, key in (("turn, wall (mean ms)", "wall"),
+                       ("turn, in the session service (mean ms)", "spent"),
                        ("append_event (mean ms)", "appends")):
-        a, b = common.mean(ck[key]) * ms, common.mean(sq[key]) * ms
-        rows.append([label, common.fmt(a), common.fmt(b), common.fmt(a / b)])
-    a, b = common.pct(ck["appends"], 99) * ms, common.pct(sq["appends"], 99) * ms
-    rows.append(["append_event (p99 ms)", common.fmt(a), common.fmt(b), common.fmt(a / b)])
+        row(label, lambda r, k=key: common.mean(r[k]) * ms)
+    row("append_event (p99 ms)", lambda r: common.pct(r["appends"], 99) * ms)
     for label, key in (("get_session, all events, fresh service (ms)", "whole"),
                        ("get_session(num_recent_events=10), fresh service (ms)", "tail10")):
-        a, b = ck[key] * ms, sq[key] * ms
-        rows.append([label, common.fmt(a), common.fmt(b), common.fmt(a / b)])
-    rows.append(["store size (KiB)", common.fmt(ck["size"] / 1024), common.fmt(sq["size"] / 1024),
-                 common.fmt(ck["size"] / sq["size"])])
-    rows.append(["store on disk, du (KiB)", ck["du"], sq["du"],
-                 common.fmt(ck["du"] / sq["du"])])
-    rows.append(["store size after `forget --keep-last 1` + `gc` (KiB)",
-                 common.fmt(ck["size_kept"] / 1024), common.fmt(sq["size"] / 1024),
-                 common.fmt(ck["size_kept"] / sq["size"])])
+        row(label, lambda r, k=key: r[k] * ms)
+    row("store size (KiB)", lambda r: r["size"] / 1024)
+    row("store on disk, du (KiB)", lambda r: r["du"], fmt=str)
+    row("ckptfs after `forget --keep-last 1` + `gc` (KiB)",
+        lambda r: r.get("size_kept", r["size"]) / 1024)
     n_events = ck["whole_events"]
-    text = (f"# ADK sessions: ckptfs vs SqliteSessionService, {args.turns} turns "
-            f"({n_events} events), one run\n\n"
-            + common.table(["", "ckptfs", "ADK SQLite", "ratio ckptfs/SQLite"], rows)
-            + "\n\nTargets (issue 34): per turn <= 1.0x: "
-            + common.verdict(common.mean(ck["spent"]) / common.mean(sq["spent"]), 1.0)
-            + "; store <= 0.1x: " + common.verdict(ck["size"] / sq["size"], 0.1) + "\n\n"
-            + common.machine_md())
+    names = {"sqlite": "SqliteSessionService", "database": "DatabaseSessionService"}
+    head = ["", "ckptfs"]
+    for p in base:
+        head += [names[p], f"ckptfs/{'SQLite' if p == 'sqlite' else 'Database'}"]
+    verdicts = "".join(
+        f"\n\nTargets (issue 34) against {names[p]}: per turn <= 1.0x: "
+        + common.verdict(common.mean(ck["spent"]) / common.mean(results[p]["spent"]), 1.0)
+        + "; store <= 0.1x: " + common.verdict(ck["size"] / results[p]["size"], 0.1)
+        for p in base)
+    text = (f"# ADK sessions: ckptfs vs ADK's own stores, {args.turns} turns "
+            f"({n_events} events), one run\n\n" + common.table(head, rows) + verdicts + "\n\n"
+            + f"load average at the end: {os.getloadavg()[0]:.2f}\n\n" + common.machine_md())
     print(text)
     common.write_result(args.out, text)
 

@@ -9,7 +9,7 @@ the commit added, framed and usually compressed). Packs and other files are coun
 The header parts are the sizes of their canonical CBOR; in a record whose header is stored
 compressed (form 0x03, feature ``compressed-headers``) a negative row says what zstd saved.
 
-    python bench/lg_store_parts.py STORE_DIR
+    python bench/lg_store_parts.py STORE_DIR [LABEL]   (LABEL: the kind label, lg.kind)
 """
 
 from __future__ import annotations
@@ -50,8 +50,10 @@ def manifest_parts(manifest: bytes) -> dict[str, int]:
     return out
 
 
-def store_parts(root: Path) -> tuple[dict[str, int], collections.Counter[str]]:
-    """(part name -> bytes, snapshot kind -> record count) over every file under ``root``."""
+def store_parts(root: Path, label: str = "lg.kind"
+                ) -> tuple[dict[str, int], collections.Counter[str]]:
+    """(part name -> bytes, snapshot kind -> record count) over every file under ``root``; a
+    record's kind is its label ``label`` (the agent adapters: ``ag.op``), else ``other``."""
     parts: collections.Counter[str] = collections.Counter()
     kinds: collections.Counter[str] = collections.Counter()
     for p in sorted(root.rglob("*")):
@@ -66,7 +68,7 @@ def store_parts(root: Path) -> tuple[dict[str, int], collections.Counter[str]]:
         if not isinstance(h, ct.RecordHeader):
             parts["packs"] += len(data)
             continue
-        kind = str(cbor2.loads(h.manifest).get("labels", {}).get("lg.kind", "other"))
+        kind = str(cbor2.loads(h.manifest).get("labels", {}).get(label, "other"))
         kinds[kind] += 1
         header = h.to_cbor()
         header_len = _len(header)
@@ -87,9 +89,9 @@ def store_parts(root: Path) -> tuple[dict[str, int], collections.Counter[str]]:
     return dict(parts), kinds
 
 
-def parts_md(root: Path) -> list[str]:
+def parts_md(root: Path, label: str = "lg.kind") -> list[str]:
     """A Markdown table of ``store_parts``."""
-    parts, kinds = store_parts(root)
+    parts, kinds = store_parts(root, label)
     total = sum(parts.values()) or 1
     lines = [f"Store bytes by part ({sum(kinds.values())} records: "
              + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) + f"; {total:,} bytes):",
@@ -103,4 +105,4 @@ def parts_md(root: Path) -> list[str]:
 
 
 if __name__ == "__main__":
-    print("\n".join(parts_md(Path(sys.argv[1]))))
+    print("\n".join(parts_md(Path(sys.argv[1]), *sys.argv[2:3])))

@@ -23,6 +23,8 @@ SERVICE: ``ckptfs`` (URL: a store), ``sqlite`` (ADK's SqliteSessionService, URL:
 * ``show``: prints the session's state (``STATE json``) and events, one JSON line each.
 
 ``ADK_KILL_AFTER_APPENDS=n`` SIGKILLs the process right after its n-th ``append_event``.
+``ADK_KILL_BEFORE_SCOPES=1`` (ckptfs) SIGKILLs it between an event's commit and the commit of
+its ``app:``/``user:`` state deltas (the crash point of that pair of writes).
 """
 
 from __future__ import annotations
@@ -118,12 +120,27 @@ def killing(svc: BaseSessionService, n: int) -> None:
     svc.append_event = append_event  # type: ignore[method-assign]
 
 
+def killing_before_scopes(svc: Any) -> None:
+    """SIGKILL this process when the service is about to commit app:/user: state deltas, i.e.
+    after the event that carries them was committed."""
+    orig = svc._apply_scopes
+
+    def apply(app_name: str, user_id: str, deltas: Any, when: float, **kw: Any) -> None:
+        if (deltas["app"] or deltas["user"]) and not kw.get("repair"):
+            os.kill(os.getpid(), signal.SIGKILL)
+        orig(app_name, user_id, deltas, when, **kw)
+
+    svc._apply_scopes = apply
+
+
 async def main(kind: str, url: str, sid: str, mode: str, args: list[str]) -> None:
     global KILL_AFTER_MS
     svc = service(kind, url)
     r = runner(svc, tools(kind, svc))
     if os.environ.get("ADK_KILL_AFTER_APPENDS"):
         killing(svc, int(os.environ["ADK_KILL_AFTER_APPENDS"]))
+    if os.environ.get("ADK_KILL_BEFORE_SCOPES"):
+        killing_before_scopes(svc)
     if mode != "trial":
         await ensure(svc, sid)
     if mode == "trial":

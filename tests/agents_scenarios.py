@@ -199,7 +199,8 @@ def pyd_turn(backend: str, url: str, conv: str, work: str, text: str,
              kill_ms: float | None = None) -> None:
     """One ``agent.run(text)`` continuing conversation ``conv``: ``ckptfs`` keeps the messages
     in CkptfsMessageHistory with the tool wrapped by ``once``; ``file`` / ``ckptfs-harness``
-    use the harness (StepPersistence on FileStepStore / CkptfsStepStore) and continue from
+    (/ ``ckptfs-harness-args``: the tool wrapped by ``CkptfsStepStore.once_by_args``) use the
+    harness (StepPersistence on FileStepStore / CkptfsStepStore) and continue from
     the conversation's latest complete snapshot (``continue_run``), as its README shows."""
     from pydantic_ai import Agent, RunContext
     from pydantic_ai.models.function import FunctionModel
@@ -232,7 +233,8 @@ def pyd_turn(backend: str, url: str, conv: str, work: str, text: str,
 
             store: Any = FileStepStore(url) if backend == "file" else CkptfsStepStore(_store(url))
             agent = Agent(model, capabilities=[StepPersistence(store=store, agent_name="payer")])
-            agent.tool(pay)
+            # ckptfs-harness-args: the opt-in wrapper keyed on the tool's name and arguments
+            agent.tool(store.once_by_args(pay) if backend == "ckptfs-harness-args" else pay)
             runs = await store.list_runs(conversation_id=conv)
             prior: list[Any] = []
             for r in reversed(runs):

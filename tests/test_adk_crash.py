@@ -42,7 +42,8 @@ DELAYS = (0, 1, 3, 10, 30)
 
 def child(kind: str, url: str, sid: str, mode: str, *args: str,
           env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    full = {**os.environ, "PYTHONPATH": path, **(env or {})}
     return subprocess.run([sys.executable, "-m", "tests.adk_child", kind, url, sid, mode, *args],
                           capture_output=True, text=True, env=full, timeout=300, cwd=ROOT)
 
@@ -144,6 +145,22 @@ def test_tool_killed_after_its_effect_runs_once(tmp_path: Path, capsys: Any) -> 
               f"({collections.Counter(outcomes.values())}); SqliteSessionService "
               f"{BASELINE_TRIALS} trials, {dup} duplicate effects "
               f"({collections.Counter(base_out.values())})")
+
+
+def test_database_session_service_pays_again_on_resume(tmp_path: Path, capsys: Any) -> None:
+    """The same schedule against ADK's DatabaseSessionService (SQLAlchemy, aiosqlite): the
+    baseline that ckptfs's 0 duplicates compare with. A trial killed inside the tool pays
+    again when the client resends its confirmation."""
+    pytest.importorskip("sqlalchemy")
+    pytest.importorskip("aiosqlite")
+    pytest.importorskip("greenlet")  # SQLAlchemy's asyncio extension (sqlalchemy[asyncio])
+    url = f"sqlite+aiosqlite:///{tmp_path / 'adk-db.sqlite'}"
+    base, base_out = _trials("database", url, tmp_path / "db.txt", BASELINE_TRIALS)
+    dup = sum(v - 1 for v in base.values())
+    assert base["t100"] == 2  # killed inside the tool: the resume paid again
+    with capsys.disabled():
+        print(f"\nADK kill trials: DatabaseSessionService(sqlite+aiosqlite) {BASELINE_TRIALS} "
+              f"trials, {dup} duplicate effects ({collections.Counter(base_out.values())})")
 
 
 def test_tool_confirmation_survives_a_restart(tmp_path: Path) -> None:

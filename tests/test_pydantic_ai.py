@@ -126,11 +126,13 @@ def _trials(zygote: Zygote, tmp_path: Path, backend: str, n: int) -> tuple[int, 
 
 def test_tool_killed_after_effect_never_runs_twice(zygote: Zygote, tmp_path: Path) -> None:
     counts = {b: _trials(zygote, tmp_path, b, TRIALS)
-              for b in ("ckptfs", "file", "ckptfs-harness")}
+              for b in ("ckptfs", "file", "ckptfs-harness", "ckptfs-harness-args")}
     print(f"\nduplicate payments over {TRIALS} kill trials (duplicates, kills): {counts}")
     assert all(k == TRIALS for _, k in counts.values())
     assert counts["ckptfs"][0] == 0
     assert counts["file"][0] > 0  # the harness's own store re-pays after such a kill
+    # the harness re-asks the model (a new call id): keyed on name + arguments, never twice
+    assert counts["ckptfs-harness-args"][0] == 0
 
 
 def test_step_store_under_the_harness(tmp_path: Path) -> None:

@@ -116,13 +116,8 @@ class ToolEffects:
                 eff = run.ledger.effects.get(call_id)
                 if eff is not None:
                     _refuse_again(run, eff)
-                at = self.store.now()
-                intent = Record(key=call_id, kind="effect", name=name,
-                                args=args_digest((scope,), {}), status="intended", at=at,
-                                attempt=run.attempt, owner=run.owner,
-                                deadline=at + fx.lease_ms(timeout))
                 try:
-                    fx._append(run, intent, boundary="before_effect")
+                    intent = run.begin_effect(name, scope, key=call_id, timeout=timeout)
                 except ConflictError:
                     self._run = None
                     if attempt == CONFLICT_RETRIES:
@@ -141,9 +136,9 @@ class ToolEffects:
                                       "(ToolEffects.begin); its outcome cannot be recorded here")
             run = self._ledger_run()
             if failed is not None:
-                fx.record_outcome(run, intent, "failed", error=_Failure(failed))
+                run.end_effect(intent, failed=failed)
             else:
-                fx.record_outcome(run, intent, "completed", result=result)
+                run.end_effect(intent, result=result)
 
     @staticmethod
     def in_scope(eff: Effect, scope: str) -> bool:
@@ -196,13 +191,6 @@ class ToolEffects:
         with self._lock:
             return self._ledger_run(fresh=True).settle_effect(call_id, result=result,
                                                               failed=failed)
-
-
-class _Failure(Exception):
-    """A failure the framework reported as text (recorded as its message)."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
 
 
 def _refuse_again(run: Run, eff: Effect) -> None:

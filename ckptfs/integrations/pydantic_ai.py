@@ -55,6 +55,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from ckptfs.errors import EffectInDoubt
 from ckptfs.integrations.agent_common import ItemLog, ToolEffects, as_store, run_id_for
 from ckptfs.integrations.agent_pending import IN_DOUBT_TEXT, PendingCalls, recordable
 from ckptfs.runtime.store import Store
@@ -196,10 +197,11 @@ class CkptfsStepStore:
                                                    schema=("pydantic-ai-harness-run", 1))
             return log
 
-    def _ledger(self, run_id: str) -> ToolEffects:
+    def _ledger(self, run_id: str, conversation_id: str | None = None) -> ToolEffects:
         """The effect ledger of ``run_id``'s conversation (of the run itself without one)."""
-        record = self._log(run_id).meta.get("record") or {}
-        conv = record.get("conversation_id")
+        conv = conversation_id
+        if conv is None:
+            conv = (self._log(run_id).meta.get("record") or {}).get("conversation_id")
         scope = f"conversation\0{conv}" if conv else f"run\0{run_id}"
         with self._lock:
             fx = self._effects.get(scope)
@@ -208,6 +210,44 @@ class CkptfsStepStore:
                     self.store, run_id_for(EFFECTS_PREFIX, scope),
                     schema=("pydantic-ai-harness-effects", 1))
             return fx
+
+    def once_by_args(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """Opt-in: ``fn`` (a tool taking ``RunContext`` first) run at most once per
+        conversation *for the same arguments*, whatever its tool call id.
+
+        The harness's resume (``continue_run``) goes back to the last ``complete`` snapshot,
+        which precedes the interrupted tool call, and asks the model again: the model's new
+        call has a new call id, so the ``StepStore`` (which sees only call ids and tool names,
+        never arguments) cannot tell it from a new call. This wrapper keys the ckptfs effect
+        ledger of the conversation on the tool's name and its canonical arguments instead
+        (``args:<name>:<digest>``): the re-asked call returns the recorded result, or
+        ``IN_DOUBT_RETURN`` when the first process died between intent and outcome (the model
+        is told not to call again; settle with ``ckptfs effects``). The price: a second call
+        with the same arguments in the same conversation, meant as a new one (paying the
+        same amount twice on purpose), also returns the first result. Use it for tools where
+        that is what you want."""
+        name = getattr(fn, "__name__", "tool")
+
+        @functools.wraps(fn)
+        async def tool(ctx: RunContext[Any], *args: Any, **kwargs: Any) -> Any:
+            canonical = json.dumps({"args": list(args), "kwargs": kwargs}, sort_keys=True,
+                                   default=str, separators=(",", ":"))
+            key = f"args:{name}:{run_id_for('a', canonical)[2:]}"
+            run_id = ctx.run_id or "-"
+            fx = await asyncio.to_thread(self._ledger, run_id, ctx.conversation_id)
+
+            async def call(*a: Any, **kw: Any) -> Any:
+                out = fn(ctx, *a, **kw)
+                if asyncio.iscoroutine(out):
+                    out = await out
+                return recordable(out, "tool result")
+
+            try:
+                return await fx.acall(key, name, call, *args, **kwargs)
+            except EffectInDoubt:
+                return IN_DOUBT_RETURN
+
+        return tool
 
     # -- runs -------------------------------------------------------------------------------
     async def register_run(self, record: Any) -> None:

@@ -171,6 +171,50 @@ def issue(run: Run, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any],
     return intent
 
 
+def begin(run: Run, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any], *,
+          key: str, timeout: float = DEFAULT_TIMEOUT) -> Record:
+    """``Run.begin_effect``: commit the intent of a call the caller makes itself and return
+    it (``end`` records the outcome). A key already in the ledger is never begun again:
+    EffectFailed (it failed), EffectInProgress (its owner may still be calling it),
+    EffectInDoubt (its process stopped between intent and outcome) or EffectMismatch (it
+    completed, or the key names another effect)."""
+    eff = _known(run, key, "effect", name, args_digest(args, kwargs))
+    if eff is not None:
+        if eff.status == "completed":
+            raise EffectMismatch(
+                f"effect {key!r} ({eff.name}) completed already (ledger of run {run.id!r}); it "
+                "is not begun again. Continue from a history that holds its result.")
+        if eff.status == "failed":
+            raise EffectFailed(eff)
+        if held_elsewhere(run, eff):
+            raise EffectInProgress(eff, run.store.now())
+        raise EffectInDoubt(eff)
+    _check_closed(run, key)
+    at = run.store.now()
+    intent = Record(key=key, kind="effect", name=name, args=args_digest(args, kwargs),
+                    status="intended", at=at, attempt=run.attempt, owner=run.owner,
+                    deadline=at + lease_ms(timeout))
+    _append(run, intent, boundary="before_effect")
+    return intent
+
+
+def end(run: Run, intent: Record, *, result: Any = None,
+        failed: str | BaseException | None = None) -> Any:
+    """``Run.end_effect``: commit the outcome of a call begun with ``begin``."""
+    if failed is not None:
+        record_outcome(run, intent, "failed",
+                       error=failed if isinstance(failed, BaseException) else _Failed(failed))
+        return None
+    return record_outcome(run, intent, "completed", result=result)
+
+
+class _Failed(Exception):
+    """A failure reported as text (``end(failed="...")``): recorded as that text."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
 def release(run: Run, intent: Record) -> None:
     """The call of ``intent`` has ended (with or without a recorded outcome): the run may
     commit again, and this process no longer counts it as running."""

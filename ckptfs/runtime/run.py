@@ -245,6 +245,28 @@ class Run:
         return fx.perform(self, name, fn, args, call, key=key, reconcile=reconcile,
                           timeout=timeout, wait=wait, pass_key=pass_key)
 
+    def begin_effect(self, name: str, *args: Any, key: str,
+                     timeout: float = fx.DEFAULT_TIMEOUT, **kwargs: Any) -> Record:
+        """Commit the intent of an effect whose call the caller makes itself, and return it;
+        ``end_effect(intent, ...)`` commits the outcome. For a framework that runs its tools
+        itself and reports their start and end (a step store's ``record_tool_effect``), where
+        ``effect`` cannot wrap the call. The same ledger records and rules as ``effect``: the
+        intent (``args``/``kwargs`` digested, ``timeout`` its lease) is committed before the
+        call, a process that stops before ``end_effect`` leaves the key in doubt, and a key
+        already in the ledger is never begun again (EffectFailed, EffectInProgress,
+        EffectInDoubt, or EffectMismatch for one that completed or names another effect).
+        Unlike ``effect`` the run is not held at a boundary in between: the caller may
+        checkpoint while the call runs."""
+        return fx.begin(self, name, args, kwargs, key=key, timeout=timeout)
+
+    def end_effect(self, intent: Record, *, result: Any = None,
+                   failed: str | BaseException | None = None) -> Any:
+        """Commit the outcome of a call begun with ``begin_effect``: ``result``, or with
+        ``failed`` (an exception or its text) a failure. Returns ``result``. If another
+        process committed on top of the intent meanwhile the outcome goes on its head, as
+        ``effect``'s does; EffectSuperseded when the key was re-issued or settled there."""
+        return fx.end(self, intent, result=result, failed=failed)
+
     # -- the async API (ckptfs.runtime.aio): the same calls, storage work off the loop ---------
     async def acheckpoint(self, state: Mapping[str, Any], boundary: str = "step", *,
                           labels: Mapping[str, str] | None = None, expires_at: Any = None,

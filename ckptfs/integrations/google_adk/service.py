@@ -16,6 +16,15 @@ by every session of the app, by every session of the user. They are committed ri
 event that changed them, each update a merge into the newest head (retried when another session
 committed first), so two sessions never lose each other's keys. ``temp:`` keys never reach the
 store: ``append_event`` trims them through the base class first.
+
+The event and its app:/user: deltas are in different runs, so they cannot be one commit. The
+event's commit therefore also carries the deltas (entry ``scopes``: the pending deltas and the
+event's timestamp), and each scope run keeps, next to its state, the timestamp of the newest
+write of each key (entry ``stamps``). A process killed between the two writes leaves the deltas
+pending in the session's head: the next ``get_session`` (or ``append_event``) of that session,
+in any process, applies every pending key whose stamp is older than the event (a key written
+since by a newer event keeps the newer value: last writer wins by event time), and the next
+event's commit clears the entry. A read never returns the event without its scope state.
 """
 
 from __future__ import annotations
@@ -69,6 +78,10 @@ EFFECTS_SCHEMA = ("google-adk-effects", 1)
 L_UPDATED = "adk.updated"
 #: how often a scope update (app:/user: state) is retried after losing to another writer
 SCOPE_RETRIES = 100
+#: session-run entry: the app:/user: deltas of the head's event, until they are known applied
+SCOPES = "scopes"
+#: scope-run entry: key -> timestamp of the newest event that wrote it
+STAMPS = "stamps"
 
 
 class SessionConflict(errors.SessionConflict, StaleSessionError):
@@ -95,6 +108,8 @@ class CkptfsSessionService(BaseSessionService):
         self._effects: dict[str, ToolEffects] = {}
         #: sealed segments read whole, decoded (they never change)
         self._sealed = SealedCache()
+        #: (session run id, seq) whose pending app:/user: deltas this process knows applied
+        self._applied: set[tuple[str, int]] = set()
 
     # -- plumbing ----------------------------------------------------------------------------
     async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -156,17 +171,27 @@ class CkptfsSessionService(BaseSessionService):
             return {}
         return dict(LogReader(self.store.repo, snap).value(STATE))
 
-    def _scope_update(self, rid: str, delta: Mapping[str, Any], when: float) -> None:
+    def _scope_update(self, rid: str, delta: Mapping[str, Any], when: float, *,
+                      repair: bool = False) -> None:
         """Merge ``delta`` into the newest state of scope run ``rid`` (dict.update semantics),
-        retrying on top of whatever another process committed first."""
+        retrying on top of whatever another process committed first. ``repair``: apply only
+        the keys no event newer than ``when`` wrote (a pending delta applied late)."""
         with self.run_lock(rid):
             for _ in range(SCOPE_RETRIES):
                 run = self.live_run(rid, create=lambda: self.store.start_run(
                     rid, schema=SCOPE_SCHEMA))
                 state = dict(run.state) if run.state else {STATE: {}}
+                stamps = dict(state.get(STAMPS) or {})
+                if repair:
+                    delta = {k: v for k, v in delta.items() if stamps.get(k, -1.0) < when}
+                    if not delta:
+                        return  # applied already (stamps only grow), or newer writes since
                 state[STATE] = {**state.get(STATE, {}), **delta}
+                state[STAMPS] = {**stamps, **{k: max(when, stamps.get(k, when))
+                                              for k in delta}}
                 try:
-                    run.checkpoint(state, changed=[STATE], labels={L_UPDATED: repr(when)})
+                    run.checkpoint(state, changed=[STATE, STAMPS],
+                                   labels={L_UPDATED: repr(when)})
                     return
                 except ConflictError:
                     self._forget(rid)  # another session committed first: merge on its head
@@ -183,11 +208,28 @@ class CkptfsSessionService(BaseSessionService):
         return merged
 
     def _apply_scopes(self, app_name: str, user_id: str, deltas: Mapping[str, Any],
-                      when: float) -> None:
+                      when: float, *, repair: bool = False) -> None:
         if deltas["app"]:
-            self._scope_update(names.app_run(app_name), deltas["app"], when)
+            self._scope_update(names.app_run(app_name), deltas["app"], when, repair=repair)
         if deltas["user"]:
-            self._scope_update(names.user_run(app_name, user_id), deltas["user"], when)
+            self._scope_update(names.user_run(app_name, user_id), deltas["user"], when,
+                               repair=repair)
+
+    def _repair_scopes(self, app_name: str, user_id: str, rid: str,
+                       pending: Mapping[str, Any] | None) -> None:
+        """Apply the app:/user: deltas the session's head left pending (module docstring)
+        unless this process knows them applied: the process that committed the event may
+        have been killed before it wrote them."""
+        if not pending or (rid, pending["seq"]) in self._applied:
+            return
+        self._apply_scopes(app_name, user_id, pending, pending["ts"], repair=True)
+        with self._lock:
+            self._applied.add((rid, pending["seq"]))
+
+    def _applied_now(self, rid: str, pending: Mapping[str, Any] | None) -> None:
+        if pending:
+            with self._lock:
+                self._applied.add((rid, pending["seq"]))
 
     # -- BaseSessionService --------------------------------------------------------------------
     @override
@@ -209,14 +251,16 @@ class CkptfsSessionService(BaseSessionService):
                 raise AlreadyExistsError(f"Session with id {sid} already exists.")
             run = self.store.start_run(rid, schema=SCHEMA)
             meta = {"app_name": app_name, "user_id": user_id, "id": sid, "create_time": now}
+            pending = _pending(deltas, 1, now)
             try:
-                snap = run.checkpoint({META: meta, STATE: deltas["session"]},
+                snap = run.checkpoint({META: meta, STATE: deltas["session"], SCOPES: pending},
                                       boundary="start", labels={L_UPDATED: repr(now)})
             except ConflictError:
                 raise AlreadyExistsError(f"Session with id {sid} already exists.") from None
             with self._lock:
                 self._runs[rid] = run
         self._apply_scopes(app_name, user_id, deltas, now)
+        self._applied_now(rid, pending)
         session = Session(app_name=app_name, user_id=user_id, id=sid,
                           state=self._merged(app_name, user_id, deltas["session"]),
                           events=[], last_update_time=now)
@@ -231,13 +275,15 @@ class CkptfsSessionService(BaseSessionService):
     def get_session_sync(self, app_name: str, user_id: str, session_id: str,
                          config: GetSessionConfig | None = None) -> Session | None:
         sid = session_id.strip() if session_id else session_id
-        _, snap = self.find(names.session_base(app_name, user_id, sid))
+        rid, snap = self.find(names.session_base(app_name, user_id, sid))
         if snap is None:
             return None
         reader = LogReader(self.store.repo, snap, self._sealed)
         meta = reader.value(META)
         if (meta.get("app_name"), meta.get("user_id"), meta.get("id")) != (app_name, user_id, sid):
             return None  # another session's run under a colliding hash: not this one
+        if SCOPES in snap.manifest.entries:
+            self._repair_scopes(app_name, user_id, rid, reader.value(SCOPES))
         n = config.num_recent_events if config else None
         after = config.after_timestamp if config else None
         texts = [] if n == 0 else reader.events(n, after)
@@ -321,12 +367,18 @@ class CkptfsSessionService(BaseSessionService):
             event.actions.state_delta if event.actions else {})
         with self.run_lock(base):
             rid, run = self._positioned(base, session)
+            # the head's pending scope deltas are applied before this commit clears them
+            self._repair_scopes(session.app_name, session.user_id, rid, run.state.get(SCOPES))
             state = dict(run.state)
             changed, grown = append_items(state, [event.model_dump_json(exclude_none=True)],
                                           [event.timestamp])
             if deltas["session"]:
                 state[STATE] = {**state[STATE], **deltas["session"]}
                 changed.add(STATE)
+            pending = _pending(deltas, run.seq + 1, event.timestamp)
+            if pending or state.get(SCOPES):
+                state[SCOPES] = pending
+                changed.add(SCOPES)
             try:
                 snap = run.checkpoint(state, labels={L_UPDATED: repr(event.timestamp)},
                                       changed=changed)
@@ -346,6 +398,7 @@ class CkptfsSessionService(BaseSessionService):
         session.last_update_time = event.timestamp
         session._storage_update_marker = _marker(snap)
         self._apply_scopes(session.app_name, session.user_id, deltas, event.timestamp)
+        self._applied_now(rid, pending)
 
     def _positioned(self, base: str, session: Session) -> tuple[str, Run]:
         """The session run's handle at the revision ``session`` was read at; SessionConflict
@@ -401,6 +454,13 @@ class CkptfsSessionService(BaseSessionService):
         """Close the store if this service opened it."""
         if self._owns_store:
             self.store.close()
+
+
+def _pending(deltas: Mapping[str, Any], seq: int, when: float) -> dict[str, Any]:
+    """The ``scopes`` entry of commit ``seq``: its app:/user: deltas ({}: none)."""
+    if not deltas["app"] and not deltas["user"]:
+        return {}
+    return {"seq": seq, "ts": when, "app": deltas["app"], "user": deltas["user"]}
 
 
 def _marker(snap: Snapshot) -> str:
