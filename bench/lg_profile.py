@@ -143,7 +143,9 @@ def _install(timers: Timers) -> None:
     from ckptfs.storage.local import LocalStorage
 
     timers.wrap(CkptfsSaver, "put", "put")
-    timers.wrap(CkptfsSaver, "put_writes", "put_writes")
+    timers.wrap(CkptfsSaver, "put_writes", "put_writes (incl. waiting for the next put)")
+    if hasattr(CkptfsSaver, "_put_writes"):
+        timers.wrap(CkptfsSaver, "_put_writes", "put_writes: under the locks")
     timers.wrap(values.Packer, "pack", "put*: Packer.pack (values, incl. serde)")
     timers.wrap(channels, "pack_list", "put: appends.pack_list (channels)")
     timers.wrap(EntryWriter, "encode_state", "put*: EntryWriter.encode_state")
@@ -195,7 +197,10 @@ def _profile_saver(prof: cProfile.Profile) -> None:
     from ckptfs.integrations.langgraph.saver import CkptfsSaver
 
     gate = threading.Lock()
-    for name in ("put", "put_writes"):
+    # put_writes itself may wait for the next put (fold.py): its locked part is profiled
+    names = ("put", "_put_writes") if hasattr(CkptfsSaver, "_put_writes") else (
+        "put", "put_writes")
+    for name in names:
         fn = getattr(CkptfsSaver, name)
 
         def profiled(*a: Any, _fn: Any = fn, **k: Any) -> Any:

@@ -73,7 +73,7 @@ class CkptfsSaver(AsyncTwins, CheckpointReads, RunLookup, BaseCheckpointSaver[in
     def __init__(self, store: Store | str | os.PathLike[str], *,
                  serde: SerializerProtocol | None = None,
                  allowed_types: Iterable[type | tuple[str, ...]] = (),
-                 codecs: Codecs | None = None, appends: bool = True,
+                 codecs: Codecs | None = None, appends: bool | str = True,
                  fold_writes: bool = True, fold_delay: float | None = None,
                  fold_wait: float = fold.FOLD_WAIT, **storage_options: Any) -> None:
         """``store``: a ckptfs Store, or a URL or path (``str`` or ``pathlib.Path``) to open
@@ -84,7 +84,12 @@ class CkptfsSaver(AsyncTwins, CheckpointReads, RunLookup, BaseCheckpointSaver[in
         typed value), and every entry also goes to the serializer's msgpack allow-list.
         ``appends``: a list channel that visibly grew (the same items, their fields holding
         the same objects) packs and encodes only its new items (``appends.py``); False packs
-        every item of a changed channel every step. ``fold_writes``: a task's ordinary writes that
+        every item of a changed channel every step. ``appends="identity"``: a list that
+        holds the very same items plus new ones is taken as grown without looking at the
+        items' fields: O(new items) a step instead of O(all items) (issue 36: 9 ms a step at
+        5,000 messages on a loaded machine), but a field of a committed item assigned in place
+        is not seen (as with LangGraph's DeltaChannel, which stores each step's writes only).
+        ``fold_writes``: a task's ordinary writes that
         reach the saver before their checkpoint (LangGraph's async durability) wait for its
         ``put`` and go into its record; all others are durable when ``put_writes`` returns
         (``fold.py``); so do the writes of the newest committed checkpoint, for the ``put``
@@ -125,6 +130,8 @@ class CkptfsSaver(AsyncTwins, CheckpointReads, RunLookup, BaseCheckpointSaver[in
                     self.store.codecs.registered_types()):
                 self.store.codecs.register(cls)
         self._packer = Packer(self.serde, self.store.codecs)
+        if appends not in (True, False, "identity"):
+            raise ValueError(f"appends={appends!r}: use True, False or 'identity'")
         self._appends = appends
         self._lock = threading.Lock()
         self._thread_locks: dict[str, threading.RLock] = {}
