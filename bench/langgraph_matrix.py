@@ -39,8 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import langgraph_w1 as w1  # noqa: E402
 from bench.common import have_strace, machine_md, strace_syncs  # noqa: E402
 
-SAVERS = {"ckptfs": "CkptfsSaver", "sqlite": "SqliteSaver",
-          "delta": "DeltaChannel + SqliteSaver"}
+SAVERS = {"ckptfs": "CkptfsSaver", "ckptfs-id": 'CkptfsSaver(appends="identity")',
+          "sqlite": "SqliteSaver", "delta": "DeltaChannel + SqliteSaver"}
 #: plain SqliteSaver above this N: skipped (it stores the whole history every step)
 SQLITE_MAX_N = 1000
 
@@ -57,10 +57,12 @@ def _wchar() -> int:
 
 def _saver(kind: str, where: Path, api: str) -> Any:
     """A saver (sync API) or an async context manager giving one (async API)."""
-    if kind == "ckptfs":
+    if kind.startswith("ckptfs"):
         from ckptfs.integrations.langgraph import CkptfsSaver
 
-        return CkptfsSaver.from_url(str(where)) if api == "async" else CkptfsSaver(str(where))
+        how = {"appends": "identity"} if kind == "ckptfs-id" else {}
+        return (CkptfsSaver.from_url(str(where), **how) if api == "async"
+                else CkptfsSaver(str(where), **how))
     if api == "async":
         from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
@@ -71,7 +73,7 @@ def _saver(kind: str, where: Path, api: str) -> Any:
 
 
 def _close(kind: str, saver: Any) -> None:
-    if kind == "ckptfs":
+    if kind.startswith("ckptfs"):
         saver.close()
     else:
         saver.conn.close()
@@ -152,7 +154,7 @@ def _size(where: Path) -> int:
 def case(kind: str, scratch: Path, n: int, durability: str, api: str,
          fsyncs: bool) -> dict[str, Any]:
     where = scratch / f"{kind}-{n}-{durability}-{api}"
-    where = where.with_suffix(".db") if kind != "ckptfs" else where
+    where = where if kind.startswith("ckptfs") else where.with_suffix(".db")
     args = [kind, str(where), str(n), durability, api]
     r: dict[str, Any] = json.loads(_child("run", *args))
     r["load_ms"] = float(_child("load", *args)) * 1e3
@@ -232,19 +234,21 @@ def main() -> None:
     lines += ["", "CkptfsSaver over the others, same run (issue 36's goals: step <= 1.0x "
               "DeltaChannel's, last100/first100 <= 1.1, fresh get_state <= 1.0x both, store "
               "<= 0.5x DeltaChannel's):", "",
-              "| N | durability | API | vs | step | last100 | fresh get_state | store | "
+              "| N | durability | API | saver over | step | last100 | fresh get_state | store | "
               "fsyncs/step |", "|---|---|---|---|---|---|---|---|---|"]
     by = {(n, d, a, k): r for n, d, a, k, r in rows}
     for (n, d, a, k), r in by.items():
-        ck = by.get((n, d, a, "ckptfs"))
-        if k == "ckptfs" or ck is None:
-            continue
-        fs = (f"{ck['fsyncs_per_step']:.2f} vs {r['fsyncs_per_step']:.2f}"
-              if "fsyncs_per_step" in r else "n/a")
-        lines.append(f"| {n} | {d} | {a} | {SAVERS[k]} | {ck['step_ms'] / r['step_ms']:.2f} | "
-                     f"{ck['last100_ms'] / r['last100_ms']:.2f} | "
-                     f"{ck['load_ms'] / r['load_ms']:.2f} | "
-                     f"{ck['store_mb'] / r['store_mb']:.2f} | {fs} |")
+        for mine in ("ckptfs", "ckptfs-id"):
+            ck = by.get((n, d, a, mine))
+            if k.startswith("ckptfs") or ck is None:
+                continue
+            fs = (f"{ck['fsyncs_per_step']:.2f} vs {r['fsyncs_per_step']:.2f}"
+                  if "fsyncs_per_step" in r else "n/a")
+            lines.append(f"| {n} | {d} | {a} | {SAVERS[mine]} over {SAVERS[k]} | "
+                         f"{ck['step_ms'] / r['step_ms']:.2f} | "
+                         f"{ck['last100_ms'] / r['last100_ms']:.2f} | "
+                         f"{ck['load_ms'] / r['load_ms']:.2f} | "
+                         f"{ck['store_mb'] / r['store_mb']:.2f} | {fs} |")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
