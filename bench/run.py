@@ -38,6 +38,8 @@ SCRIPTS: dict[str, tuple[list[str], list[str], str | None]] = {
                      ["bench/langgraph_crash_window.py", "--random", "--trials", "5"], None),
     "langgraph_s3_requests": (["bench/langgraph_s3_requests.py", "--turns", "10", "100", "300"],
                        ["bench/langgraph_s3_requests.py", "--turns", "10", "50"], None),
+    "langgraph_matrix": (["-m", "bench.langgraph_matrix"],
+                         ["-m", "bench.langgraph_matrix", "--quick"], "langgraph_matrix"),
 }
 TITLES = {
     "append_step": "One message appended to a 200,000-message state, per durable step "
@@ -46,6 +48,8 @@ TITLES = {
                     "(bench/langgraph_crash_window.py --random)",
     "langgraph_s3_requests": "LangGraph on S3 (moto): storage calls per user turn and for a fresh "
                       "get_state (bench/langgraph_s3_requests.py)",
+    "langgraph_matrix": "LangGraph W1 side by side at N = 200, 1000, 5000: CkptfsSaver, "
+                        "SqliteSaver, DeltaChannel (bench/langgraph_matrix.py)",
 }
 WORKLOADS = ("w1", "w2", "w3", "w4", "langgraph", *SCRIPTS)
 

@@ -285,3 +285,36 @@ def test_a_long_run_keeps_a_bounded_number_of_snapshots_read(tmp_path: Path) -> 
     assert saver.get_tuple(first.config) is not None
     assert dump(ck.get_state(conf).values) == want[0]
     saver.close()
+
+
+def test_appends_identity_packs_new_items_without_walking_the_old_ones(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """appends="identity" (issue 36): a list holding the same objects plus new ones packs the
+    new ones only, and never walks the committed items' fields (appends._unchanged, O(all
+    items) a step); a replaced, removed or reordered item is still seen (identity), and the
+    thread reads back as LangGraph held it."""
+    from ckptfs.integrations.langgraph import appends as appends_mod
+
+    def walked(*args: Any) -> bool:
+        raise AssertionError("the committed items' fields were walked")
+
+    monkeypatch.setattr(appends_mod, "_unchanged", walked)
+    monkeypatch.setattr(appends_mod, "_picture", walked)
+    saver = CkptfsSaver(str(tmp_path / "s"), appends="identity")
+    calls = counting(saver)
+    msgs: list[Any] = [AIMessage(f"m{i}", id=f"m{i}") for i in range(30)]
+    cid = put(saver, None, msgs, 1)
+    for v in range(2, 6):
+        before = calls[0]
+        msgs = [*msgs, AIMessage(f"new {v}", id=f"new{v}")]
+        cid = put(saver, cid, msgs, v)
+        assert calls[0] - before <= 3, v
+    msgs = list(msgs)
+    msgs[3] = AIMessage("other", id="m3")  # replaced: not the same object
+    del msgs[5]
+    cid = put(saver, cid, msgs, 9)
+    for s in (saver, CkptfsSaver(str(tmp_path / "s"))):
+        got = s.get_tuple(cfg(cid))
+        assert got is not None and got.checkpoint["channel_values"]["messages"] == msgs
+    with pytest.raises(ValueError, match="appends"):
+        CkptfsSaver(str(tmp_path / "s"), appends="sometimes")

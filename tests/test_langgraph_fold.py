@@ -461,3 +461,80 @@ def test_fold_delay_is_ignored_with_a_deprecation_warning(tmp_path: Path) -> Non
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         CkptfsSaver(url).close()
+
+
+def test_writes_of_the_newest_checkpoint_go_into_its_childs_record(tmp_path: Path) -> None:
+    """Issue 36: under sync durability LangGraph saves a task's writes against the newest
+    committed checkpoint and then, at once, the child checkpoint. put_writes holds them and
+    returns only once they are durable: here in the child's record (label lg.writes_of naming
+    the parent), one record per superstep instead of two. A fresh saver finds them."""
+    import threading
+
+    url = str(tmp_path / "s")
+    a = CkptfsSaver(url, fold_wait=600.0)  # the child's put below always comes first
+    c1 = a.put(cfg("t"), ckpt({"i": 0}), {}, {"i": 1})
+    done: list[bool] = []
+    t = threading.Thread(target=lambda: done.append(
+        a.put_writes(c1, [("i", 1), ("x", "y")], "task") is None))
+    t.start()
+    while a._fold is None or not a._fold.held():  # put_writes holds them and waits
+        t.join(0.001)
+    assert not done and len(records(a, "t")) == 1  # not durable yet: put_writes has not returned
+    cp2 = ckpt({"i": 1})
+    c2 = a.put(c1, cp2, {}, {"i": 2})
+    t.join()
+    assert done == [True] and not a._fold.held()
+    assert len(records(a, "t")) == 2
+    head = a.store.repo.snapshot_at(run_id_for("t", ""), records(a, "t")[-1])
+    assert head.manifest.labels.get(L_WRITES_OF) == c1["configurable"]["checkpoint_id"]
+    b = CkptfsSaver(url)
+    t1, t2 = b.get_tuple(c1), b.get_tuple(c2)
+    assert t1 is not None and t1.pending_writes == [("task", "i", 1), ("task", "x", "y")]
+    assert t2 is not None and t2.pending_writes == []
+    assert [x.config for x in b.list(cfg("t"))] == [c2, c1]
+    a.close()
+    b.close()
+
+
+def test_writes_langgraph_waits_for_are_not_held_for_the_child(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A graph with a DeltaChannel (its checkpoints' metadata counts updates since the last
+    snapshot): LangGraph's put of the child waits for the parent's writes, so put_writes must
+    not wait for that put; nor for the source-node write of a failed task LangGraph waits for
+    before its error handler runs. Both are committed at once."""
+    from ckptfs.integrations.langgraph.fold import DELTA_META
+
+    url = str(tmp_path / "s")
+    a = CkptfsSaver(url, fold_wait=600.0)
+    assert a._fold is not None
+
+    def never(*args: Any) -> bool:
+        raise AssertionError("put_writes waited for the child's put")
+
+    monkeypatch.setattr(a._fold, "wait_taken", never)
+    c1 = a.put(cfg("t"), ckpt({"i": 0}), {"step": -1}, {"i": 1})
+    a.put_writes(c1, [("__error_source_node__", "n")], "failed")
+    assert len(records(a, "t")) == 2
+    d1 = a.put(cfg("d"), ckpt({"i": 0}), {DELTA_META: {"messages": [1, 1]}}, {"i": 1})
+    a.put_writes(d1, [("i", 1)], "task")
+    assert len(records(a, "d")) == 2
+    a.close()
+
+
+def test_one_record_per_superstep_under_sync_durability(tmp_path: Path) -> None:
+    """A real graph under durability="sync": each superstep's writes go into the next
+    checkpoint's record (before issue 36: a writes record of their own, two per superstep),
+    and the thread reads back whole."""
+    from bench.langgraph_w1 import build
+
+    n = 20
+    saver = CkptfsSaver(str(tmp_path / "s"), fold_wait=600.0)
+    app = build(n, []).compile(checkpointer=saver)
+    config: Any = {"configurable": {"thread_id": "w1"}, "recursion_limit": n + 10}
+    app.invoke({"messages": [], "n": 0}, config, durability="sync")
+    assert len(records(saver, "w1")) <= n + 2
+    saver.close()
+    fresh = CkptfsSaver(str(tmp_path / "s"))
+    state = build(n, []).compile(checkpointer=fresh).get_state(config)
+    assert len(state.values["messages"]) == n and state.values["n"] == n
+    fresh.close()

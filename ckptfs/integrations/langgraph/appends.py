@@ -120,16 +120,19 @@ def _same(a: list[Any], b: list[Any]) -> bool:
     return len(a) == len(b) and all(map(operator.is_, a, b))
 
 
-def pack_list(memos: dict[str, ListMemo], name: str, value: list[Any], packer: Packer
-              ) -> tuple[list[Any], bool]:
+def pack_list(memos: dict[str, ListMemo], name: str, value: list[Any], packer: Packer,
+              look_inside: bool = True) -> tuple[list[Any], bool]:
     """The stored form of list ``value`` for entry ``name`` and whether it holds typed values;
-    packs only the items past the last packed prefix when that prefix is visibly unchanged."""
+    packs only the items past the last packed prefix when that prefix is visibly unchanged.
+    ``look_inside`` False (``CkptfsSaver(appends="identity")``): the prefix is unchanged when
+    it holds the very same objects; their fields are not looked at (an attribute assigned in
+    place on a committed item is not seen), so a step costs O(new items), not O(all items)."""
     memo = memos.get(name)
     k = len(memo.items) if memo is not None else -1
     if memo is not None and len(value) >= k and _same(memo.items, value[:k]):
         new = value[k:]
-        new_pic = _picture(new)
-        if new_pic is not None and _unchanged(memo.items, memo.picture):
+        new_pic = _picture(new) if look_inside else []
+        if new_pic is not None and (not look_inside or _unchanged(memo.items, memo.picture)):
             fresh = [packer.pack(x) for x in new]  # all packed before the memo changes
             memo.packed.extend(p for p, _ in fresh)
             memo.typed = memo.typed or any(t for _, t in fresh)
@@ -138,7 +141,7 @@ def pack_list(memos: dict[str, ListMemo], name: str, value: list[Any], packer: P
                 part.extend(more)
             return memo.packed, memo.typed
     packed_all, typed = packer.pack_channel(value)
-    pic = _picture(value)
+    pic = _picture(value) if look_inside else []
     if pic is None:
         memos.pop(name, None)
     else:

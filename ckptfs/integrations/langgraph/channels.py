@@ -43,9 +43,10 @@ def channel_entries(saver: CkptfsSaver, idx: _RunIndex, checkpoint: Checkpoint,
                 and old.labels.get(L_CHANNEL) == ch and old.labels.get(L_VERSION) == version):
             entries[name] = old
         elif ch in values:
-            grown = saver._appends and type(values[ch]) is list
+            grown = saver._appends is not False and type(values[ch]) is list
             if grown:
-                packed, t = pack_list(idx.lists, name, values[ch], saver._packer)
+                packed, t = pack_list(idx.lists, name, values[ch], saver._packer,
+                                      saver._appends != "identity")
             else:
                 idx.lists.pop(name, None)
                 packed, t = saver._packer.pack_channel(values[ch])

@@ -9,6 +9,17 @@ and X's ``put`` commits them in X's own record: entry ``writes`` and label ``lg.
 naming X (``holds_writes``; the history labels count the record as a writes snapshot too,
 ``with_writes``). One record instead of two, durable exactly when X is.
 
+Under ``sync`` durability (issue 36) a task's writes come after X's ``put`` returned, and
+LangGraph's ``put`` of X's child follows at once (nothing in between waits for the writes).
+The writes of the run's newest committed checkpoint are held too, and ``put_writes`` waits
+(up to ``fold_wait``, 50 ms) for that child's ``put``, which commits them in its record
+(``lg.writes_of`` naming X, as records of earlier versions did); if no such put comes,
+``put_writes`` commits them itself. Either way they are durable when it returns: one record
+per superstep instead of two (2 fsyncs on local disk instead of 4). Not held so: writes
+LangGraph itself waits for before it goes on (a graph with a ``DeltaChannel``, seen by its
+checkpoints' ``counters_since_delta_snapshot`` metadata, waits for them before the child's
+put; a failed task's ``__error_source_node__`` write before its error handler).
+
 Every other write is durable when ``put_writes`` returns, as SqliteSaver's are (issue 30: the
 writes of a committed checkpoint used to wait up to 50 ms for its child's ``put``, and a
 process killed meanwhile ran the task again: 14 of 20 tool side effects re-ran, against 5 of
@@ -58,6 +69,15 @@ if TYPE_CHECKING:
 
 #: a checkpoint snapshot that also holds the writes of this checkpoint (its parent)
 L_WRITES_OF = "lg.writes_of"
+#: seconds ``put_writes`` waits for the child's ``put`` to take the writes of the newest
+#: committed checkpoint into its record (under LangGraph's sync durability it follows at once)
+FOLD_WAIT = 0.05
+#: channels whose writes LangGraph waits for before it goes on (an error handler's source
+#: node): never held for the child's put
+WAITED_ON = frozenset({"__error_source_node__"})
+#: checkpoint metadata of a graph with a DeltaChannel: LangGraph's put of a checkpoint waits
+#: for the writes of its parent, so they are never held for it
+DELTA_META = "counters_since_delta_snapshot"
 #: checkpoints of one run whose writes may be held at once (LangGraph's ``async`` durability
 #: hands the saver a task's writes a few checkpoints ahead of the checkpoints themselves)
 MAX_HELD = 64
@@ -116,6 +136,8 @@ class Holder:
     def __init__(self, flush: Callable[[str, str], None]) -> None:
         self._flush_ref = weakref.WeakMethod(flush)
         self._lock = threading.Lock()
+        #: notified whenever held writes go (``drop``): ``wait_taken`` waits on it
+        self._taken = threading.Condition(self._lock)
         #: run id -> checkpoint id -> its held writes, oldest first
         self._held: dict[str, dict[str, Held]] = {}
         self._closed = False
@@ -151,6 +173,14 @@ class Holder:
                     del self._held[held.run_id]
                 if not self._held:
                     _PINNED.pop(id(self), None)
+                self._taken.notify_all()
+
+    def wait_taken(self, run_id: str, cid: str, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds until nothing is held for checkpoint ``cid`` (a
+        snapshot holds its writes now); False when something still is."""
+        with self._taken:
+            return self._taken.wait_for(lambda: cid not in self._held.get(run_id, {}),
+                                        timeout)
 
     def held(self) -> builtins.list[tuple[str, str]]:
         """(run id, checkpoint id) of everything held, oldest first per run."""

@@ -120,6 +120,9 @@ class _RunIndex:
     meta: dict[Digest, Any] = attrs.field(factory=dict)
     #: the run's retired markers when ``seqs`` was last listed whole (None: never looked)
     marks: Marks | None = None
+    #: LangGraph waits for this run's writes before its next put (DeltaChannel): writes are
+    #: not held for the child's put (fold.py)
+    waited_on: bool = False
     #: guards the fields above; held briefly, after (never while taking) a thread lock
     lock: threading.RLock = attrs.field(factory=threading.RLock)
 
