@@ -86,14 +86,21 @@ def _container_path(rel: str) -> bool:
     return bool(_PACK.fullmatch(rel)) or root_of(rel) == "run-record"
 
 
-def container_header(data: bytes) -> bytes:
-    """The header bytes of a v2 container (spec/v2.md 3.1), inflated when its form is 0x03;
-    unchecked otherwise (the CDDL validates the map)."""
+def container_header(data: bytes, run_dir: Path | None = None) -> bytes:
+    """The header bytes of a v2 container (spec/v2.md 3.1), inflated when its form is 0x03,
+    or (form 0x04, 3.1.2) decoded against its base records, read from ``run_dir`` (the
+    record's folder); unchecked otherwise (the CDDL validates the map)."""
     from ckptfs.format import containers as ct
     from ckptfs.format import framing
 
     hlen = int.from_bytes(data[len(ct.MAGIC) + 1:ct.PREFIX_LEN], "big")
     stored = data[ct.PREFIX_LEN:ct.PREFIX_LEN + hlen]
+    if data[len(ct.MAGIC)] == ct.CONTAINER_BY_BASE and run_dir is not None:
+        def base(seq: int, depth: int) -> bytes:
+            got = (run_dir / f"{seq:020d}").read_bytes()
+            return ct.plain_header(got, what=str(seq), base=base, depth=depth)[0]
+
+        return ct.plain_header(data, what="record", base=base)[0]
     if data[len(ct.MAGIC)] == ct.CONTAINER_COMPRESSED:
         return framing.inflate_declared(memoryview(stored), ct.MAX_HEADER_SIZE, what="header")
     return stored
@@ -116,7 +123,7 @@ def _cbor_bytes(root: str, rel: str, f: Path) -> bytes:
     """The CBOR item of a file: manifests are framed, the rest raw."""
     data = f.read_bytes()
     if root in ("v2-pack-header", "v2-record-header"):
-        return container_header(data)
+        return container_header(data, f.parent)
     if root == "v2-head-hint":
         from ckptfs.format.containers import HINT_CHECK
 

@@ -180,3 +180,117 @@ def test_a_pack_is_never_stored_by_reference() -> None:
     data = ct.encode_bytes(pack, b"", base=(1, _header(1)))[0]
     with pytest.raises(FormatError, match="earlier record"):
         ct.decode(data, what="p", base=lambda seq, depth: _header(1))
+
+
+# -- maintenance (spec/v2.md 9.1): a visible record's bases stay visible -----------------------
+from ckptfs.errors import InvalidArgument  # noqa: E402
+from ckptfs.ops.copy import copy_runs  # noqa: E402
+from ckptfs.ops.erase import erase  # noqa: E402
+from ckptfs.ops.gc import gc  # noqa: E402
+from ckptfs.ops.retention import Policy, forget, forget_snapshots  # noqa: E402
+from ckptfs.ops.verify import verify  # noqa: E402
+
+
+def _all_read(url: str, msgs: list[dict[str, object]]) -> list[int]:
+    store = ckptfs.open_store(url)
+    seqs = store.repo.seqs("r")
+    for seq in seqs:
+        assert list(store.read(f"r@{seq}")["messages"]) == msgs[:seq]
+    return seqs
+
+
+def test_forget_keeps_the_bases_of_what_it_keeps_and_gc_loses_nothing(tmp_path: Path) -> None:
+    url = str(tmp_path / "s")
+    msgs = _grow(url, 40)  # whole at 1, 17, 33; record 40's chain is 39 .. 33
+    forget(ckptfs.open_store(url).repo, Policy(keep_last=3))
+    # keep-last 3 keeps 38..40, and with them their bases 33..37 (visible, not strays)
+    assert _all_read(url, msgs) == list(range(33, 41))
+    rep = gc(ckptfs.open_store(url).repo, grace_ms=0)
+    assert not rep.problems
+    assert [int(f.name) for f in _records(tmp_path / "s")] == list(range(33, 41))
+    assert _all_read(url, msgs) == list(range(33, 41))
+    assert verify(ckptfs.open_store(url).repo, read_data=True).ok
+    # a record whose chain starts at a whole record loses nothing of it: 33 is whole
+    assert _forms(tmp_path / "s")[0] == 3
+
+
+def test_forget_of_a_base_alone_keeps_it_visible(tmp_path: Path) -> None:
+    url = str(tmp_path / "s")
+    msgs = _grow(url, 20)
+    forget_snapshots(ckptfs.open_store(url).repo, {"r": {5, 18}})  # both bases of 20
+    assert _all_read(url, msgs) == list(range(1, 21))
+    forget_snapshots(ckptfs.open_store(url).repo, {"r": set(range(1, 17))})  # 17 is whole
+    assert _all_read(url, msgs) == list(range(17, 21))
+    assert not gc(ckptfs.open_store(url).repo, grace_ms=0).problems
+    assert _all_read(url, msgs) == list(range(17, 21))
+
+
+def test_a_store_without_the_feature_forgets_as_before(tmp_path: Path) -> None:
+    url = str(tmp_path / "s")
+    msgs = _grow(url, 20, delta=False)
+    forget(ckptfs.open_store(url).repo, Policy(keep_last=3))
+    assert _all_read(url, msgs) == [18, 19, 20]
+
+
+def test_erasing_a_base_alone_is_refused_and_erasing_its_users_first_works(
+        tmp_path: Path) -> None:
+    url = str(tmp_path / "s")
+    msgs = _grow(url, 5)
+    repo = ckptfs.open_store(url).repo
+    with pytest.raises(InvalidArgument, match=r"\[4, 5\]"):
+        erase(repo, "r", seq=3, reason="test")
+    assert _all_read(url, msgs) == [1, 2, 3, 4, 5]  # nothing changed
+    erase(ckptfs.open_store(url).repo, "r", seq=5, reason="test")
+    erase(ckptfs.open_store(url).repo, "r", seq=4, reason="test")
+    erase(ckptfs.open_store(url).repo, "r", seq=3, reason="test")
+    assert _all_read(url, msgs) == [1, 2]
+    assert verify(ckptfs.open_store(url).repo, read_data=True).ok
+
+
+def test_erasing_the_whole_run_leaves_none_of_its_records(tmp_path: Path) -> None:
+    url = str(tmp_path / "s")
+    _grow(url, 20)
+    other = _grow_more(url, "other", 3)
+    erase(ckptfs.open_store(url).repo, "r", reason="test")
+    assert not (tmp_path / "s" / "runs" / "r").exists() or not _records(tmp_path / "s")
+    assert list(ckptfs.open_store(url).read("other")["messages"]) == other
+
+
+def _grow_more(url: str, run_id: str, n: int) -> list[dict[str, object]]:
+    store = ckptfs.open_store(url)
+    run = store.start_run(run_id)
+    msgs = [_msg(100 + i) for i in range(n)]
+    run.checkpoint({"messages": [msgs[0]]})
+    for m in msgs[1:]:
+        run.append("messages", m)
+    store.close()
+    return msgs
+
+
+def test_copy_out_of_a_delta_store_and_verify(tmp_path: Path) -> None:
+    src = str(tmp_path / "a")
+    msgs = _grow(src, 20)
+    assert verify(ckptfs.open_store(src).repo, read_data=True).ok
+    dst = ckptfs.open_store(str(tmp_path / "b"))
+    copy_runs(ckptfs.open_store(src).repo, dst.repo)
+    assert _all_read(str(tmp_path / "b"), msgs) == list(range(1, 21))
+    assert verify(ckptfs.open_store(str(tmp_path / "b")).repo, read_data=True).ok
+
+
+def test_delta_records_validate_against_the_cddl(tmp_path: Path) -> None:
+    import pycddl
+
+    from ckptfs_conformance.validate import container_header, validate_store
+
+    cddl = (Path(__file__).parent.parent / "spec" / "ckptfs.cddl").read_text()
+    header = pycddl.Schema(f"root = v2-record-header\n{cddl}")
+    reference = pycddl.Schema(f"root = v2-header-reference\n{cddl}")
+    _grow(str(tmp_path / "s"), 20)
+    root = tmp_path / "s"
+    for f in _records(root):
+        data = f.read_bytes()
+        header.validate_cbor(container_header(data, f.parent))
+        if data[8] == ct.CONTAINER_BY_BASE:
+            hlen = int.from_bytes(data[9:13], "big")
+            reference.validate_cbor(data[ct.PREFIX_LEN:ct.PREFIX_LEN + hlen])
+    assert validate_store(root) == []

@@ -311,6 +311,31 @@ def base_of(data: bytes | memoryview, *, what: str) -> int | None:
     return _by_base(bytes(data[PREFIX_LEN:end - DIGEST_SIZE]), what)[0]
 
 
+#: bytes of a record's start that hold a form 0x04 record's base seq (``peek_base``)
+PEEK_BASE = PREFIX_LEN + 1 + 9
+
+
+def peek_base(first: bytes | memoryview) -> int | None:
+    """The base seq a form 0x04 record names, from its first PEEK_BASE bytes only (the
+    stored header starts with the array head and the base's uint): no digest check, no
+    inflating. For maintenance that keeps bases (spec/v2.md 9.1), which keeps more when in
+    doubt; readers decode (``decode``). None for another form or bytes that do not say."""
+    if len(first) < PREFIX_LEN + 2 or not is_container(first) \
+            or first[len(MAGIC)] != CONTAINER_BY_BASE or first[PREFIX_LEN] != 0x82:
+        return None
+    head = first[PREFIX_LEN + 1]
+    if head >> 5 != 0:
+        return None
+    info = head & 0x1F
+    if info < 24:
+        return info or None
+    n = {24: 1, 25: 2, 26: 4, 27: 8}.get(info)
+    at = PREFIX_LEN + 2
+    if n is None or len(first) < at + n:
+        return None
+    return int.from_bytes(first[at:at + n], "big") or None
+
+
 def _by_base(stored: bytes, what: str) -> tuple[int, bytes]:
     """A form 0x04 stored header: ``[base, frame]``, base >= 1 (spec/v2.md 3.1.2)."""
     v = cbor.decode(stored, what=f"{what} header reference")

@@ -17,9 +17,10 @@ from __future__ import annotations
 import collections
 import threading
 import weakref
+from collections.abc import Iterable, Set as AbstractSet
 from typing import Any
 
-from ckptfs.errors import FormatError
+from ckptfs.errors import CkptfsError, FormatError
 from ckptfs.format import containers as ct
 from ckptfs.format.containers import Container
 from ckptfs.format.names import record_path
@@ -144,6 +145,60 @@ class Bases:
         return plain
 
 
+def chains(storage: Storage, run_id: str, seqs: Iterable[int], *, low: int = 0) -> set[int]:
+    """Every record above ``low`` that a record of ``seqs`` (of run ``run_id``) needs as a
+    header base, directly or through other bases (``ct.peek_base`` on each record's first
+    bytes, in batches of ranged reads); empty in a store without ``delta-headers``. A record
+    that cannot be read needs nothing (it cannot be decoded anyway; verify names it)."""
+    if not allowed(storage):
+        return set()
+    seen: set[int] = set()
+    out: set[int] = set()
+    todo = [s for s in seqs if s > low]
+    while todo:
+        part, todo = [s for s in dict.fromkeys(todo[:64]) if s not in seen], todo[64:]
+        seen.update(part)
+        try:
+            got = storage.read_ranges([(record_path(run_id, s), 0, ct.PEEK_BASE) for s in part])
+        except (OSError, CkptfsError):
+            got = [None] * len(part)
+        for first in got:
+            b = ct.peek_base(first) if first else None
+            if b is not None and b > low:
+                out.add(b)
+                if b not in seen:
+                    todo.append(b)
+    return out
+
+
+def bases(storage: Storage, run_id: str, seqs: Iterable[int]) -> dict[int, int]:
+    """seq -> the base seq its record names, for each record of ``seqs`` stored by reference
+    (``ct.peek_base``; one batch of ranged reads per 64 records); others are absent."""
+    out: dict[int, int] = {}
+    todo = list(seqs)
+    for i in range(0, len(todo), 64):
+        part = todo[i:i + 64]
+        try:
+            got = storage.read_ranges([(record_path(run_id, s), 0, ct.PEEK_BASE) for s in part])
+        except (OSError, CkptfsError):
+            continue
+        for s, first in zip(part, got):
+            b = ct.peek_base(first) if first else None
+            if b is not None:
+                out[s] = b
+    return out
+
+
+def held_bases(storage: Storage, run_id: str, keep: Iterable[int], drop: AbstractSet[int]
+               ) -> set[int]:
+    """The seqs of ``drop`` that a record of ``keep`` needs as a base, directly or through
+    other bases (spec/v2.md 9.1: while a record is visible its bases stay visible)."""
+    if not drop:
+        return set()
+    low = min(drop) - 1
+    return chains(storage, run_id, keep, low=low) & set(drop)
+
+
 def decode_record(storage: Storage, run_id: str, data: bytes | memoryview, *, what: str,
                   whole: bool = True) -> Container:
     """``ct.decode`` of record bytes of run ``run_id`` (any form: a form 0x04 header is
@@ -175,4 +230,4 @@ def decode_at(storage: Storage, path: str, data: bytes | memoryview, *, what: st
     return ct.decode(data, what=what, whole=whole)
 
 
-__all__ = ["Bases", "allow", "allowed", "decode_record", "decode_at", "remember", "forget"]
+__all__ = ["Bases", "bases", "chains", "held_bases", "allow", "allowed", "decode_record", "decode_at", "remember", "forget"]
