@@ -92,14 +92,16 @@ def build(path: Path, n: int, delta: bool = False) -> dict[str, Any]:
     run.checkpoint({"messages": [msgs[0]]})
     counter = common.FsyncCounter().install()
     lat = []
+    cpu = []
     for m in msgs[1:]:
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         run.append("messages", m)
         lat.append(time.perf_counter() - t)
+        cpu.append(time.process_time() - c)
     counter.uninstall()
     store.close()
-    return {"lat": lat, "fsyncs": counter.count / max(1, len(lat)), "appended": appended,
-            "msgs": msgs}
+    return {"lat": lat, "cpu": cpu, "fsyncs": counter.count / max(1, len(lat)),
+            "appended": appended, "msgs": msgs}
 
 
 def pickle_step(msgs: list[dict[str, Any]], d: Path, k: int = 50) -> float:
@@ -125,23 +127,29 @@ def pickle_step(msgs: list[dict[str, Any]], d: Path, k: int = 50) -> float:
     return statistics.median(ts) * 1000
 
 
-def restore_times(path: Path, msgs: list[dict[str, Any]], k: int = 7,
-                  profile: bool = False) -> tuple[float, float, str]:
-    """(median ms of a head restore through a fresh store, of a pickle load, profile text)."""
-    ts = []
+def restore_times(path: Path, msgs: list[dict[str, Any]], k: int = 9,
+                  profile: bool = False) -> tuple[float, float, float, float, str]:
+    """Medians of a head restore through a fresh store object and of a pickle load of the
+    same state, wall ms and CPU ms (the machine is shared: CPU time is the steadier), and
+    a profile text. The pickle is read from a file each time, as a restore reads its store."""
+    ts, cs = [], []
     for _ in range(k):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         store = ckptfs.open_store(str(path))
         got = store.read("w1")["messages"]
         ts.append(time.perf_counter() - t)
+        cs.append(time.process_time() - c)
         store.close()
     assert list(got) == msgs
-    blob = pickle.dumps({"messages": msgs}, protocol=pickle.HIGHEST_PROTOCOL)
-    pk = []
+    pfile = path.parent / "state.pkl"
+    pfile.write_bytes(pickle.dumps({"messages": msgs}, protocol=pickle.HIGHEST_PROTOCOL))
+    pk, pc = [], []
     for _ in range(k):
-        t = time.perf_counter()
-        pickle.loads(blob)
+        t, c = time.perf_counter(), time.process_time()
+        with open(pfile, "rb") as f:
+            pickle.load(f)
         pk.append(time.perf_counter() - t)
+        pc.append(time.process_time() - c)
     text = ""
     if profile:
         prof = cProfile.Profile()
@@ -153,7 +161,8 @@ def restore_times(path: Path, msgs: list[dict[str, Any]], k: int = 7,
         s = io.StringIO()
         pstats.Stats(prof, stream=s).sort_stats("cumulative").print_stats(25)
         text = s.getvalue()
-    return statistics.median(ts) * 1000, statistics.median(pk) * 1000, text
+    med = statistics.median
+    return med(ts) * 1000, med(pk) * 1000, med(cs) * 1000, med(pc) * 1000, text
 
 
 def main() -> None:
@@ -165,12 +174,15 @@ def main() -> None:
                     help="comma-separated: whole (records' headers stored whole, today's "
                          "default), delta (a store with delta-headers)")
     a = ap.parse_args()
+    load0 = os.getloadavg()[0]
     out = ["# W1 by run.append: record bytes by part, step and head restore (issue 36)\n",
-           common.machine_md({"command": "python -m bench.append_parts --n " + a.n}), ""]
+           common.machine_md({"command": f"python -m bench.append_parts --n {a.n} "
+                                         f"--modes {a.modes}"}), ""]
     summary = ["| headers | N | store bytes | appended bytes | store / appended | records | bytes per "
-               "record | step ms (median) | pickle+fsync ms | step / pickle+fsync | fsyncs "
-               "per step | restore ms | pickle load ms | restore / pickle load |",
-               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+               "record | step ms (median) | step CPU ms | pickle+fsync ms | step / pickle+fsync "
+               "| fsyncs per step | restore ms | pickle load ms | restore / pickle load "
+               "| restore CPU ms | pickle load CPU ms | CPU ratio |",
+               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     details = []
     for mode, n in [(m, int(x)) for x in a.n.split(",") for m in a.modes.split(",")]:
         with tempfile.TemporaryDirectory() as d:
@@ -181,12 +193,15 @@ def main() -> None:
             pdir = Path(d) / "pickle"
             pdir.mkdir()
             pk_step = pickle_step(b["msgs"], pdir)
-            r_ms, pk_ms, prof = restore_times(root, b["msgs"], profile=a.profile and n == 1000)
+            r_ms, pk_ms, r_cpu, pk_cpu, prof = restore_times(root, b["msgs"],
+                                                             profile=a.profile and n == 1000)
             step = statistics.median(b["lat"]) * 1000
             summary.append(
                 f"| {mode} | {n} | {size:,} | {b['appended']:,} | {size / b['appended']:.2f} | {records} "
-                f"| {size / records:,.0f} | {step:.2f} | {pk_step:.2f} | {step / pk_step:.2f} "
-                f"| {b['fsyncs']:.2f} | {r_ms:.2f} | {pk_ms:.2f} | {r_ms / pk_ms:.2f} |")
+                f"| {size / records:,.0f} | {step:.2f} "
+                f"| {statistics.median(b['cpu']) * 1000:.2f} | {pk_step:.2f} "
+                f"| {step / pk_step:.2f} | {b['fsyncs']:.2f} | {r_ms:.2f} | {pk_ms:.2f} "
+                f"| {r_ms / pk_ms:.2f} | {r_cpu:.2f} | {pk_cpu:.2f} | {r_cpu / pk_cpu:.2f} |")
             details.append(f"\n## {mode}, N = {n}: bytes by part ({records} records)\n")
             details.append("| part | bytes | per record |\n|---|---|---|")
             for name, v in sorted(parts.items(), key=lambda kv: -kv[1]):
@@ -197,6 +212,8 @@ def main() -> None:
     out += ["Bytes appended = the messages' canonical CBOR. Bytes per record = store / records "
             "(all files) = bytes written per step. fsyncs per step counted from Python (os.fsync/fdatasync).\n",
             *summary, *details]
+    out.insert(2, f"- **load average (1 min) at start / end**: {load0:.2f} / "
+                  f"{os.getloadavg()[0]:.2f}\n")
     text = "\n".join(out) + "\n"
     if a.out:
         common.write_result(a.out, text)

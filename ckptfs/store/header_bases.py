@@ -26,8 +26,10 @@ from ckptfs.format.containers import Container
 from ckptfs.format.names import record_path
 from ckptfs.storage.base import Storage
 
-#: bytes of base headers remembered per storage (the newest first out when over)
+#: bytes of base headers remembered per storage (the oldest first out when over)
 CACHE_BYTES = 32 * 1024 * 1024
+#: records read ahead in one batch when a base is not remembered (the writer's chain length)
+PREFETCH = 16
 
 _lock = threading.Lock()
 
@@ -120,6 +122,23 @@ class Bases:
         self.cached = cached
         self.hits = 0
         self.reads = 0
+        #: first bytes of records read ahead (None: absent)
+        self._ahead: dict[int, bytes | None] = {}
+
+    def _first(self, seq: int, c: _Cache | None) -> bytes | None:
+        """Record ``seq``'s first bytes. A miss reads it and the PREFETCH records below it
+        (not remembered already) in one batch of ranged reads: a writer's chain is its
+        parents, seq - 1, seq - 2, ..., so a head read needs them next (an object store
+        overlaps the requests instead of sending them one after the other)."""
+        if seq not in self._ahead:
+            want = [s for s in range(seq, max(0, seq - PREFETCH), -1)
+                    if s == seq or (s not in self._ahead
+                                    and (c is None or c.get((self.run_id, s)) is None))]
+            got = self.storage.read_ranges([(record_path(self.run_id, s), 0, ct.HEAD_READ)
+                                            for s in want])
+            self.reads += 1
+            self._ahead.update(zip(want, got))
+        return self._ahead.pop(seq)
 
     def __call__(self, seq: int, depth: int) -> bytes:
         c = _cache(self.storage) if self.cached else None
@@ -130,13 +149,11 @@ class Bases:
                 return got
         path = record_path(self.run_id, seq)
         what = f"run record {path} (the base of a later record's header)"
-        try:
-            first = self.storage.read_range(path, 0, ct.HEAD_READ)
-        except FileNotFoundError:
+        first = self._first(seq, c)
+        if first is None:
             raise FormatError(f"{what} is gone: the records stored against it cannot be "
                               "decoded (spec/v2.md 9.1 keeps such records; run 'ckptfs "
-                              "verify')") from None
-        self.reads += 1
+                              "verify')")
         end = ct.header_length(first, what=what)
         if end > len(first):
             first += self.storage.read_range(path, len(first), end)
