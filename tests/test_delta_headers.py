@@ -202,9 +202,12 @@ def _all_read(url: str, msgs: list[dict[str, object]]) -> list[int]:
 def test_forget_keeps_the_bases_of_what_it_keeps_and_gc_loses_nothing(tmp_path: Path) -> None:
     url = str(tmp_path / "s")
     msgs = _grow(url, 40)  # whole at 1, 17, 33; record 40's chain is 39 .. 33
-    forget(ckptfs.open_store(url).repo, Policy(keep_last=3))
+    rep = forget(ckptfs.open_store(url).repo, Policy(keep_last=3))
     # keep-last 3 keeps 38..40, and with them their bases 33..37 (visible, not strays)
     assert _all_read(url, msgs) == list(range(33, 41))
+    assert [d.seq for d in rep.forgotten] == list(range(1, 33))  # the report says so too
+    assert {d.reasons for d in rep.decisions if 33 <= d.seq <= 37} == {
+        ("base of a kept record (delta-headers)",)}
     rep = gc(ckptfs.open_store(url).repo, grace_ms=0)
     assert not rep.problems
     assert [int(f.name) for f in _records(tmp_path / "s")] == list(range(33, 41))
