@@ -17,7 +17,6 @@ from ckptfs.format import cbor
 from ckptfs.format.digest import Digest
 from ckptfs.format.models import Manifest, RunRecord, StoreConfig
 
-#: format v1 layout on purpose: validates v1 files; the v2 objects: tests/test_cddl_v2.py
 
 CDDL = (Path(__file__).parent.parent / "spec" / "ckptfs.cddl").read_text()
 SCHEMAS = {root: pycddl.Schema(f"root = {root}\n{CDDL}")

@@ -17,7 +17,6 @@ import ckptfs
 from ckptfs.ops.copy import copy_runs
 from tests.clihelp import cli, cli_json, make_demo
 
-#: format v1 layout on purpose: counts loose chunk files; copy into v2: tests/test_v2_layout.py
 
 
 def _files(root: str | Path, sub: str) -> set[str]:

@@ -24,7 +24,6 @@ from ckptfs.storage.local import LocalStorage
 from ckptfs.store.lifecycle import effective_expiry
 from ckptfs.store.repository import Snapshot
 
-#: format v1 layout on purpose: lists v1 files after forget (v2 forget keeps the records as strays)
 
 HOUR = 3_600_000
 

@@ -22,7 +22,6 @@ from ckptfs.format.names import CONFIG_PATH, chunk_path, record_path
 from ckptfs.storage import Storage
 from tests.storeutil import contents
 
-#: format v1 layout on purpose: damages v1 chunk and manifest files; v2 damage: conformance v2 vectors, tests/test_v2_reader_rules.py
 
 MSGS = [{"role": "user", "content": f"message {i} " * 30} for i in range(40)]
 

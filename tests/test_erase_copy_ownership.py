@@ -37,7 +37,6 @@ from ckptfs.ops.verify import verify
 from ckptfs.storage import open_storage
 from ckptfs.store.repository import Repository
 
-#: format v1 layout on purpose: forges v1 records and manifests
 
 SECRET = "ERASE-ME-51c0"
 

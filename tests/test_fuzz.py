@@ -29,7 +29,6 @@ from ckptfs.format.models import Manifest, RunRecord, StoreConfig
 from ckptfs.ops.verify import verify
 from tests.conftest import TALLY, fuzz_examples
 
-#: format v1 layout on purpose: its module-scoped sandbox store is tampered with at v1
 #: manifest and record paths (v2 containers: the conformance v2 vectors and fuzz-free tests)
 
 EVIL_NAMES = ["..", "../x", "a/../../etc/passwd", "/abs", "/etc/passwd", "a\x00b", "x" * 300,

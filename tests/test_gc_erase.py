@@ -22,7 +22,6 @@ from ckptfs.storage.local import LocalStorage
 from ckptfs.store.repository import Repository
 from tests.retention_helpers import CrashingStorage, InjectedCrash, age_tree, files_containing
 
-#: format v1 layout on purpose: its schedules count and age loose chunk and manifest files (v2 gc: tests/test_v2_layout.py, test_crash_points_ops.py)
 
 SHARED = "SHARED-PREFIX-CONTENT"
 SECRET = "ERASE-ME-7f3a9c"

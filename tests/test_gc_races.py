@@ -2,6 +2,9 @@
 backend: a mark that cannot read a snapshot, a writer committing between the collector's age
 check and its delete, a fork and a cross-run stored blob committed while gc sweeps.
 
+This module holds the schedule machinery (Hooked, Beside, the aged stores); the schedules
+themselves run on format v2 stores in tests/test_gc_races_v2.py.
+
 Writers run in a thread started from inside the collector (just before one of its deletes), so
 that the collector goes on while the writer is in its commit; the writer may wait for the sweep
 to end (the handshake of spec/retention.md "Sweeps and writers"), which lets the collector run.
@@ -25,7 +28,6 @@ from tests.faults import FaultyStorage
 from tests.retention_helpers import age_tree
 from tests.retention_writer import POOL
 
-#: format v1 layout on purpose: its schedules delete loose chunks between a writer's steps (v2 gc judges containers; not yet ported)
 
 T = TypeVar("T")
 HOUR_MS = 3_600_000

@@ -26,7 +26,6 @@ from ckptfs.runtime.store import Store
 from ckptfs.storage.local import STAGE_SLICE, LocalStorage
 from tests import hostile_corpus as hc
 
-#: format v1 layout on purpose: plants hostile objects at v1 chunk and manifest paths
 
 
 class Hang(BaseException):

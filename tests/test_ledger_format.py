@@ -15,7 +15,6 @@ from ckptfs.format import cbor
 from ckptfs.format.digest import Digest
 from ckptfs.format.ledger import Ledger, LedgerRef, Record, args_digest
 
-#: format v1 layout on purpose: damages a v1 ledger chunk file
 
 CDDL = (Path(__file__).parent.parent / "spec" / "ckptfs.cddl").read_text()
 BLOCK = CDDL[CDDL.index("; --- effect ledger ---"):]

@@ -10,7 +10,6 @@ import sys
 
 from ckptfs_conformance import runner
 
-#: format v1 layout on purpose: runs the v1 ledger vectors against v1 stores
 
 ADAPTER = f"{shlex.quote(sys.executable)} -m ckptfs_conformance.adapters.ckptfs_adapter"
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ckptfs
 
-#: format v1 layout on purpose: plants files under snapshots/
 
 
 def test_small_inline_blob_restored_then_checkpointed_again(store: ckptfs.Store) -> None:

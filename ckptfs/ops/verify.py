@@ -17,13 +17,13 @@ from ckptfs.format import framing
 from ckptfs.format.digest import Digest
 from ckptfs.format.models import Captured, ChunkRef
 from ckptfs.format.names import chunk_path
-from ckptfs.format.containers import ContainerRef
+from ckptfs.format.containers import ContainerRef, Location, RecordRef
 from ckptfs.ops import gc_locators
 from ckptfs.ops.chunks import snapshot_chunks
 from ckptfs.ops.locator_holes import locator_holes
 from ckptfs.ops.repair import repaired_seqs
 from ckptfs.ops.verify_links import check_hard_links
-from ckptfs.store.containers import locatable
+from ckptfs.store.containers import ChunkReader, Locations, locatable
 from ckptfs.store.ledgers import LedgerScanner
 from ckptfs.store.listing import foreign_names
 from ckptfs.store.repository import Repository, Snapshot
@@ -96,7 +96,8 @@ def verify(repo: Repository, *, runs: Iterable[str] | None = None,
     except CkptfsError as e:
         report.problems.append(Problem(e.category, None, None, None, str(e)))
         return report
-    checked: dict[Digest, str | None] = {}
+    #: each chunk once per place a snapshot's own record says it is (v2; v1: once per digest)
+    checked: dict[tuple[Digest, Location | None], str | None] = {}
     ledgers = LedgerScanner(repo.objects)
     for run_id in (runs if runs is not None else repo.run_ids()):
         report.runs += 1
@@ -214,16 +215,24 @@ def _check_pack_names(repo: Repository, report: VerifyReport) -> None:
 
 
 def _check_chunks(repo: Repository, named: list[tuple[str, ChunkRef]],
-                  checked: dict[Digest, str | None], read_data: bool | float,
-                  report: VerifyReport,
+                  checked: dict[tuple[Digest, Location | None], str | None],
+                  read_data: bool | float, report: VerifyReport,
                   snap: Snapshot, ledgers: LedgerScanner) -> None:
-    """Check each chunk once per verify; report every snapshot that needs a bad one. Ledger
-    chunks read here are handed to ``ledgers`` so that it does not read them again."""
+    """Check each chunk once per place it is read from; report every snapshot that needs a
+    bad one. In a v2 store that place is where the snapshot's own record says the chunk is
+    (its body or locator): two records may hold two copies of one chunk, and a reader of
+    either snapshot alone reads its own (spec/v2.md 6), so a damaged copy is found even when
+    another record's copy of the same chunk is sound. Ledger chunks read here are handed to
+    ``ledgers`` so that it does not read them again."""
+    own = RecordRef(snap.run, snap.seq)
+    alone = repo.objects.locations.only(own) if repo.objects.layout >= 2 else None
     for what, ref in named:
-        if ref.digest not in checked:
+        key = (ref.digest, alone.relied(ref.digest.raw, own, wrote=False)
+               if alone is not None else None)
+        if key not in checked:
             keep = ledgers.offer if what == "(ledger)" else None
-            checked[ref.digest] = _check_chunk(repo, ref, read_data, report, keep)
-        why = checked[ref.digest]
+            checked[key] = _check_chunk(repo, ref, read_data, report, keep, alone)
+        why = checked[key]
         if why is not None:
             cat, _, msg = why.partition(":")
             report.problems.append(Problem(cat, snap.run, snap.seq, snap.id,
@@ -231,7 +240,8 @@ def _check_chunks(repo: Repository, named: list[tuple[str, ChunkRef]],
 
 
 def _check_body(repo: Repository, ref: ChunkRef, read_data: bool, report: VerifyReport,
-                keep: Callable[[Digest, bytes], None] | None) -> str | None:
+                keep: Callable[[Digest, bytes], None] | None,
+                alone: Locations | None) -> str | None:
     """Format v2: the chunk through its location and every fallback (spec/v2.md)."""
     if not read_data:
         try:
@@ -241,7 +251,12 @@ def _check_body(repo: Repository, ref: ChunkRef, read_data: bool, report: Verify
             return f"{e.category}:{e}"
         return "missing:no container, forward or loose object holds it" if lost else None
     try:
-        data = repo.objects.get_chunk(ref, where="verify")
+        if alone is None:
+            data = repo.objects.get_chunk(ref, where="verify")
+        else:  # as a reader of this snapshot alone reads it: its record's place, then fallbacks
+            reader = ChunkReader(repo.storage, alone)
+            reader.reload = repo.objects.reader.reload
+            data = reader.read([ref], where="verify")[0]
     except CkptfsError as e:
         return f"{e.category}:{e}"
     report.bytes_read += ref.size
@@ -251,13 +266,14 @@ def _check_body(repo: Repository, ref: ChunkRef, read_data: bool, report: Verify
 
 
 def _check_chunk(repo: Repository, ref: ChunkRef, read_data: bool | float, report: VerifyReport,
-                 keep: Callable[[Digest, bytes], None] | None = None) -> str | None:
+                 keep: Callable[[Digest, bytes], None] | None = None,
+                 alone: Locations | None = None) -> str | None:
     path = chunk_path(ref.digest)
     report.chunks_checked += 1
     if read_data is not True and read_data and random.random() >= read_data:
         read_data = False  # --read-data-subset: this chunk is only checked for presence
     if repo.objects.layout >= 2:
-        return _check_body(repo, ref, bool(read_data), report, keep)
+        return _check_body(repo, ref, bool(read_data), report, keep, alone)
     if not read_data:
         try:
             size = repo.storage.size(path)

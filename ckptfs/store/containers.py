@@ -124,6 +124,20 @@ class Locations:
                 return loc
         return self.own.get(raw) if wrote else None
 
+    def only(self, ref: ContainerRef) -> Locations | None:
+        """A Locations that knows nothing but record ``ref``'s table (None: not remembered):
+        what a process that read only that record knows, so that a read through it has the
+        outcome any reader of that one snapshot gets (``verify`` checks each snapshot so)."""
+        t = self.table(ref)
+        if t is None:
+            return None
+        fresh = Locations()
+        fresh.exact.update(t[0])
+        fresh.hints.update({k[:ct.LOCATOR_PREFIX]: v for k, v in t[1].items()})
+        fresh._table(ref, *t)
+        fresh.focus = ref
+        return fresh
+
     def add(self, where: Mapping[Digest, Location]) -> None:
         """Remember bodies this process wrote (packs, its records' bodies)."""
         raws = {d.raw: loc for d, loc in where.items()}
