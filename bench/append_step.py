@@ -35,10 +35,12 @@ def message(rng: random.Random, i: int) -> dict[str, Any]:
             "content": "".join(rng.choice("abcdefghij klmnop") for _ in range(n))}
 
 
-def run_mode(mode: str, n: int, steps: int, profile: bool) -> tuple[list[float], str]:
+def run_mode(mode: str, n: int, steps: int, profile: bool, delta: bool = False
+             ) -> tuple[list[float], str]:
     rng = random.Random(7)
     with tempfile.TemporaryDirectory() as d:
         store = ckptfs.open_store(os.path.join(d, "store"))
+        store.init(delta_headers=delta)
         run = store.start_run("bench")
         msgs = [message(rng, i) for i in range(n)]
         state: dict[str, Any] = {"messages": msgs, "plan": {"step": 0}}
@@ -80,15 +82,18 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--modes", default="checkpoint,changed,append")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--delta-headers", action="store_true",
+                    help="a store that requires delta-headers (spec/v2.md 3.1.2)")
     a = ap.parse_args()
     print(f"N = {a.n} messages, {a.steps} steps per mode, "
-          f"format v{os.environ.get('CKPTFS_FORMAT_VERSION', '2')}\n")
+          f"format v{os.environ.get('CKPTFS_FORMAT_VERSION', '2')}"
+          f"{', delta-headers' if a.delta_headers else ''}\n")
     print("| mode | median ms/step | mean ms/step | min | max |")
     print("|---|---|---|---|---|")
     profiles = []
     for mode in a.modes.split(","):
         try:
-            t, text = run_mode(mode, a.n, a.steps, a.profile)
+            t, text = run_mode(mode, a.n, a.steps, a.profile, a.delta_headers)
         except TypeError as e:  # the API is not there (the "before" tree)
             print(f"| {mode} | n/a ({e}) | | | |")
             continue

@@ -287,6 +287,14 @@ def _v2_vectors(g: Gen) -> None:
         _locator_vectors(g)
         _spec32_vectors(g)
         _spec32b_vectors(g)
+        _delta_vectors(g)
+
+
+def _delta_vectors(g: Gen) -> None:
+    """Headers by reference (spec/v2.md 3.1.2, ckptfs_conformance/gen_delta.py)."""
+    from ckptfs_conformance import gen_delta
+
+    gen_delta.vectors(g, new_store, prng, invalid_stores, render_store, NOW)
 
 
 def _spec32_vectors(g: Gen) -> None:

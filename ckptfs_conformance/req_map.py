@@ -55,6 +55,15 @@ REQ_VECTORS: dict[str, tuple[str, ...]] = {
     "v2.forwards.use-well-formed": (SI + "forward-bad-row", SI + "forward-damaged"),
     "v2.garbage.keep-named-container": ("gc/v2-gc-named-*",),
     "v2.version.corrupt-there-too": (SI + "v1-record-over-64kib",),
+    # headers by reference (spec/v2.md 3.1.2, ckptfs_conformance/gen_delta.py)
+    "v2.store.form-0x04-without-feature": (SI + "delta-without-feature",),
+    "v2.delta.reference-form": (SV + "delta-headers", SV + "delta-chain-64",
+                                SI + "delta-wrong-base"),
+    "v2.delta.corrupt-reference": (SI + "delta-wrong-base", SI + "delta-base-not-earlier",
+                                   SI + "delta-base-zero", SI + "delta-not-an-array",
+                                   SI + "delta-pack-form"),
+    "v2.delta.base-absent-corrupt": (SI + "delta-base-gone", SI + "delta-base-damaged"),
+    "v2.delta.chain-at-most-64": (SV + "delta-chain-64", SI + "delta-chain-65"),
     # -- spec/format.md ----------------------------------------------------------------------
     "format.overview.reject-anything-larger": ("store-invalid/inline-too-large",
                                                "store-invalid/value-over-64mib",
@@ -191,6 +200,7 @@ REQ_VECTORS: dict[str, tuple[str, ...]] = {
     # the writer side of spec/v2.md: writer-rules/* (ckptfs_conformance/writer_rules.py)
     "v2.store.list": ("writer-rules/features",),
     "v2.store.write-form-0x03": ("writer-rules/features",),
+    "v2.store.write-form-0x04": ("writer-rules/features",),
     "v2.packs.blake3-whole-file": ("writer-rules/packs-complete",),
     "v2.locators.cover-chunk-snapshot": ("writer-rules/complete-locators",),
     "v2.locators.carry-body-read": ("writer-rules/complete-locators",),

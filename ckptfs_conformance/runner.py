@@ -29,7 +29,7 @@ import attrs
 VECTORS = Path(__file__).resolve().parent / "vectors"
 CAPABILITIES = ("digest", "cbor", "cbor-encode", "framing", "chunker", "reader", "ledger",
                 "lifecycle", "v2", "writer", "writer-exact", "typed-values", "gc", "writer-v2",
-                "maintenance", "encryption")
+                "maintenance", "encryption", "delta-headers")
 PASS, FAIL, SKIP, ERROR = "Pass", "Fail", "Skip", "Error"
 
 

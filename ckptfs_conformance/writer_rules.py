@@ -157,15 +157,19 @@ def _is_chunk(stored: bytes, d: bytes, size: int) -> bool:
 
 
 def form_follows_feature(store: Path, case: dict[str, Any]) -> list[str]:
-    """No form 0x03 container unless the config lists compressed-headers; packs in form 0x02
-    in every store (section 2)."""
+    """No form 0x03 container unless the config lists compressed-headers, no form 0x04 unless
+    it lists delta-headers; packs in form 0x02 in every store (sections 2, 3.1.2)."""
     listed = "compressed-headers" in (_config(store).get("required") or ())
+    delta = "delta-headers" in (_config(store).get("required") or ())
     out = []
     for rel, f in _records(store) + _packs(store):
         form = f.read_bytes()[8:9]
         if form == b"\x03" and (not listed or _PACK.fullmatch(rel)):
             out.append(f"{rel}: form 0x03" + ("" if listed else " in a store whose config does "
                                               "not list compressed-headers"))
+        if form == b"\x04" and (not delta or _PACK.fullmatch(rel)):  # section 3.1.2
+            out.append(f"{rel}: form 0x04" + ("" if delta else " in a store whose config does "
+                                              "not list delta-headers"))
     return out
 
 

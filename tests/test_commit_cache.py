@@ -170,10 +170,11 @@ def _model_record(where: dict[Digest, Location], framed: list[Any]) -> tuple[byt
 def _fast_record(where: dict[Digest, Location], framed: list[Any],
                  rows: LocatorRows | None) -> tuple[bytes, int]:
     table, area, length = ct.layout_parts(framed)
-    return encode_record(run="r", seq=7, snapshot=Digest(bytes(32)), created=T0,
-                         nonce=bytes(16), manifest=b"\xa0", bodies=table,
-                         where={d.raw: loc for d, loc in where.items()}, area=area,
-                         body_length=length, rows=rows)
+    data, start, _ = encode_record(run="r", seq=7, snapshot=Digest(bytes(32)), created=T0,
+                                   nonce=bytes(16), manifest=b"\xa0", bodies=table,
+                                   where={d.raw: loc for d, loc in where.items()}, area=area,
+                                   body_length=length, rows=rows)
+    return data, start
 
 
 @settings(max_examples=fuzz_examples(60), deadline=None)

@@ -27,7 +27,7 @@ is pure: it encodes and decodes bytes and checks every rule a reader must check.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -43,7 +43,16 @@ MAGIC = b"\x89CKPFS\r\n"
 CONTAINER_VERSION = 2
 #: the form byte of a container whose header is one zstd frame (spec/v2.md 3.1)
 CONTAINER_COMPRESSED = 3
-FORMS = (CONTAINER_VERSION, CONTAINER_COMPRESSED)
+#: the form byte of a record whose header is stored by reference: a zstd frame compressed
+#: against the header of an earlier record of its run (spec/v2.md 3.1.2, ``delta-headers``)
+CONTAINER_BY_BASE = 4
+FORMS = (CONTAINER_VERSION, CONTAINER_COMPRESSED, CONTAINER_BY_BASE)
+#: the most form 0x04 records a reader follows from one record to a header of another form
+#: (spec/v2.md 3.1.2): a longer chain is ``corrupt``
+MAX_BASE_DEPTH = 64
+#: ``(base seq, depth) -> that record's header``: how a form 0x04 header finds its base (the
+#: caller knows the run: the record's path); ``depth`` counts form 0x04 records followed so far
+HeaderBase = Callable[[int, int], bytes]
 PREFIX_LEN = len(MAGIC) + 1 + 4  # magic, version byte, hlen
 #: a header carries at most the manifest (64 MiB) plus its tables
 MAX_HEADER_SIZE = MAX_MANIFEST_SIZE + 16 * 1024 * 1024
@@ -182,6 +191,11 @@ class Container:
 
     header: Header
     body_start: int
+    #: the header's canonical CBOR, inflated (the dictionary a later record's header may be
+    #: compressed against, spec/v2.md 3.1.2)
+    plain: bytes = attrs.field(default=b"", repr=False, eq=False)
+    #: the record whose header this one's is stored against (form 0x04), else None
+    base: int | None = None
 
     def location(self, ref: ContainerRef, body: Body) -> Location:
         return Location(ref, self.body_start + body.offset, body.stored)
@@ -235,13 +249,20 @@ def encode(header_cbor: dict[str, Any], area: bytes | Sequence[bytes], *,
 
 
 def encode_bytes(header: bytes, area: bytes | Sequence[bytes], *,
-                 compress: bool = False) -> tuple[bytes, int]:
-    """``encode`` with the header map already encoded (canonically)."""
+                 compress: bool = False, base: tuple[int, bytes] | None = None
+                 ) -> tuple[bytes, int]:
+    """``encode`` with the header map already encoded (canonically). ``base``: ``(seq,
+    header)`` of an earlier record of the same run: store the header by reference, compressed
+    against that record's header (form 0x04; only a store that requires ``delta-headers``,
+    only the writer's parent record, spec/v2.md 3.1.2)."""
     if len(header) > MAX_HEADER_SIZE:
         raise FormatError(f"container header would be {len(header)} bytes, over {MAX_HEADER_SIZE}")
     cbor.check_items(header, what="container header")
     form = CONTAINER_VERSION
-    if compress:
+    if base is not None:
+        header = cbor.encode([base[0], framing.deflate_with(header, base[1])])
+        form = CONTAINER_BY_BASE
+    elif compress:
         z = framing.deflate(header)
         if len(z) < len(header):
             header, form = z, CONTAINER_COMPRESSED
@@ -270,7 +291,7 @@ def header_length(prefix: bytes | memoryview, *, what: str) -> int:
     if len(prefix) < PREFIX_LEN or not is_container(prefix):
         raise FormatError(f"{what}: not a ckptfs v2 container (bad magic or truncated)")
     if prefix[len(MAGIC)] not in FORMS:
-        raise FormatError(f"{what}: container form byte {prefix[len(MAGIC)]} is neither 2 nor 3 "
+        raise FormatError(f"{what}: container form byte {prefix[len(MAGIC)]} is not 2, 3 or 4 "
                           "(a newer ckptfs may have written it; or the file is damaged)")
     hlen = int.from_bytes(prefix[len(MAGIC) + 1:PREFIX_LEN], "big")
     if not 1 <= hlen <= MAX_HEADER_SIZE:
@@ -278,22 +299,97 @@ def header_length(prefix: bytes | memoryview, *, what: str) -> int:
     return PREFIX_LEN + hlen + DIGEST_SIZE
 
 
-def decode(data: bytes | memoryview, *, what: str, whole: bool = True) -> Container:
-    """Decode and check a container's header (``whole``: ``data`` is the complete file and its
-    length must match; otherwise ``data`` holds at least the header)."""
+def base_of(data: bytes | memoryview, *, what: str) -> int | None:
+    """The seq of the record whose header a form 0x04 record's header is stored against, from
+    the record's first bytes (no inflating, no base needed); None for the other forms.
+    FormatError when the stored header is not ``[base, frame]``."""
+    end = header_length(data, what=what)
+    if data[len(MAGIC)] != CONTAINER_BY_BASE:
+        return None
+    if len(data) < end:
+        raise FormatError(f"{what}: truncated inside its header ({len(data)} of {end} bytes)")
+    return _by_base(bytes(data[PREFIX_LEN:end - DIGEST_SIZE]), what)[0]
+
+
+#: bytes of a record's start that hold a form 0x04 record's base seq (``peek_base``)
+PEEK_BASE = PREFIX_LEN + 1 + 9
+
+
+def peek_base(first: bytes | memoryview) -> int | None:
+    """The base seq a form 0x04 record names, from its first PEEK_BASE bytes only (the
+    stored header starts with the array head and the base's uint): no digest check, no
+    inflating. For maintenance that keeps bases (spec/v2.md 9.1), which keeps more when in
+    doubt; readers decode (``decode``). None for another form or bytes that do not say."""
+    if len(first) < PREFIX_LEN + 2 or not is_container(first) \
+            or first[len(MAGIC)] != CONTAINER_BY_BASE or first[PREFIX_LEN] != 0x82:
+        return None
+    head = first[PREFIX_LEN + 1]
+    if head >> 5 != 0:
+        return None
+    info = head & 0x1F
+    if info < 24:
+        return info or None
+    n = {24: 1, 25: 2, 26: 4, 27: 8}.get(info)
+    at = PREFIX_LEN + 2
+    if n is None or len(first) < at + n:
+        return None
+    return int.from_bytes(first[at:at + n], "big") or None
+
+
+def _by_base(stored: bytes, what: str) -> tuple[int, bytes]:
+    """A form 0x04 stored header: ``[base, frame]``, base >= 1 (spec/v2.md 3.1.2)."""
+    v = cbor.decode(stored, what=f"{what} header reference")
+    if not (isinstance(v, list) and len(v) == 2 and type(v[0]) is int and v[0] >= 1
+            and type(v[1]) is bytes):
+        raise FormatError(f"{what}: a form 0x04 header must be [base seq, zstd frame]")
+    return v[0], v[1]
+
+
+def plain_header(data: bytes | memoryview, *, what: str, base: HeaderBase | None = None,
+                 depth: int = 0) -> tuple[bytes, int | None]:
+    """A container's header as canonical CBOR bytes (inflated; for form 0x04 through ``base``,
+    which gives the base record's header), after the checks of spec/v2.md 3.1 steps 1-3; also
+    the base seq of a form 0x04 record. ``depth``: form 0x04 records followed to get here."""
     end = header_length(data, what=what)
     if len(data) < end:
         raise FormatError(f"{what}: truncated inside its header ({len(data)} of {end} bytes)")
     header = bytes(data[PREFIX_LEN:end - DIGEST_SIZE])
     if blake3.blake3(header).digest() != bytes(data[end - DIGEST_SIZE:end]):
         raise FormatError(f"{what}: header digest mismatch (the header is damaged)")
-    if data[len(MAGIC)] == CONTAINER_COMPRESSED:
+    form = data[len(MAGIC)]
+    if form == CONTAINER_COMPRESSED:
         header = framing.inflate_declared(memoryview(header), MAX_HEADER_SIZE,
                                           what=f"{what} header")
+    elif form == CONTAINER_BY_BASE:
+        seq, frame = _by_base(header, what)
+        if depth >= MAX_BASE_DEPTH:
+            raise FormatError(f"{what}: its header is stored against a chain of more than "
+                              f"{MAX_BASE_DEPTH} records (spec/v2.md 3.1.2)")
+        if base is None:
+            raise FormatError(f"{what}: container form 0x04 (a header stored against record "
+                              f"{seq} of its run) in a store whose config does not require "
+                              "'delta-headers' (spec/v2.md 3.1.2): only 0x02 and 0x03 exist "
+                              "there")
+        header = framing.inflate_declared(memoryview(frame), MAX_HEADER_SIZE,
+                                          what=f"{what} header", base=base(seq, depth + 1))
+        return header, seq
+    return header, None
+
+
+def decode(data: bytes | memoryview, *, what: str, whole: bool = True,
+           base: HeaderBase | None = None, depth: int = 0) -> Container:
+    """Decode and check a container's header (``whole``: ``data`` is the complete file and its
+    length must match; otherwise ``data`` holds at least the header). ``base``: where a form
+    0x04 record's base headers come from (its run's records; ``plain_header``)."""
+    end = header_length(data, what=what)
+    header, base_seq = plain_header(data, what=what, base=base, depth=depth)
     m = cbor.decode(header, what=f"{what} header")
     if not isinstance(m, dict):
         raise FormatError(f"{what}: header must be a CBOR map")
     kind = m.get("kind")
+    if base_seq is not None and kind != "record":
+        raise FormatError(f"{what}: a form 0x04 header is a record's, stored against an "
+                          "earlier record of its run")
     parsed: Header
     if kind == "record":
         parsed = _record(m, what)
@@ -301,10 +397,13 @@ def decode(data: bytes | memoryview, *, what: str, whole: bool = True) -> Contai
         parsed = _pack(m, what)
     else:
         raise FormatError(f"{what}: unknown container kind {kind!r:.40}")
+    if base_seq is not None and not (isinstance(parsed, RecordHeader) and base_seq < parsed.seq):
+        raise FormatError(f"{what}: a form 0x04 header is a record's, stored against an "
+                          "earlier record of its run")
     if whole and len(data) != end + parsed.body_length:
         raise FormatError(f"{what}: {len(data)} bytes, but its header says "
                           f"{end + parsed.body_length} (torn or padded)")
-    return Container(parsed, end)
+    return Container(parsed, end, header, base_seq)
 
 
 def _uint(m: Mapping[str, Any], key: str, what: str, maximum: int = 2 ** 64 - 1) -> int:

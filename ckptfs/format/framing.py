@@ -93,13 +93,26 @@ def deflate(data: bytes | memoryview) -> bytes:
     return _compressor().compress(data)
 
 
-def inflate_declared(body: memoryview, limit: int, *, what: str) -> bytes:
+def deflate_with(data: bytes | memoryview, base: bytes) -> bytes:
+    """One zstd frame of ``data`` compressed against ``base`` as a raw-content dictionary
+    (RFC 8878 5: the dictionary is history the frame may copy from), declaring its content
+    size, with a content checksum (a wrong dictionary is then found, not misread). The form a
+    header by reference takes (spec/v2.md 3.1.2); deterministic."""
+    d = zstandard.ZstdCompressionDict(base, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+    c = zstandard.ZstdCompressor(level=ZSTD_LEVEL, dict_data=d, write_content_size=True,
+                                 write_checksum=True, write_dict_id=False)
+    return c.compress(data)
+
+
+def inflate_declared(body: memoryview, limit: int, *, what: str,
+                     base: bytes | None = None) -> bytes:
     """Inflate one zstd frame whose declared content size (required, 1 .. ``limit``) names
-    its length: the bomb guard of ``unframe`` for bytes whose size nothing else states."""
+    its length: the bomb guard of ``unframe`` for bytes whose size nothing else states.
+    ``base``: the raw-content dictionary the frame was compressed against (``deflate_with``)."""
     declared = _declared(body, what)
     if not 1 <= declared <= limit:
         raise CorruptObject(f"{what}: zstd frame declares {declared} bytes, outside 1 .. {limit}")
-    out = _inflate(body, declared, what)
+    out = _inflate(body, declared, what, base)
     if len(out) != declared:
         raise CorruptObject(f"{what}: inflates to {len(out)} bytes, its frame declares {declared}")
     return out
@@ -117,7 +130,7 @@ def _declared(body: memoryview, what: str) -> int:
     return declared
 
 
-def _inflate(body: memoryview, size: int, what: str) -> bytes:
+def _inflate(body: memoryview, size: int, what: str, base: bytes | None = None) -> bytes:
     """Inflate a zstd frame, never producing more than ``size + 1`` bytes (bomb guard)."""
     declared = _declared(body, what)
     if declared != size:
@@ -130,7 +143,10 @@ def _inflate(body: memoryview, size: int, what: str) -> bytes:
                             "payload is exactly one frame, spec/format.md 4)")
     try:
         # the frame declares exactly ``size`` bytes (checked above), so this allocates no more
-        out: bytes = _decompressor().decompress(body, max_output_size=size)
+        dec = _decompressor() if base is None else zstandard.ZstdDecompressor(
+            dict_data=zstandard.ZstdCompressionDict(
+                base, dict_type=zstandard.DICT_TYPE_RAWCONTENT))
+        out: bytes = dec.decompress(body, max_output_size=size)
     except zstandard.ZstdError as e:
         raise CorruptObject(f"{what}: zstd data is damaged ({e})") from e
     return out

@@ -35,11 +35,17 @@ COMPLETE_LOCATORS = "complete-locators"
 #: be stored as one zstd frame (container form 0x03); readers of earlier releases refuse the
 #: store at its config instead of taking such a record for damage
 COMPRESSED_HEADERS = "compressed-headers"
+#: ``delta-headers`` (store config only, spec/v2.md 2 and 3.1.2): a run record's header may be
+#: stored by reference, as a zstd frame compressed against its parent record's header
+#: (container form 0x04), so a commit's header costs what changed; maintenance keeps a
+#: visible record's bases visible (9.1)
+DELTA_HEADERS = "delta-headers"
 KNOWN_FEATURES: frozenset[str] = frozenset({"typed-values", COMPLETE_LOCATORS,
-                                            COMPRESSED_HEADERS, "encrypted"})
+                                            COMPRESSED_HEADERS, DELTA_HEADERS, "encrypted"})
 #: features of a store's config that say how its writers behave, not how its data reads: a copy
 #: need not find them in its destination (its own writers follow the rule or not)
-WRITER_FEATURES: frozenset[str] = frozenset({COMPLETE_LOCATORS, COMPRESSED_HEADERS})
+WRITER_FEATURES: frozenset[str] = frozenset({COMPLETE_LOCATORS, COMPRESSED_HEADERS,
+                                             DELTA_HEADERS})
 #: the required features a writer gives a version 2 store it creates (spec/v2.md 2)
 V2_REQUIRED: tuple[str, ...] = (COMPLETE_LOCATORS, COMPRESSED_HEADERS)
 #: Which ckptfs releases read each format version and each feature, for the error a reader gives
@@ -49,7 +55,7 @@ FORMAT_READERS: dict[int, str] = {1: ">= 0.1.0", 2: ">= 0.2.0"}
 #: which release reads each manifest format version (manifests stay at 1 in both layouts)
 MANIFEST_READERS: dict[int, str] = {1: ">= 0.1.0"}
 FEATURE_READERS: dict[str, str] = {"typed-values": ">= 0.2.0", COMPLETE_LOCATORS: ">= 0.2.0",
-                                   COMPRESSED_HEADERS: ">= 0.3.0"}
+                                   COMPRESSED_HEADERS: ">= 0.3.0", DELTA_HEADERS: ">= 0.4.0"}
 MAX_CHUNK_SIZE = 16 * 1024 * 1024
 MAX_MANIFEST_SIZE = 64 * 1024 * 1024
 MAX_RECORD_SIZE = 64 * 1024

@@ -64,23 +64,27 @@ def locator_table(where: Mapping[bytes, Location]) -> dict[str, Any]:
 def encode_record(*, run: str, seq: int, snapshot: Digest, created: int, nonce: bytes,
                   manifest: bytes, bodies: Sequence[Body], where: Mapping[bytes, Location],
                   area: Sequence[bytes], body_length: int,
-                  rows: LocatorRows | None = None, compress: bool = False
-                  ) -> tuple[bytes, int]:
-    """The record's bytes and its body area's offset (``ct.encode_record`` of the header
-    ``RecordHeader(..., containers, locators = make_locators(where))`` would write).
-    ``rows``: a cache of encoded locator rows kept across commits (else the table is built
-    as plain rows and encoded by cbor2); ``compress``: the header as a zstd frame (form 0x03,
-    a store that requires ``compressed-headers``)."""
+                  rows: LocatorRows | None = None, compress: bool = False,
+                  base: tuple[int, bytes] | None = None) -> tuple[bytes, int, bytes]:
+    """The record's bytes, its body area's offset (``ct.encode_record`` of the header
+    ``RecordHeader(..., containers, locators = make_locators(where))`` would write) and the
+    header's canonical bytes (a later record's ``base``). ``rows``: a cache of encoded
+    locator rows kept across commits (else the table is built as plain rows and encoded by
+    cbor2); ``compress``: the header as a zstd frame (form 0x03, a store that requires
+    ``compressed-headers``); ``base``: ``(seq, header)`` of the parent record, to store the
+    header against (form 0x04, a store that requires ``delta-headers``)."""
     head = {"kind": "record", "run": run, "seq": seq, "snapshot": snapshot.raw,
             "size": len(manifest), "created": created, "nonce": nonce,
             "bodies": [b.to_cbor() for b in bodies], "body_length": body_length}
     if rows is None:
-        return ct.encode({**head, "manifest": manifest, "locators": locator_table(where)}, area,
-                         compress=compress)
-    parts = {k: cbor.encode(v) for k, v in head.items()}
-    parts["manifest"] = cbor.encode(manifest)
-    parts["locators"] = rows.table(where)
-    return ct.encode_bytes(map_bytes(parts), area, compress=compress)
+        plain = cbor.encode({**head, "manifest": manifest, "locators": locator_table(where)})
+    else:
+        parts = {k: cbor.encode(v) for k, v in head.items()}
+        parts["manifest"] = cbor.encode(manifest)
+        parts["locators"] = rows.table(where)
+        plain = map_bytes(parts)
+    data, start = ct.encode_bytes(plain, area, compress=compress, base=base)
+    return data, start, plain
 
 
 _ROW = b"\x84" + uint_head(2, ct.LOCATOR_PREFIX)  # [prefix (8 bytes), ...]

@@ -48,7 +48,8 @@ def source_record(src: Repository, run_id: str, seq: int) -> tuple[bytes, RunRec
             raise CorruptSnapshot(f"{e} (the file may be truncated or edited)") from e
         data = first[:end] if end <= len(first) else \
             first + src.storage.read_range(path, len(first), end)
-    rec, container = parse_record(data, what=what, whole=whole)
+    rec, container = parse_record(data, what=what, whole=whole, storage=src.storage,
+                                  run_id=run_id)
     if container is not None:  # v2: where its chunks are, for the copy that reads them
         src.objects.locations.learn(container, RecordRef(run_id, seq))
     if rec.run != run_id or rec.seq != seq:

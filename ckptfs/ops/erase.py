@@ -25,7 +25,8 @@ from collections.abc import Iterable
 import attrs
 
 from ckptfs import observe
-from ckptfs.errors import CkptfsError, MissingObject, NotFound
+from ckptfs.errors import CkptfsError, InvalidArgument, MissingObject, NotFound
+from ckptfs.format import containers as ct
 from ckptfs.format.digest import Digest
 from ckptfs.format.lifecycle import FENCE_ALL, Retired, Tombstone
 from ckptfs.format.names import (
@@ -38,6 +39,7 @@ from ckptfs.format.names import (
 )
 from ckptfs.format.models import Manifest, RunRecord
 from ckptfs.format.names import head_hint_path
+from ckptfs.store import header_bases
 from ckptfs.ops.erase_containers import Unresolved, erase_containers
 from ckptfs.ops.gc import _chunks, _old, grace_of
 from ckptfs.ops.lease import DEFAULT_TTL_MS, MaintenanceLease
@@ -117,6 +119,8 @@ def _erase_run(repo: Repository, run_id: str, *, reason: str, seq: int | None = 
         if stone is None and not (had if seq is None else seq in had):
             raise NotFound(f"run {run_id!r} has no snapshot to erase" if seq is None else
                            f"run {run_id!r} has no snapshot {seq} to erase")
+        if seq is not None and stone is None:
+            _refuse_a_base(repo, run_id, seq)
         # 1. fence; everything below is decided from what the store holds once it is there
         _fence(repo, run_id, seq, t0, keeps)
         records = repo.record_seqs(run_id)
@@ -190,6 +194,34 @@ def _erase_run(repo: Repository, run_id: str, *, reason: str, seq: int | None = 
         return EraseReport(stone, unresolved,
                            (max(at) if at else t0 + grace) if unresolved else None,
                            tuple(sorted(set(linked))))
+
+
+def _refuse_a_base(repo: Repository, run_id: str, seq: int) -> None:
+    """Refuse to erase one snapshot whose record is the header base of a visible record
+    (spec/v2.md 9.1, ``delta-headers``): deleting it would leave that record undecodable, and
+    its header holds the erased snapshot's manifest, so it cannot be kept either."""
+    if not header_bases.allowed(repo.storage):
+        return
+    above = [s for s in repo.seqs(run_id) if s > seq]
+    base = header_bases.bases(repo.storage, run_id, above)
+
+    def uses(s: int) -> bool:
+        for _ in range(ct.MAX_BASE_DEPTH + 1):
+            b = base.get(s)
+            if b is None or b < seq:
+                return False
+            if b == seq:
+                return True
+            s = b
+        return False
+
+    users = [s for s in above if uses(s)]
+    if users:
+        raise InvalidArgument(
+            f"run {run_id!r}: snapshot {seq} cannot be erased alone: the records of snapshots "
+            f"{users} are stored against its record (store feature 'delta-headers') and could "
+            "no longer be read. Erase those snapshots first (newest first), or the whole run; "
+            "nothing was changed")
 
 
 def loose_objects(repo: Repository) -> bool:

@@ -22,6 +22,7 @@ from ckptfs.format.names import CHUNKS, SNAPSHOTS, TMP
 from ckptfs.ops.chunks import snapshot_chunks
 from ckptfs.ops.lease import DEFAULT_TTL_MS, MaintenanceLease, NoLease, describe
 from ckptfs.storage.base import ObjectStat, Storage
+from ckptfs.store import header_bases
 from ckptfs.store.ledgers import LedgerScanner
 from ckptfs.store.lifecycle import retire
 from ckptfs.store.listing import loose_digest
@@ -355,11 +356,13 @@ def v2_victims(repo: Repository, mark: _Mark, cutoff_s: float, report: GcReport,
         listing = cache.listing(st, run_id)
         refs += [(RecordRef(run_id, s), listing.records[s]) for s in listing.strays]
     refs += list(packs(st).items())
+    young_refs: list[RecordRef | PackRef] = []
     if plan is not None:
         refs, young = gc_locators.split(refs, gc_locators.reached(mark.named, plan.forwards),
                                         cutoff_s, plan)
         for ref, stat in young:  # named by nothing: garbage once old
             _young(report, 0 if stat is None else stat.size, isinstance(ref, RecordRef))
+            young_refs.append(ref)
     out = []
     plain: list[str] = []  # v1 strays of an upgraded store: no bodies, deleted as in v1
     found = held(st, refs, report.problems, plain, repo=repo)
@@ -375,7 +378,27 @@ def v2_victims(repo: Repository, mark: _Mark, cutoff_s: float, report: GcReport,
             _young(report, h.stored - live, isinstance(h.ref, RecordRef))
             continue
         out.append(h)
-    return out
+    chosen = {id(h) for h in out}
+    return _spare_bases(st, out, young_refs + [h.ref for h in found if id(h) not in chosen],
+                        plan)
+
+
+def _spare_bases(st: Storage, victims: list[Held], kept: list[RecordRef | PackRef],
+                 plan: gc_locators.Plan | None) -> list[Held]:
+    """``victims`` without the header bases of the stray records this collection keeps
+    (spec/v2.md 9.1, ``delta-headers``): a kept record stays decodable, so that a later
+    collection can still judge it. Their chains are read from the records' first bytes."""
+    by_run: dict[str, list[int]] = {}
+    for ref in kept:
+        if isinstance(ref, RecordRef):
+            by_run.setdefault(ref.run, []).append(ref.seq)
+    spare = {RecordRef(run_id, b) for run_id, seqs in by_run.items()
+             for b in header_bases.chains(st, run_id, seqs)}
+    if not spare:
+        return victims
+    if plan is not None:
+        plan.unread = [u for u in plan.unread if u.ref not in spare]
+    return [h for h in victims if h.ref not in spare]
 
 
 def _count_v2(report: GcReport, victims: list[Held], mark: _Mark) -> None:

@@ -19,6 +19,7 @@ from ckptfs.errors import CkptfsError
 from ckptfs.format.digest import Digest
 from ckptfs.ops.lease import MaintenanceLease
 from ckptfs.ops.usage import SnapInfo, build_index
+from ckptfs.store import header_bases
 from ckptfs.store.lifecycle import retire
 from ckptfs.store.repository import Repository
 
@@ -182,7 +183,8 @@ def forget(repo: Repository, policy: Policy, *, runs: Iterable[str] | None = Non
             return _plan_by_seq(repo, policy, runs, now)
         idx = build_index(repo, runs)
         bad_runs = {p.split("@", 1)[0] for p in idx.problems}
-        decisions = [d for d in decide(idx.snaps, policy, now) if d.run not in bad_runs]
+        decisions = _keep_bases(repo, [d for d in decide(idx.snaps, policy, now)
+                                       if d.run not in bad_runs])
         gone_ids = {(d.run, d.seq) for d in decisions if not d.keep}
         freed, nchunks = idx.freed_by(s for s in idx.snaps if (s.run, s.seq) in gone_ids)
         removed = sorted({d.run for d in decisions} - {d.run for d in decisions if d.keep})
@@ -215,8 +217,32 @@ def _plan_by_seq(repo: Repository, policy: Policy, runs: Iterable[str] | None,
                 raise CkptfsError(f"forget: {d.run}@{d.seq} kept but not read (a bug)")
             d = attrs.evolve(d, id=None)
         decisions.append(d)
+    decisions = _keep_bases(repo, decisions)
     removed = sorted({d.run for d in decisions} - {d.run for d in decisions if d.keep})
     return ForgetReport(False, decisions, None, None, removed, p.problems)
+
+
+#: the reason a snapshot the policy would forget is kept (spec/v2.md 9.1)
+BASE_REASON = "base of a kept record (delta-headers)"
+
+
+def _keep_bases(repo: Repository, decisions: list[Decision]) -> list[Decision]:
+    """``decisions`` with every snapshot whose record a kept record of its run needs as a
+    header base kept (spec/v2.md 9.1, store feature ``delta-headers``; ``retire`` keeps them
+    whatever it is told, this makes the report say so)."""
+    if not header_bases.allowed(repo.storage):
+        return decisions
+    runs: dict[str, tuple[list[int], set[int]]] = {}
+    for d in decisions:
+        keep, drop = runs.setdefault(d.run, ([], set()))
+        if d.keep:
+            keep.append(d.seq)
+        else:
+            drop.add(d.seq)
+    held = {(run_id, s) for run_id, (keep, drop) in runs.items() if keep and drop
+            for s in header_bases.held_bases(repo.storage, run_id, keep, drop)}
+    return [attrs.evolve(d, keep=True, reasons=(BASE_REASON,)) if (d.run, d.seq) in held else d
+            for d in decisions]
 
 
 def forget_snapshots(repo: Repository, drop: Mapping[str, Iterable[int]], *,

@@ -212,7 +212,8 @@ def _parse(repo: Repository, run_id: str, seq: int, stat: ObjectStat | None,
             end = ct.header_length(first, what=what) if len(first) >= ct.PREFIX_LEN else 0
             if end > len(first):  # a header past 64 KiB: read the rest of it
                 first += st_read(repo.storage, path, len(first), end)
-        rec, c = parse_record(first, what=what, whole=whole)
+        rec, c = parse_record(first, what=what, whole=whole, storage=repo.storage,
+                              run_id=run_id)
         check_record_path(rec, run_id, seq, what)
     except FormatError as e:  # header_length's: damaged like parse_record's
         said = str(e) if EDITED in str(e) else f"{e} {EDITED}"

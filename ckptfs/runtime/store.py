@@ -80,11 +80,16 @@ class Store:
     def storage(self) -> Storage:
         return self.repo.storage
 
-    def init(self, settings: dict[str, Any] | None = None) -> None:
+    def init(self, settings: dict[str, Any] | None = None, *,
+             delta_headers: bool = False) -> None:
         """Create the store now (it is otherwise created by the first checkpoint), in format
         version 2 (spec/v2.md). ``settings`` go into ckptfs.cbor, e.g.
-        ``{"default_ttl_ms": ..., "gc_grace_ms": ...}``."""
-        self.repo.init(self._chunker, settings=settings, created=self.now())
+        ``{"default_ttl_ms": ..., "gc_grace_ms": ...}``. ``delta_headers``: the store requires
+        the feature ``delta-headers`` (spec/v2.md 3.1.2): each commit's record header is
+        stored against its parent's, so a step costs what changed, not the whole manifest and
+        locator table again (readers before ckptfs 0.4.0 refuse such a store)."""
+        self.repo.init(self._chunker, settings=settings, created=self.now(),
+                       features=("delta-headers",) if delta_headers else ())
 
     #: the chunker's gear seed of this Store's writers (an encrypted store's key scope sets it)
     gear_seed = 0

@@ -21,6 +21,7 @@ from ckptfs.format.containers import HeadHint, RecordRef
 from ckptfs.format.digest import Digest
 from ckptfs.format.models import (
     COMPRESSED_HEADERS,
+    DELTA_HEADERS,
     NONCE_SIZE,
     ChunkRef,
     Manifest,
@@ -29,6 +30,7 @@ from ckptfs.format.models import (
 )
 from ckptfs.format.names import head_hint_path, record_path
 from ckptfs.storage.base import Storage
+from ckptfs.store import header_bases
 from ckptfs.store.chunk_sets import NO_PARENT, ParentChunks, named_raws
 from ckptfs.store.lifecycle import retired_throughs
 from ckptfs.store.objects import ObjectStore, ledger_results
@@ -44,6 +46,11 @@ def now_ms() -> int:
 #: commits (spec/v2.md: readers check forward from it, so a stale hint costs nothing but a
 #: longer listing)
 HINT_EVERY = 16
+#: in a store that requires ``delta-headers``, a record's header is stored against its
+#: parent's (form 0x04) unless the parent's chain already holds this many such records: then
+#: it is stored whole, so a reader follows at most this many records (spec/v2.md 3.1.2 allows
+#: 64). Fewer: faster head reads; more: smaller stores
+DELTA_CHAIN = 16
 def random_nonce() -> bytes:
     """A run record's nonce (spec 8.1): fresh random bytes for every record a writer creates."""
     return secrets.token_bytes(NONCE_SIZE)
@@ -57,6 +64,7 @@ class Commits:
     nonce: Callable[[], bytes]
     ids: dict[Digest, tuple[str, int]]
     _hinted: set[str]
+    _headers: dict[str, tuple[int, bytes, int]]
     _retired: dict[str, tuple[int, list[int]]]
     retired_reused: int
     _window_error: CorruptObject | None
@@ -104,10 +112,12 @@ class Commits:
             chunks = [(c, b) for c, b in chunks if c.raw in needed]
         # the nonce makes this record's bytes ours alone: after a lost answer the storage
         # layer reads the record back and takes identical bytes as proof that it landed
+        base = self._header_base(manifest, cfg)
         d, rec_bytes, objects, own = self.objects.prepare_v2(
             manifest, chunks or [], results, nonce=self.nonce(), settings=cfg.settings,
             parent=self._parent_record(manifest),
-            compress=COMPRESSED_HEADERS in cfg.required)
+            compress=COMPRESSED_HEADERS in cfg.required,
+            base=None if base is None else (base[0], base[1]))
         try:
             self.storage.commit(objects, record_path(manifest.run, manifest.seq), rec_bytes)
             self.objects.known.update(c for c, _ in chunks or [])
@@ -126,6 +136,11 @@ class Commits:
         self.objects.locations.wrote_record(RecordRef(manifest.run, manifest.seq),
                                             {c.raw: x for c, x in own.items()},
                                             self.objects.last_table)
+        if DELTA_HEADERS in cfg.required:
+            self._headers[manifest.run] = (manifest.seq, self.objects.last_header,
+                                           0 if base is None else base[2] + 1)
+            header_bases.remember(self.storage, manifest.run, manifest.seq,
+                                  self.objects.last_header)
         self.ids[d] = (manifest.run, manifest.seq)
         try:
             # the lease first (spec/v2.md 5.4: a retired-range listing is reused only while no
@@ -139,11 +154,27 @@ class Commits:
                 manifest, lambda: ledger_results(self.objects, d, manifest), seen)
         except ConflictError:  # withdrawn: its bodies are gone with it
             self.objects.locations.forget([RecordRef(manifest.run, manifest.seq)])
+            self._headers.pop(manifest.run, None)
+            header_bases.forget(self.storage, manifest.run)
             self.objects.known.discard(own)
             self.ids.pop(d, None)
             raise
         self._maybe_hint(manifest, d)
         return Snapshot(d, manifest)
+
+    def _header_base(self, manifest: Manifest, cfg: StoreConfig
+                     ) -> tuple[int, bytes, int] | None:
+        """The record to store this commit's header against (spec/v2.md 3.1.2): only in a
+        store that requires ``delta-headers``, only the parent's record when this process
+        committed it (the previous seq of the same run: its header is at hand), and only while
+        the chain stays under DELTA_CHAIN. None: the header is stored whole."""
+        if DELTA_HEADERS not in cfg.required or manifest.parent is None:
+            return None
+        last = self._headers.get(manifest.run)
+        if last is None or last[0] != manifest.seq - 1 \
+                or self.ids.get(manifest.parent) != (manifest.run, manifest.seq - 1):
+            return None
+        return last if last[2] + 1 < DELTA_CHAIN else None
 
     def _parent_record(self, manifest: Manifest) -> RecordRef | None:
         """v2: the record of ``manifest``'s parent, its table remembered (read once if this

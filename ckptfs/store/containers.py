@@ -32,6 +32,7 @@ from ckptfs.format.digest import Digest
 from ckptfs.format.models import ChunkRef
 from ckptfs.format.names import chunk_path, forward_path, pack_path, record_path
 from ckptfs.storage.base import Storage
+from ckptfs.store.header_bases import decode_at
 
 #: how many forwards a reader follows for one chunk before it gives up (maintenance keeps
 #: chains at one hop; a longer one means a damaged or hostile store)
@@ -189,7 +190,7 @@ def read_container(storage: Storage, path: str, *, what: str) -> tuple[Container
     """The whole container at ``path`` (FileNotFoundError when absent), decoded and checked."""
     data = storage.read(path)
     try:
-        return ct.decode(data, what=what), data
+        return decode_at(storage, path, data, what=what), data
     except FormatError as e:
         raise CorruptObject(str(e)) from e
 
@@ -207,7 +208,7 @@ def header_from(storage: Storage, path: str, first: bytes, *, what: str) -> Cont
         end = ct.header_length(first, what=what)
         if end > len(first):
             first += storage.read_range(path, len(first), end)
-        return ct.decode(first, what=what, whole=False)
+        return decode_at(storage, path, first, what=what, whole=False)
     except FormatError as e:
         raise CorruptObject(str(e)) from e
 

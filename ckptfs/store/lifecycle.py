@@ -22,6 +22,7 @@ from ckptfs.format.names import (
     tombstone_path,
 )
 from ckptfs.storage.base import Listing, Storage
+from ckptfs.store.header_bases import held_bases
 
 
 def _refuse(e: FormatError, why: str) -> FormatError:
@@ -196,6 +197,10 @@ def retire(storage: Storage, run_id: str, visible: list[int], drop: set[int], no
     if not drop:
         return False
     whole = drop == set(visible)
+    if not whole:  # a kept record's header bases stay visible with it (spec/v2.md 9.1)
+        drop -= held_bases(storage, run_id, [s for s in visible if s not in drop], drop)
+        if not drop:
+            return False
     if not whole and max(visible) in drop:
         raise ValueError(f"run {run_id!r}: the head (seq {max(visible)}) can only be forgotten "
                          "together with the whole run")

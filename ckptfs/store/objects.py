@@ -127,6 +127,8 @@ class ObjectStore:
         self.locator_rows = LocatorRows()
         #: the locators (by raw digest) of the last record ``prepare_v2`` built
         self.last_table: dict[bytes, Location] = {}
+        #: the header (canonical CBOR) of the record ``prepare_v2`` built last
+        self.last_header = b""
 
     @property
     def layout(self) -> int:
@@ -148,7 +150,8 @@ class ObjectStore:
     # -- v2 ----------------------------------------------------------------------------------
     def prepare_v2(self, manifest: Manifest, chunks: Sequence[tuple[Digest, bytes | memoryview]],
                    results: Iterable[ChunkRef], *, nonce: bytes, settings: Mapping[str, Any],
-                   parent: RecordRef | None = None, compress: bool = False
+                   parent: RecordRef | None = None, compress: bool = False,
+                   base: tuple[int, bytes] | None = None
                    ) -> tuple[Digest, bytes, list[tuple[str, bytes]], dict[Digest, Location]]:
         """A v2 commit of ``manifest``: its id, the record's bytes, the packs to write before
         it (bulk beyond ``record_bulk_max``), and where the record's own bodies will be.
@@ -158,7 +161,9 @@ class ObjectStore:
         container this writer wrote within the reuse window, never from another record this
         process read. A chunk it cannot locate so is read (verified) and carried as a body: a
         record never has a hole (a read that fails fails the commit). ``compress``: the store
-        requires ``compressed-headers`` (the record's header is then a zstd frame)."""
+        requires ``compressed-headers`` (the record's header is then a zstd frame); ``base``:
+        ``(seq, header)`` of the parent record, to store the header against (form 0x04, a
+        store that requires ``delta-headers``)."""
         data = self.manifest_bytes.to_bytes(manifest)
         if len(data) > MAX_MANIFEST_SIZE:
             raise CorruptObject(f"manifest would be {len(data)} bytes, over {MAX_MANIFEST_SIZE}")
@@ -191,8 +196,8 @@ class ObjectStore:
             framed = []
         rec = RunRecord(run=manifest.run, seq=manifest.seq, snapshot=d, size=len(data),
                         created=manifest.created, nonce=nonce)
-        rec_bytes, placed_own = build_record_raw(rec, data, framed, where, self.locator_rows,
-                                                 compress=compress)
+        rec_bytes, placed_own, self.last_header = build_record_raw(
+            rec, data, framed, where, self.locator_rows, compress=compress, base=base)
         #: the table the record will have, for ``Repository.commit`` to remember once created
         self.last_table = where
         return d, rec_bytes, packs, placed_own

@@ -26,14 +26,17 @@ from ckptfs.format.names import (
     seq_name,
 )
 from ckptfs.storage.base import Storage
+from ckptfs.store.header_bases import decode_record
 from ckptfs.store.lifecycle import record_names_of
 
 
-def parse_record(data: bytes, *, what: str, whole: bool = True
+def parse_record(data: bytes, *, what: str, whole: bool = True,
+                 storage: Storage | None = None, run_id: str | None = None
                  ) -> tuple[RunRecord, Container | None]:
     """A record file's commit (and, for v2, its decoded container). ``whole=False``: ``data``
     is a v2 record's first bytes, at least its header (maintenance reads only headers); the
-    file's length is then not checked."""
+    file's length is then not checked. ``storage``, ``run_id``: where the record is, for a
+    header stored by reference (form 0x04: its base records are read from there)."""
     if not ct.is_container(data):
         try:
             return RunRecord.from_bytes(data, what=what), None
@@ -42,7 +45,10 @@ def parse_record(data: bytes, *, what: str, whole: bool = True
         except FormatError as e:
             raise CorruptSnapshot(f"{e} (the file may be truncated or edited)") from e
     try:
-        c = ct.decode(data, what=what, whole=whole)
+        if storage is not None and run_id is not None:
+            c = decode_record(storage, run_id, data, what=what, whole=whole)
+        else:
+            c = ct.decode(data, what=what, whole=whole)
     except NonCanonical as e:
         raise NonCanonical(f"{e} (the record was edited or written by a broken writer)") from e
     except FormatError as e:
@@ -62,25 +68,29 @@ def build_record(rec: RunRecord, manifest: bytes, framed: Sequence[tuple[Digest,
     """A v2 record's bytes for commit ``rec`` carrying ``manifest`` and the ``framed`` bodies,
     with locators for the chunks at ``where``; also where its own bodies will be.
     ``compress``: the store requires ``compressed-headers`` (the header is a zstd frame)."""
-    return build_record_raw(rec, manifest, framed, {d.raw: loc for d, loc in where.items()},
-                            compress=compress)
+    data, placed, _ = build_record_raw(rec, manifest, framed,
+                                       {d.raw: loc for d, loc in where.items()},
+                                       compress=compress)
+    return data, placed
 
 
 def build_record_raw(rec: RunRecord, manifest: bytes,
                      framed: Sequence[tuple[Digest, int, bytes]],
                      where: Mapping[bytes, Location], rows: record_bytes.LocatorRows | None = None,
-                     *, compress: bool = False) -> tuple[bytes, dict[Digest, Location]]:
+                     *, compress: bool = False, base: tuple[int, bytes] | None = None
+                     ) -> tuple[bytes, dict[Digest, Location], bytes]:
     """``build_record`` with ``where`` keyed by the digests' raw bytes (the commit path: no
     model objects per located chunk; ``rows``: encoded locator rows kept across commits,
-    ckptfs.format.record_bytes)."""
+    ckptfs.format.record_bytes); also the header's canonical bytes. ``base``: ``(seq,
+    header)`` of the parent record to store the header against (form 0x04)."""
     assert rec.nonce is not None
     table, area, area_length = ct.layout_parts(framed)
-    data, start = record_bytes.encode_record(
+    data, start, plain = record_bytes.encode_record(
         run=rec.run, seq=rec.seq, snapshot=rec.snapshot, created=rec.created, nonce=rec.nonce,
         manifest=manifest, bodies=table, where=where, area=area, body_length=area_length,
-        rows=rows, compress=compress)
+        rows=rows, compress=compress, base=base)
     ref = RecordRef(rec.run, rec.seq)
-    return data, {b.digest: Location(ref, start + b.offset, b.stored) for b in table}
+    return data, {b.digest: Location(ref, start + b.offset, b.stored) for b in table}, plain
 
 
 # -- the head ----------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from ckptfs.errors import (
 from ckptfs.format.cdc import ChunkerParams
 from ckptfs.format.digest import Digest
 from ckptfs.format.models import (
+    DELTA_HEADERS,
     V2_REQUIRED,
     Manifest,
     RunRecord,
@@ -69,6 +70,7 @@ from ckptfs.store.new_store import (
     refuse_foreign,
     refuse_v1_request,
 )
+from ckptfs.store import header_bases
 from ckptfs.store.records import parse_record
 from ckptfs.format.containers import RecordRef
 
@@ -87,6 +89,9 @@ class Repository(Commits):
         #: v2: snapshot ids this process committed or read -> (run, seq) (lookup by id)
         self.ids: dict[Digest, tuple[str, int]] = {}
         self._hinted: set[str] = set()
+        #: per run, the last record this process committed: (seq, header, base depth), the
+        #: base of the next record's header in a store that requires ``delta-headers``
+        self._headers: dict[str, tuple[int, bytes, int]] = {}
         #: run -> (lease generation of the quiet look before the listing, its retired
         #: throughs): reused by later commits while that generation stays the highest
         self._retired: dict[str, tuple[int, list[int]]] = {}
@@ -117,6 +122,7 @@ class Repository(Commits):
         except CorruptObject as e:
             self.objects.sweeps.window_ms, self._window_error = 0, e
         check_encryption(cfg, self.storage)
+        header_bases.allow(self.storage, DELTA_HEADERS in cfg.required)
         self._config = cfg
         self.objects.layout = cfg.version
 
@@ -138,18 +144,24 @@ class Repository(Commits):
 
     def init(self, chunker: ChunkerParams | None = None,
              settings: dict[str, Any] | None = None, created: int | None = None,
-             *, implicit: bool = False) -> StoreConfig:
+             *, implicit: bool = False, features: tuple[str, ...] = ()) -> StoreConfig:
         """Create the store config if absent (create-only; format version 2); return the config
         in force.
         ``implicit``: a first checkpoint creates the store, not the caller on purpose; then a
-        location that holds anything else is refused (NotAStore), not turned into a store."""
+        location that holds anything else is refused (NotAStore), not turned into a store.
+        ``features``: required features beyond the default ones (``delta-headers``)."""
         existing = self.load_config()
         if existing is not None:
             return existing
         if implicit:
             refuse_foreign(self.storage)
         refuse_v1_request()
-        required, settings = V2_REQUIRED, initial_settings(settings)
+        unknown = sorted(set(features) - {DELTA_HEADERS})
+        if unknown:
+            raise ValueError(f"init: unknown store feature(s) {unknown}; known: "
+                             f"{[DELTA_HEADERS]}")
+        required = V2_REQUIRED + tuple(f for f in features if f not in V2_REQUIRED)
+        settings = initial_settings(settings)
         enc = new_config_fields(self.storage)  # an encrypted store (spec/encryption.md 3)
         if enc is not None:
             required, settings = required + enc[0], {**settings, **enc[1]}
@@ -223,7 +235,7 @@ class Repository(Commits):
         except FileNotFoundError:
             raise (self.erased(run_id, seq) or self.erased(run_id) or NotFound(
                 f"run {run_id!r} has no snapshot with sequence number {seq}")) from None
-        rec, container = parse_record(data, what=what)
+        rec, container = parse_record(data, what=what, storage=self.storage, run_id=run_id)
         check_record_path(rec, run_id, seq, what)
         if container is not None:
             self.objects.locations.learn(container, RecordRef(run_id, seq))

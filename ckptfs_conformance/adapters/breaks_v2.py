@@ -95,7 +95,11 @@ def apply(rule: str) -> None:
     elif rule == "lenient-zheader":  # [3.1 form 0x03] inflated without size and frame rules
         import zstandard
 
-        def inflate(body: Any, limit: int, *, what: str) -> bytes:
+        declared = framing.inflate_declared
+
+        def inflate(body: Any, limit: int, *, what: str, base: Any = None) -> bytes:
+            if base is not None:  # a header by reference (3.1.2): not this rule's
+                return declared(body, limit, what=what, base=base)
             try:
                 return bytes(zstandard.ZstdDecompressor().decompressobj().decompress(bytes(body)))
             except zstandard.ZstdError as e:

@@ -30,9 +30,9 @@ def apply(rule: str) -> None:
     elif rule == "any-kind":  # [3.1 step 4] a header of another kind is read as a record
         decode = ct.decode
 
-        def any_kind(data: Any, *, what: str, whole: bool = True) -> Any:
+        def any_kind(data: Any, *, what: str, whole: bool = True, **kw: Any) -> Any:
             try:
-                return decode(data, what=what, whole=whole)
+                return decode(data, what=what, whole=whole, **kw)
             except FormatError as e:
                 if "unknown container kind" not in str(e):
                     raise
@@ -109,10 +109,10 @@ def apply(rule: str) -> None:
             listed["yes"] = "compressed-headers" in cfg.required
             configured(self, cfg)
 
-        def strict(data: Any, *, what: str, whole: bool = True) -> Any:
+        def strict(data: Any, *, what: str, whole: bool = True, **kw: Any) -> Any:
             if len(data) > 8 and data[8] == ct.CONTAINER_COMPRESSED and not listed["yes"]:
                 raise FormatError(f"{what}: form 0x03 in a store without compressed-headers")
-            return decode(data, what=what, whole=whole)
+            return decode(data, what=what, whole=whole, **kw)
         setattr(repository.Repository, "_configured", note)
         setattr(ct, "decode", strict)
     elif rule == "refuse-bad-window":  # [2] a reader that refuses a bad check window
@@ -139,8 +139,8 @@ def apply(rule: str) -> None:
         decode, unframe = ct.decode, sc.unframe_body
         sizes: dict[bytes, int] = {}
 
-        def remember(data: Any, *, what: str, whole: bool = True) -> Any:
-            c = decode(data, what=what, whole=whole)
+        def remember(data: Any, *, what: str, whole: bool = True, **kw: Any) -> Any:
+            c = decode(data, what=what, whole=whole, **kw)
             sizes.update({b.digest.raw: b.size for b in c.header.bodies})
             return c
 
