@@ -10,7 +10,8 @@ the vector names:
   case, and no snapshot id or chunk digest (raw or hex), appears in any path or any byte of the
   store (2);
 - ``scope-locators``: every container a record locates into is sealed under the record's own
-  scope (4.2).
+  scope (4.2);
+- ``sealed-layout-2``: every object but the config is sealed in layout 2 (5.1: ``CKE 0x02``).
 """
 
 from __future__ import annotations
@@ -148,8 +149,18 @@ def scope_locators(store: Path, ring: Path, case: Any, raw: Any) -> list[str]:
     return out
 
 
+def sealed_layout_2(store: Path, ring: Path, case: Any, raw: Any) -> list[str]:
+    from ckptfs.format.crypto_stream import MAGIC2
+
+    return [f"{rel}: not sealed in layout 2 (starts {f.read_bytes()[:4].hex()})"
+            for rel, f in _files(store)
+            if rel != "ckptfs.cbor" and not rel.startswith("tmp/")
+            and f.read_bytes()[:len(MAGIC2)] != MAGIC2]
+
+
 RULES: dict[str, Callable[[Path, Path, Any, Any], list[str]]] = {
     "config-encrypted": config_encrypted,
     "observer-learns-nothing": observer_learns_nothing,
     "scope-locators": scope_locators,
+    "sealed-layout-2": sealed_layout_2,
 }

@@ -323,11 +323,12 @@ def _spec32b_vectors(g: Gen) -> None:
     gen_spec32b.vectors(g, new_store, prng, render_ref, NOW)
     gen_spec32b.typed_vectors(g)
     gen_spec32b.store_vectors(g, new_store, prng, render_store, NOW)
-    from ckptfs_conformance import gen_enc_vectors  # capability encryption
+    from ckptfs_conformance import gen_enc_layouts, gen_enc_vectors  # capability encryption
 
     gen_enc_vectors.primitives(g)
     gen_enc_vectors.stores(g, new_store, NOW)
     gen_enc_vectors.writer(g, NOW)
+    gen_enc_layouts.vectors(g, NOW)
 
 
 def _locator_vectors(g: Gen) -> None:

@@ -28,6 +28,17 @@ BREAKS: dict[str, tuple[str, set[str]]] = {
     # spec/encryption.md: a writer that ignores the keyring, a reader that ignores the version
     "enc-writer-plaintext": ("encryption/*", {"encryption/write-scopes"}),
     "enc-accept-version-1": ("encryption/*", {"encryption/store-version-1"}),
+    # spec/encryption.md 5.1: a writer of layout 1, a reader of layout 1 only, a whole-object
+    # reader that does not require the final flag, a range reader that opens whole objects
+    "enc-writer-layout-1": ("encryption/*", {"encryption/write-scopes"}),
+    "enc-open-layout-1-only": ("encryption/*", {
+        "encryption/write-scopes", "encryption/store-layout-2", "encryption/store-mixed-layouts",
+        *(f"encryption/open2{k}" for k in ("", "-full-final", "-segments")),
+        *(f"encryption/range2-{k}" for k in ("across", "beside-flipped", "final-dropped",
+                                             "full-final", "inside", "past-end"))}),
+    "enc-whole-no-final": ("encryption/*", {"encryption/open2-drop-last"}),
+    "enc-range-whole": ("encryption/*", {"encryption/range2-beside-flipped",
+                                         "encryption/range2-final-dropped"}),
 }
 
 

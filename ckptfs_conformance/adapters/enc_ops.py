@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ckptfs.format import crypto
+from ckptfs.format import crypto, crypto_stream
 from ckptfs.format.cdc import ChunkerParams, cut_lengths
 
 
@@ -49,6 +49,20 @@ def enc_snapshot(folder: str, now: str, ref: str) -> str:
     return canonical_json(render_ref(store, ref, int(now), keyring=ring or ""))
 
 
+def enc_open_range(key: str, store: str, path: str, start: str, end: str, f: str) -> str:
+    """Plaintext ``[START, END)`` of the sealed object FILE at PATH (spec/encryption.md 5.1):
+    a layout-2 object opens only the segments that hold the range, as a store's range reads
+    do (``EncryptedStorage.read_range``); a layout-1 object opens whole."""
+    data, s, e = Path(f).read_bytes(), int(start), int(end)
+    sid = bytes.fromhex(store)
+    if "enc-range-whole" in BROKEN or crypto_stream.layout(data) == 1:
+        return crypto_stream.open_sealed(_key(key), data, store_id=sid, path=path)[s:e].hex()
+    first, a, b = crypto_stream.span(s, e)
+    opener = crypto_stream.Opener(_key(key), data[:crypto_stream.HEADER_SIZE], store_id=sid,
+                                  path=path)
+    return opener.open_range(first, data[a:b], s, e).hex()
+
+
 #: broken writers of ckptfs's adapter (``--break enc-writer-plaintext``, adapters/
 #: spec32b_breaks.py): the suite must catch them
 BROKEN: set[str] = set()
@@ -70,7 +84,11 @@ ENC_OPS: dict[str, Callable[..., Any]] = {
     "enc-seal": lambda key, store, scope, path, nonce, f: crypto.seal(
         _key(key), store_id=bytes.fromhex(store), scope_id=bytes.fromhex(scope), path=path,
         plaintext=Path(f).read_bytes(), nonce=bytes.fromhex(nonce)).hex(),
-    "enc-open": lambda key, store, path, f: crypto.open_sealed(
+    "enc-seal2": lambda key, store, scope, path, salt, f: crypto_stream.seal(
+        _key(key), store_id=bytes.fromhex(store), scope_id=bytes.fromhex(scope), path=path,
+        plaintext=Path(f).read_bytes(), salt=bytes.fromhex(salt)).hex(),
+    "enc-open-range": enc_open_range,
+    "enc-open": lambda key, store, path, f: crypto_stream.open_sealed(
         _key(key), Path(f).read_bytes(), store_id=bytes.fromhex(store), path=path).hex(),
     "enc-name": lambda key, context, name: crypto.encrypt_name(_key(key), name,
                                                                context=context),

@@ -9,7 +9,9 @@ from typing import Any
 SPEC32B_BREAKS: tuple[str, ...] = ("v2-remembered-places", "typed-paths-as-given",
                                    "typed-offset-unchecked", "typed-set-nan-twice",
                                    "typed-refuse-set-order", "enc-writer-plaintext",
-                                   "enc-accept-version-1")
+                                   "enc-accept-version-1", "enc-writer-layout-1",
+                                   "enc-open-layout-1-only", "enc-whole-no-final",
+                                   "enc-range-whole")
 
 
 def apply(rule: str) -> None:
@@ -34,6 +36,9 @@ def apply(rule: str) -> None:
         def any_version(cfg: Any, url: str) -> Any:
             return checked(attrs.evolve(cfg, version=2), url)
         setattr(eo, "encryption_setting", any_version)
+    elif rule.startswith(("enc-writer-layout-1", "enc-open-layout-1-only",
+                          "enc-whole-no-final", "enc-range-whole")):
+        _layouts(rule)
     elif rule.startswith("typed-"):  # [format.md 18.3, gap 25] one built-in decoder changed
         _typed(rule)
     else:
@@ -96,3 +101,37 @@ def _typed(rule: str) -> None:
             dec = sets(name, cls)
         out.append((name, cls, enc, dec, unordered))
     setattr(cb, "BUILTINS", tuple(out))
+
+
+def _layouts(rule: str) -> None:
+    """spec/encryption.md 5.1: one rule of the two layouts skipped."""
+    from ckptfs.format import crypto, crypto_stream as cs
+
+    if rule == "enc-writer-layout-1":  # [enc.seal.layouts] the writer seals in layout 1
+        from ckptfs.storage.encrypted import EncryptedStorage
+
+        def seal1(self: Any, path: str, data: Any) -> bytes:
+            scope = self._write_scope(path)
+            self._forget(path)
+            return crypto.seal(scope.key, store_id=self.store_id, scope_id=scope.id, path=path,
+                               plaintext=bytes(data))
+        setattr(EncryptedStorage, "seal", seal1)
+    elif rule == "enc-open-layout-1-only":  # [enc.seal.layouts] CKE 0x02 is not known
+        def layout1(data: Any, *, where: Any = None) -> int:
+            crypto.sealed_scope(bytes(data[:cs.HEADER_SIZE]) + bytes(crypto.TAG_SIZE), where=where)
+            return 1
+        setattr(cs, "layout", layout1)
+    elif rule == "enc-whole-no-final":  # [enc.seal.whole-object] the final flag not required
+        def open_all(self: Any, data: Any) -> bytes:
+            body = memoryview(data)[cs.HEADER_SIZE:]
+            n = max(1, -(-len(body) // cs.SEALED_SEGMENT))
+            out = []
+            for i in range(n):
+                piece = body[i * cs.SEALED_SEGMENT:(i + 1) * cs.SEALED_SEGMENT]
+                out.append(self._segment(i, piece, short=len(piece) < cs.SEALED_SEGMENT)[0])
+            return b"".join(out)
+        setattr(cs.Opener, "open_all", open_all)
+    else:  # [enc.seal.segments] a range opens the whole object
+        from ckptfs_conformance.adapters import enc_ops
+
+        enc_ops.BROKEN.add(rule)
