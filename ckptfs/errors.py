@@ -98,6 +98,13 @@ class ErasedError(NotFound):
     category = "erased"
 
 
+class KeyringError(CkptfsError):
+    """The keyring is missing, damaged, protected by another key or passphrase, or belongs to
+    another store; or an encrypted store is opened without the ``encrypt`` extra."""
+
+    category = "keyring"
+
+
 class InvalidURL(CkptfsError, ValueError):
     """A store URL that no backend can open (unknown protocol, missing fsspec plugin, bad form)."""
 

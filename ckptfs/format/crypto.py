@@ -22,11 +22,8 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from ckptfs.errors import CorruptObject
 from ckptfs.format import cbor
+from ckptfs.format.encryption_ids import FEATURE, SCHEME
 
-#: the required store feature of an encrypted store (format.md 2: older readers refuse it)
-FEATURE = "encrypted"
-#: the scheme name in the store config's ``encryption`` setting
-SCHEME = "ckptfs-enc-1"
 #: first bytes of every sealed object
 MAGIC = b"CKE\x01"
 SCOPE_ID_SIZE = 16

@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING
 from ckptfs.errors import ConflictError, InvalidArgument
 from ckptfs.format.names import check_run_id
 from ckptfs.storage.base import Storage
-from ckptfs.storage.encrypted import EncryptedStorage
-from ckptfs.storage.encrypted_open import open_encrypted
-from ckptfs.storage.keyring import KEYRING_ENV, Keyring, Scope
+from ckptfs.format.encryption_ids import KEYRING_ENV
+from ckptfs.storage.encrypted_open import is_encrypted_view, open_encrypted
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # they need ``cryptography`` (the ``encrypt`` extra): loaded when used
     from ckptfs.runtime.store import Store
+    from ckptfs.storage.encrypted import EncryptedStorage
+    from ckptfs.storage.keyring import Keyring, Scope
 
 
 def keyring_storage(storage: Storage, keyring: str | os.PathLike[str] | Keyring | None,
@@ -32,7 +33,7 @@ def keyring_storage(storage: Storage, keyring: str | os.PathLike[str] | Keyring 
 
 
 def _encrypted_here(storage: Storage) -> bool:
-    from ckptfs.format.crypto import FEATURE
+    from ckptfs.format.encryption_ids import FEATURE
     from ckptfs.format.models import StoreConfig
     from ckptfs.format.names import CONFIG_PATH
 
@@ -45,7 +46,12 @@ def _encrypted_here(storage: Storage) -> bool:
 def base_view(store: Store) -> EncryptedStorage | None:
     """The store's encrypted base view (None: a plaintext store, or a scope's own Store)."""
     st = store.repo.storage
-    return st if isinstance(st, EncryptedStorage) and st.scope is None else None
+    if not is_encrypted_view(st):
+        return None
+    from ckptfs.storage.encrypted import EncryptedStorage  # loaded: st is one
+
+    assert isinstance(st, EncryptedStorage)
+    return st if st.scope is None else None
 
 
 def scope_store(store: Store, scope: Scope) -> Store:

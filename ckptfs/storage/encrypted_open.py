@@ -4,29 +4,48 @@ encrypted and which store id its keyring must be bound to (spec/encryption.md 3)
 from __future__ import annotations
 
 import os
-from typing import Any
+import sys
+from typing import TYPE_CHECKING, Any
 
-from ckptfs.format import crypto
+from ckptfs.errors import KeyringError
+from ckptfs.format.encryption_ids import FEATURE, SCHEME
+from ckptfs.format.encryption_ids import SETTING as SETTING  # re-exported
 from ckptfs.format.models import StoreConfig
 from ckptfs.format.names import CONFIG_PATH
 from ckptfs.storage.base import Storage
-from ckptfs.storage.encrypted import EncryptedStorage
-from ckptfs.storage.keyring import Keyring, KeyringError, open_keyring
 
-#: the setting of an encrypted store's config that names its scheme, store id and keyring id
-SETTING = "encryption"
+if TYPE_CHECKING:  # both need ``cryptography`` (the ``encrypt`` extra): loaded when used
+    from ckptfs.storage.encrypted import EncryptedStorage
+    from ckptfs.storage.keyring import Keyring
+
+
+def is_encrypted_view(storage: Storage) -> bool:
+    """Whether ``storage`` is an encrypted store's plaintext view. Without the module loaded
+    no storage can be one, so a plaintext store never imports ``cryptography``."""
+    mod = sys.modules.get("ckptfs.storage.encrypted")
+    return mod is not None and isinstance(storage, mod.EncryptedStorage)
+
+
+def _crypto_modules() -> None:
+    """Load the encryption modules, or say which extra they need."""
+    try:
+        import cryptography  # noqa: F401
+    except ImportError:
+        raise KeyringError("this is an encrypted store (or a keyring was given), and encrypted "
+                           "stores need the 'cryptography' package: pip install "
+                           "'ckptfs[encrypt]'") from None
 
 
 def encryption_setting(cfg: StoreConfig, url: str) -> dict[str, Any] | None:
     """The ``encryption`` setting of an encrypted store's config (checked), or None when the
     store is not encrypted."""
-    if crypto.FEATURE not in cfg.required:
+    if FEATURE not in cfg.required:
         return None
     enc = cfg.settings.get(SETTING)
-    if (not isinstance(enc, dict) or enc.get("scheme") != crypto.SCHEME
+    if (not isinstance(enc, dict) or enc.get("scheme") != SCHEME
             or not isinstance(enc.get("store"), bytes) or len(enc["store"]) != 16):
         raise KeyringError(f"{url}: the config of this encrypted store has no valid "
-                           f"'{SETTING}' setting (scheme {crypto.SCHEME}); it is damaged")
+                           f"'{SETTING}' setting (scheme {SCHEME}); it is damaged")
     if cfg.version != 2:  # the scheme is defined over layout version 2 only
         raise KeyringError(f"{url}: the config of this encrypted store says version "
                            f"{cfg.version}; encrypted stores are version 2: it is damaged")
@@ -40,6 +59,10 @@ def open_encrypted(inner: Storage, keyring: str | os.PathLike[str] | Keyring, *,
     keyring bound already is refused, unless given as an open Keyring: a copy); the
     store's config is written by the first ``init`` or checkpoint (Repository.init adds the
     feature and the setting)."""
+    _crypto_modules()
+    from ckptfs.storage.encrypted import EncryptedStorage
+    from ckptfs.storage.keyring import Keyring, open_keyring
+
     try:
         raw = inner.read(CONFIG_PATH)
     except FileNotFoundError:
@@ -73,6 +96,8 @@ def open_encrypted(inner: Storage, keyring: str | os.PathLike[str] | Keyring, *,
 
 
 def _ring_for_new(keyring: str | os.PathLike[str] | Keyring, passphrase: str | None) -> Keyring:
+    from ckptfs.storage.keyring import Keyring, open_keyring
+
     if isinstance(keyring, Keyring):
         return keyring
     try:
@@ -90,17 +115,20 @@ def check_encryption(cfg: StoreConfig, storage: Storage) -> None:
     """An encrypted store is read only through its keyring, a plaintext one only without
     (spec/encryption.md 3): KeyringError otherwise, before anything else is read."""
     enc = encryption_setting(cfg, storage.url)
-    if enc is not None and not isinstance(storage, EncryptedStorage):
+    if enc is not None and not is_encrypted_view(storage):
         raise KeyringError(f"{storage.url} is an encrypted store: open it with its keyring "
                            "(open_store(url, keyring=...), --keyring or CKPTFS_KEYRING)")
-    if enc is None and isinstance(storage, EncryptedStorage):
+    if enc is None and is_encrypted_view(storage):
         raise KeyringError(f"{storage.url} is a plaintext store: open it without a keyring")
 
 
 def new_config_fields(storage: Storage) -> tuple[tuple[str, ...], dict[str, Any]] | None:
     """The required feature and the setting a new store's config gets on ``storage``: an
     encrypted view gets ``encrypted`` and its ``encryption`` setting; others None."""
-    if not isinstance(storage, EncryptedStorage):
+    if not is_encrypted_view(storage):
         return None
-    return ((crypto.FEATURE,), {SETTING: {"scheme": crypto.SCHEME, "store": storage.store_id,
+    from ckptfs.storage.encrypted import EncryptedStorage  # loaded: storage is one
+
+    assert isinstance(storage, EncryptedStorage)
+    return ((FEATURE,), {SETTING: {"scheme": SCHEME, "store": storage.store_id,
                                           "keyring": storage.keyring.id}})

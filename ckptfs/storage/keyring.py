@@ -26,8 +26,10 @@ from typing import Any
 import attrs
 
 from ckptfs.errors import CkptfsError, ErasedError
+from ckptfs.errors import KeyringError as KeyringError  # re-exported: its home before
 from ckptfs.format import cbor
 from ckptfs.format import crypto
+from ckptfs.format.encryption_ids import KEYRING_ENV as KEYRING_ENV  # re-exported
 from ckptfs.storage.base import Storage
 from ckptfs.storage.key_providers import AwsKms, KeyProvider, LocalKek, UnwrapError
 
@@ -39,8 +41,6 @@ SCOPES, NAMES, ERASED = "scopes", "names", "erased"
 INDEXES = "indexes"
 #: the kind (and name) of the store-wide scope of content marked as holding no personal data
 SHARED = "shared"
-#: environment variable naming the keyring for every command and for open_store
-KEYRING_ENV = "CKPTFS_KEYRING"
 #: environment variable holding the keyring's passphrase, when it has one
 PASSPHRASE_ENV = "CKPTFS_KEYRING_PASSPHRASE"
 #: argon2id parameters of new passphrase keyrings (RFC 9106 second recommended option)
@@ -53,13 +53,6 @@ _CHECK = b"ckptfs keyring check"
 #: subkeys).
 _UNWRAPPED: dict[tuple[bytes, bytes, bytes], bytes] = {}
 _REMEMBER = 1 << 14
-
-
-class KeyringError(CkptfsError):
-    """The keyring is missing, damaged, protected by another key or passphrase, or belongs to
-    another store."""
-
-    category = "keyring"
 
 
 class ScopeErased(ErasedError):

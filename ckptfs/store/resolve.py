@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from ckptfs.errors import CkptfsError, FormatError, MissingObject, NotFound
 from ckptfs.format.digest import Digest
 from ckptfs.format.names import RUN_ID, check_run_id, parse_uint
-from ckptfs.storage.encrypted import EncryptedStorage
+from ckptfs.storage.encrypted_open import is_encrypted_view
 from ckptfs.store.heads import HeadLook
 from ckptfs.store.snapshot import Snapshot
 
@@ -59,7 +59,7 @@ def damaged_head(repo: Repository, run_id: str, e: CkptfsError) -> CkptfsError:
     (format.md 8.4) makes the run resumable again."""
     # an encrypted store's run ids may be personal data: its errors never carry one (the
     # caller knows which run it read; spec/encryption.md 8)
-    shown = "RUN" if isinstance(repo.storage, EncryptedStorage) else run_id
+    shown = "RUN" if is_encrypted_view(repo.storage) else run_id
     named = "this run" if shown == "RUN" else f"run {run_id!r}"
     return type(e)(
         f"{e}. This is the head of {named}, so the run cannot be resumed (a reader "
