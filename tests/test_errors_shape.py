@@ -20,7 +20,7 @@ CATEGORIES = {
     "EffectInProgress": "in-progress", "EffectMismatch": "effect-mismatch",
     "EffectSuperseded": "effect-superseded", "ErasedError": "erased", "ExpiredError": "expired",
     "FormatError": "corrupt", "InvalidArgument": "error", "InvalidName": "path",
-    "InvalidURL": "url", "MigrationError": "schema", "MissingObject": "missing",
+    "InvalidURL": "url", "KeyringError": "keyring", "MigrationError": "schema", "MissingObject": "missing",
     "MissingReference": "missing-reference", "NonCanonical": "non-canonical",
     "NotAStore": "not-found", "NotFound": "not-found", "OutcomeUnknown": "storage",
     "ReferenceChanged": "missing-reference", "RestoreRefused": "restore", "SchemaError": "schema",
