@@ -27,9 +27,9 @@ from typing import Any
 import ckptfs
 from bench import common
 from bench.data import message
-from bench.lg_store_parts import manifest_parts
+from bench.peers import PickleFsync
+from bench import lg_store_parts
 from ckptfs.format import cbor
-from ckptfs.format import containers as ct
 from ckptfs.storage.open import open_storage
 from ckptfs.store.header_bases import allow, decode_at
 
@@ -45,35 +45,11 @@ def store_parts(root: Path) -> tuple[dict[str, int], int]:
     allow(storage, b"delta-headers" in (root / "ckptfs.cbor").read_bytes())
     parts: collections.Counter[str] = collections.Counter()
     records = 0
-    for p in sorted(root.rglob("*")):
-        if not p.is_file():
-            continue
-        data = p.read_bytes()
-        if not ct.is_container(data):
-            parts["other files (config, markers, hints)"] += len(data)
-            continue
-        rel = p.relative_to(root).as_posix()
-        c = decode_at(storage, rel, data, what=rel)
-        h = c.header
-        if not isinstance(h, ct.RecordHeader):
-            parts["packs"] += len(data)
-            continue
+    for data, c, h in lg_store_parts.records(
+            root, parts, lambda rel, data: decode_at(storage, rel, data, what=rel)):
         records += 1
-        header = h.to_cbor()
-        n = len(cbor.encode(header))
-        stored = c.body_start - ct.PREFIX_LEN - 32
-        parts["prefix + header digest"] += ct.PREFIX_LEN + 32
-        form = {2: "whole", 3: "zstd, form 0x03", 4: "by reference, form 0x04"}[data[8]]
-        parts[f"header compression ({form})"] += stored - n
-        for name, v in manifest_parts(h.manifest).items():
+        for name, v in lg_store_parts.record_parts(data, c, h).items():
             parts[name] += v
-        parts["manifest: cbor head"] += len(cbor.encode(h.manifest)) - len(h.manifest)
-        parts["body table"] += len(cbor.encode(header["bodies"]))
-        parts["locators"] += len(cbor.encode(header["locators"]))
-        parts["other header fields"] += (n - len(cbor.encode(h.manifest))
-                                         - len(cbor.encode(header["bodies"]))
-                                         - len(cbor.encode(header["locators"])))
-        parts["body area (new chunks)"] += len(data) - c.body_start
     return dict(parts), records
 
 
@@ -106,23 +82,11 @@ def build(path: Path, n: int, delta: bool = False) -> dict[str, Any]:
 
 def pickle_step(msgs: list[dict[str, Any]], d: Path, k: int = 50) -> float:
     """Median ms of a pickle+fsync of the whole state (file, fsync, rename, dir fsync)."""
+    peer = PickleFsync(str(d))
     ts = []
     for i in range(k):
         t = time.perf_counter()
-        data = pickle.dumps({"messages": msgs}, protocol=pickle.HIGHEST_PROTOCOL)
-        tmp = d / f".tmp-{i}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.rename(tmp, d / f"step-{i:08d}.pkl")
-        dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        peer.put(msgs, i)
         ts.append(time.perf_counter() - t)
     return statistics.median(ts) * 1000
 

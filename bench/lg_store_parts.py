@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,12 +51,16 @@ def manifest_parts(manifest: bytes) -> dict[str, int]:
     return out
 
 
-def store_parts(root: Path, label: str = "lg.kind"
-                ) -> tuple[dict[str, int], collections.Counter[str]]:
-    """(part name -> bytes, snapshot kind -> record count) over every file under ``root``; a
-    record's kind is its label ``label`` (the agent adapters: ``ag.op``), else ``other``."""
-    parts: collections.Counter[str] = collections.Counter()
-    kinds: collections.Counter[str] = collections.Counter()
+#: how a record's header is stored, by its form byte (spec/v2.md 3.1)
+HEADER_FORMS = {2: "whole", 3: "zstd, form 0x03", 4: "by reference, form 0x04"}
+
+
+def records(root: Path, parts: collections.Counter[str],
+            decode: Callable[[str, bytes], ct.Container] | None = None
+            ) -> Iterator[tuple[bytes, ct.Container, ct.RecordHeader]]:
+    """(bytes, container, header) of every run record under ``root``; every other file is
+    counted whole into ``parts`` (packs, and config, markers and hints). ``decode(rel,
+    data)`` decodes a container (default ``ct.decode``; a form 0x04 record needs its base's)."""
     for p in sorted(root.rglob("*")):
         if not p.is_file():
             continue
@@ -63,29 +68,45 @@ def store_parts(root: Path, label: str = "lg.kind"
         if not ct.is_container(data):
             parts["other files (config, markers, hints)"] += len(data)
             continue
-        c = ct.decode(data, what=str(p))
-        h = c.header
-        if not isinstance(h, ct.RecordHeader):
+        rel = p.relative_to(root).as_posix()
+        c = decode(rel, data) if decode is not None else ct.decode(data, what=str(p))
+        if not isinstance(c.header, ct.RecordHeader):
             parts["packs"] += len(data)
             continue
+        yield data, c, c.header
+
+
+def record_parts(data: bytes, c: ct.Container, h: ct.RecordHeader) -> dict[str, int]:
+    """One run record's bytes by part. ``header compression (FORM)`` is what storing the
+    header as FORM saved against its canonical CBOR (negative; 0 for a whole header)."""
+    header = h.to_cbor()
+    header_len = _len(header)
+    manifest = _len(h.manifest)
+    bodies = _len(header["bodies"])
+    locators = _len(header["locators"])
+    stored = c.body_start - ct.PREFIX_LEN - 32  # the header as stored
+    out = {"prefix + header digest": ct.PREFIX_LEN + 32,
+           f"header compression ({HEADER_FORMS[data[8]]})": stored - header_len}
+    out.update(manifest_parts(h.manifest))
+    out.update({"manifest: cbor head": manifest - len(h.manifest), "body table": bodies,
+                "locators": locators,
+                "other header fields": header_len - manifest - bodies - locators,
+                "body area (new chunks)": len(data) - c.body_start})
+    return out
+
+
+def store_parts(root: Path, label: str = "lg.kind"
+                ) -> tuple[dict[str, int], collections.Counter[str]]:
+    """(part name -> bytes, snapshot kind -> record count) over every file under ``root``; a
+    record's kind is its label ``label`` (the agent adapters: ``ag.op``), else ``other``."""
+    parts: collections.Counter[str] = collections.Counter()
+    kinds: collections.Counter[str] = collections.Counter()
+    for data, c, h in records(root, parts):
         kind = str(cbor2.loads(h.manifest).get("labels", {}).get(label, "other"))
         kinds[kind] += 1
-        header = h.to_cbor()
-        header_len = _len(header)
-        manifest = _len(h.manifest)
-        bodies = _len(header["bodies"])
-        locators = _len(header["locators"])
-        stored = c.body_start - ct.PREFIX_LEN - 32  # the header as stored (form 0x03: zstd)
-        parts[f"{kind}: prefix + header digest"] += ct.PREFIX_LEN + 32
-        if stored != header_len:  # negative: what compressing the header saved
-            parts[f"{kind}: header compression (zstd, form 0x03)"] += stored - header_len
-        for name, n in manifest_parts(h.manifest).items():
-            parts[f"{kind}: {name}"] += n
-        parts[f"{kind}: manifest: cbor head"] += manifest - len(h.manifest)
-        parts[f"{kind}: body table"] += bodies
-        parts[f"{kind}: locators"] += locators
-        parts[f"{kind}: other header fields"] += header_len - manifest - bodies - locators
-        parts[f"{kind}: body area (new chunks)"] += len(data) - c.body_start
+        for name, n in record_parts(data, c, h).items():
+            if n or not name.startswith("header compression"):  # a whole header saved none
+                parts[f"{kind}: {name}"] += n
     return dict(parts), kinds
 
 
