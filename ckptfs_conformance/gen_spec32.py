@@ -399,22 +399,27 @@ def writer_vectors(g: Any, prng: Any, writer: str, now: int, t0: int) -> None:
     """The writer-rules/* vectors: ckptfs writes each case into a version 2 store; the vector
     keeps the rendering (config aside) and the rules to check (ckptfs_conformance/
     writer_rules.py)."""
+    tmp = g.out / "_tmp32"
+    for name, (desc, rules, case) in writer_cases(prng, t0).items():
+        writer_rules_vector(g, tmp, name, desc, rules, [], dict(case, writer=writer), now)
+    shutil.rmtree(tmp)
+
+
+def writer_rules_vector(g: Any, tmp: Path, name: str, desc: str, rules: list[str],
+                        caps: list[str], case: dict[str, Any], now: int) -> None:
+    """One writer-rules/NAME vector: ckptfs writes ``case`` under ``tmp`` (its output must
+    keep ``rules``), and the vector keeps the rendering, config aside."""
     from ckptfs_conformance.adapters.spec32_writer import write_v2
     from ckptfs_conformance.render import canonical_json, render_store, symbolic
     from ckptfs_conformance.writer_rules import check
 
-    tmp = g.out / "_tmp32"
-    for name, (desc, rules, case) in writer_cases(prng, t0).items():
-        case = dict(case, writer=writer)
-        path = tmp / f"{name}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(canonical_json(case))
-        d = tmp / name
-        write_v2(str(path), str(d))
-        assert not check(d, rules, case), (name, check(d, rules, case))
-        got = symbolic(render_store(str(d), now))
-        expected = {k: v for k, v in got.items() if k != "config"}
-        g.vector("writer-rules", name, desc, ["write-v2", "{file:case}", "{out}"],
-                 {"store": expected, "now": now, "rules": rules}, ["writer-v2"],
-                 {"case": {"json": case}})
-    shutil.rmtree(tmp)
+    path = tmp / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(canonical_json(case))
+    d = tmp / name
+    write_v2(str(path), str(d))
+    assert not check(d, rules, case), (name, check(d, rules, case))
+    got = symbolic(render_store(str(d), now))
+    g.vector("writer-rules", name, desc, ["write-v2", "{file:case}", "{out}"],
+             {"store": {k: v for k, v in got.items() if k != "config"}, "now": now,
+              "rules": rules}, ["writer-v2", *caps], {"case": {"json": case}})

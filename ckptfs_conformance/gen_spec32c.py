@@ -260,23 +260,11 @@ def writer_cases(t0: int, now: int) -> dict[str, tuple[str, list[str], list[str]
 
 def writer_vectors(g: Any, writer: str, now: int, t0: int) -> None:
     """The writer-rules/* vectors of this module (as gen_spec32.writer_vectors)."""
-    from ckptfs_conformance.adapters.spec32_writer import write_v2
-    from ckptfs_conformance.render import canonical_json, render_store, symbolic
-    from ckptfs_conformance.writer_rules import check
+    from ckptfs_conformance.gen_spec32 import writer_rules_vector
 
     tmp = g.out / "_tmp32c"
     for name, (desc, rules, caps, case) in writer_cases(t0, now).items():
-        case = dict(case, writer=writer)
-        path = tmp / f"{name}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(canonical_json(case))
-        d = tmp / name
-        write_v2(str(path), str(d))
-        assert not check(d, rules, case), (name, check(d, rules, case))
-        got = symbolic(render_store(str(d), now))
-        g.vector("writer-rules", name, desc, ["write-v2", "{file:case}", "{out}"],
-                 {"store": {k: v for k, v in got.items() if k != "config"}, "now": now,
-                  "rules": rules}, ["writer-v2", *caps], {"case": {"json": case}})
+        writer_rules_vector(g, tmp, name, desc, rules, caps, dict(case, writer=writer), now)
     shutil.rmtree(tmp)
 
 
