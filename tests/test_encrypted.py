@@ -20,6 +20,7 @@ import ckptfs
 from ckptfs.errors import ApprovalPending, CkptfsError, CorruptObject
 from ckptfs.format.crypto import DecryptionError
 from ckptfs.ops.erase_scope import erase_subject, verify_erased
+from ckptfs.storage import keyring_shards
 from ckptfs.storage.keyring import Keyring, KeyringError, ScopeErased
 from ckptfs.storage.open import open_storage
 
@@ -569,7 +570,10 @@ def test_master_key_rotation_rewraps_only(two_runs: tuple[str, str], to_passphra
     assert new.gen == 1
     assert tree(Path(url)) == before  # no object of the store rewritten
     assert not (Path(ring) / "scopes").exists() or not list((Path(ring) / "scopes").iterdir())
-    assert [len(list(d.iterdir())) for d in Path(ring).glob("scopes-1-*")] == [n]
+    # every key rewrapped into the generation's key shards (spec/encryption.md 4.3)
+    shards = [p for d in Path(ring).glob("shards-1-*") for p in d.iterdir()]
+    assert sum(len(keyring_shards.decode(p.read_bytes(), ring, p.name)) for p in shards) == n
+    assert not [p for d in Path(ring).glob("scopes-1-*") for p in d.iterdir()]
     assert not (Path(ring) / "master.key").exists()
     s = ckptfs.open_store(url, keyring=ring, passphrase=pw)
     assert s.read("a") == {"x": 2} and s.read("b") == {"y": 1}

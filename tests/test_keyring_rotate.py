@@ -1,6 +1,7 @@
 """Rotating a keyring's master key in batches (issue 33): every scope rewrapped, crash-safe at
 every step (each scope opens under the old or the new master key, and a rerun completes),
-and on S3 one GET and one PUT per scope plus a few listings, whatever the batch size."""
+and on S3 one GET per scope and one PUT per key shard plus a few listings and batched deletes
+the first time, O(shards) the next (spec/encryption.md 4.3)."""
 
 from __future__ import annotations
 
@@ -53,61 +54,72 @@ def test_rotation_in_batches_rewraps_every_scope(tmp_path: Path,
     assert s.read("a") == {"x": 1} and s.read("b") == {"y": 2}
 
 
-@pytest.mark.parametrize("point", ["first-batch", "mid-rewrap", "at-switch", "after-switch",
-                                   "old-master-delete"])
+@pytest.mark.parametrize("point", ["mid-read", "shard-write", "at-switch", "carry",
+                                   "after-switch", "old-master-delete"])
 def test_rotation_crash_points(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                point: str) -> None:
     """A crash anywhere leaves every scope openable (by the old master key before the switch,
-    the new one after it), the store readable, and a rerun completes the rotation."""
+    the new one after it), the store readable, and a rerun completes the rotation. Twice: the
+    first rotation reads per-scope objects, the second the first one's key shards."""
     url, ring = str(tmp_path / "s"), str(tmp_path / "ring")
     sids = _store(url, ring)
     monkeypatch.setattr(keyring_rotate, "BATCH", 5)
     monkeypatch.setattr(keyring_rotate, "WORKERS", 2)
-    kr = Keyring(open_storage(ring))
-    st: Any = kr.storage
-    calls = {"write_many": 0}
-    real_wm, real_replace, real_dm, real_del = (st.write_many, st.replace, st.delete_many,
-                                                st.delete)
+    for rotation in (1, 2):
+        kr = Keyring(open_storage(ring))
+        st: Any = kr.storage
+        calls = {"write_many": 0, "read_many": 0}
+        real_wm, real_rm, real_replace, real_dm, real_del = (
+            st.write_many, st.read_many, st.replace, st.delete_many, st.delete)
 
-    def write_many(items: Any) -> None:
-        calls["write_many"] += 1
-        if (point == "first-batch" and calls["write_many"] == 1) or (
-                point == "mid-rewrap" and calls["write_many"] == 6):
-            raise Crash(point)
-        real_wm(items)
+        def read_many(paths: Any) -> Any:
+            calls["read_many"] += 1
+            if point == "mid-read" and calls["read_many"] == 3 - rotation:
+                raise Crash(point)
+            return real_rm(paths)
 
-    def replace(path: str, data: bytes) -> None:
-        if point == "at-switch" and path == "keyring.cbor":
-            raise Crash(point)
-        real_replace(path, data)
+        def write_many(items: Any) -> None:
+            calls["write_many"] += 1
+            if (point == "shard-write" and calls["write_many"] == 1) or (
+                    point == "carry" and calls["write_many"] == 2):
+                raise Crash(point)
+            real_wm(items)
 
-    def delete_many(paths: Any) -> None:
-        if point == "after-switch":
-            raise Crash(point)
-        real_dm(paths)
+        def replace(path: str, data: bytes) -> None:
+            if point == "at-switch" and path == "keyring.cbor":
+                raise Crash(point)
+            real_replace(path, data)
 
-    def delete(path: str) -> None:
-        if point == "old-master-delete":
-            raise Crash(point)
-        real_del(path)
+        def delete_many(paths: Any) -> None:
+            if point == "after-switch":
+                raise Crash(point)
+            real_dm(paths)
 
-    monkeypatch.setattr(st, "write_many", write_many)
-    monkeypatch.setattr(st, "replace", replace)
-    monkeypatch.setattr(st, "delete_many", delete_many)
-    monkeypatch.setattr(st, "delete", delete)
-    with pytest.raises(Crash):
-        kr.rotate()
-    monkeypatch.undo()
-    after = Keyring(open_storage(ring))
-    switched = point in ("after-switch", "old-master-delete")
-    assert after.gen == (1 if switched else 0)
-    _all_open(after, sids)
-    s = ckptfs.open_store(url, keyring=ring)
-    assert s.read("a") == {"x": 1} and s.read("b") == {"y": 2}
-    again = after.rotate()  # a rerun completes (the next generation after a switch)
-    assert again.gen == after.gen + 1
-    _all_open(Keyring(open_storage(ring)), sids)
-    assert ckptfs.open_store(url, keyring=ring).read("a") == {"x": 1}
+        def delete(path: str) -> None:
+            if point == "old-master-delete":
+                raise Crash(point)
+            real_del(path)
+
+        monkeypatch.setattr(st, "read_many", read_many)
+        monkeypatch.setattr(st, "write_many", write_many)
+        monkeypatch.setattr(st, "replace", replace)
+        monkeypatch.setattr(st, "delete_many", delete_many)
+        monkeypatch.setattr(st, "delete", delete)
+        gen = kr.gen
+        with pytest.raises(Crash):
+            kr.rotate()
+        for name in ("read_many", "write_many", "replace", "delete_many", "delete"):
+            monkeypatch.delattr(st, name)
+        after = Keyring(open_storage(ring))
+        switched = point in ("carry", "after-switch", "old-master-delete")
+        assert after.gen == gen + (1 if switched else 0)
+        _all_open(after, sids)
+        s = ckptfs.open_store(url, keyring=ring)
+        assert s.read("a") == {"x": 1} and s.read("b") == {"y": 2}
+        again = after.rotate()  # a rerun completes (the next generation after a switch)
+        assert again.gen == after.gen + 1
+        _all_open(Keyring(open_storage(ring)), sids)
+        assert ckptfs.open_store(url, keyring=ring).read("a") == {"x": 1}
 
 
 def test_rotation_requests_on_s3(s3_options: dict[str, Any],
@@ -128,11 +140,18 @@ def test_rotation_requests_on_s3(s3_options: dict[str, Any],
     events.register("before-send.s3", hook)
     try:
         new = kr.rotate()
+        first = dict(ops)
+        ops.clear()
+        new.rotate()
     finally:
         events.unregister("before-send.s3", hook)
     n = len(sids)
-    # the keyring file and master key files besides: a few more than one per scope
-    assert ops.get("GetObject", 0) <= n + 5 and ops.get("PutObject", 0) <= n + 5, ops
-    assert sum(ops.values()) <= 2 * n + 20, ops
+    # the first rotation: one GET per scope (its own object), one PUT per key shard (16 for
+    # this many scopes) and batched deletes; the keyring and master key files besides
+    assert first.get("GetObject", 0) <= n + 5 and first.get("PutObject", 0) <= 16 + 5, first
+    assert first.get("DeleteObjects", 0) <= 6 and sum(first.values()) <= n + 50, first
+    # the next: the shards, not the scopes
+    assert ops.get("GetObject", 0) <= 16 + 5 and ops.get("PutObject", 0) <= 16 + 5, ops
+    assert sum(ops.values()) <= 60, ops
     _all_open(Keyring(open_storage(ring, **s3_options)), sids)
     assert new.gen == 1

@@ -18,6 +18,7 @@ from ckptfs.format import cbor, crypto, crypto_stream
 from ckptfs.format.names import CONFIG_PATH, MOVED, PACKS, RUNS, TMP, TOMBSTONES
 from ckptfs.storage.base import Storage
 from ckptfs.storage.encrypted import EncryptedStorage, _b32
+from ckptfs.storage import keyring_shards
 from ckptfs.storage.keyring import ScopeErased
 
 #: the store's folder of erased-scope markers (plaintext: a scope id and a time, no name)
@@ -142,6 +143,9 @@ def verify_erased(storage: Storage, subject: str) -> ErasedVerdict:
     problems: list[str] = []
     if stone is None:
         problems.append(f"scope {sid.hex()} has no tombstone in the keyring: it is not erased")
+    for where in keyring_shards.held(view.keyring.storage, sid, view.keyring.url):
+        problems.append(f"the keyring still holds the key of scope {sid.hex()} "
+                        f"({view.keyring.url}/{where}): run the erase again")
     inner = view.inner
     mine = opened = others = 0
     failed: list[str] = []

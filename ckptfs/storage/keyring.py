@@ -8,7 +8,9 @@ A keyring is a folder (a local path or any fsspec URL, opened as a ckptfs Storag
 - ``master.key``: the master key (``CKMK`` + 32 bytes + 4 bytes of its digest) when no
   passphrase protects it; with a passphrase, argon2id derives the master key (parameters in
   ``keyring.cbor``);
-- ``scopes/<scope hex>``: each scope's key, wrapped (AES-256-GCM) under the key-encryption key;
+- ``scopes/<scope hex>``: each scope's key, wrapped (AES-256-GCM) under the key-encryption key,
+  as its creator wrote it; after a rotation, most keys are in the generation's few key shards
+  (``shards-<gen>-<tag>/<scope id prefix>``, ``keyring_shards``);
 - ``names/<keyed digest>``: which scope a subject or a run belongs to (the name itself is never
   stored in the clear);
 - ``erased/<scope hex>``: the tombstone of an erased scope. Erasure writes it, then deletes the
@@ -30,6 +32,7 @@ from ckptfs.errors import KeyringError as KeyringError  # re-exported: its home 
 from ckptfs.format import cbor
 from ckptfs.format import crypto
 from ckptfs.format.encryption_ids import KEYRING_ENV as KEYRING_ENV  # re-exported
+from ckptfs.storage import keyring_shards as shards
 from ckptfs.storage.base import Storage
 from ckptfs.storage.key_providers import AwsKms, KeyProvider, LocalKek, UnwrapError
 
@@ -125,6 +128,13 @@ class Keyring:
         self._master_path = meta.get("master", MASTER_FILE)
         self._scopes = meta.get("scopes", SCOPES)
         self._indexes = meta.get("indexes", INDEXES)
+        #: this generation's key shards (a rotation wrote them) and their name length
+        self._shards = meta.get("shards")
+        self._shard_k: int = meta.get("shard_prefix", 0)
+        if self._shards is not None and not (
+                isinstance(self._shards, str) and shards.is_shard_dir(self._shards)
+                and "/" not in self._shards and self._shard_k in shards.PREFIXES):
+            raise KeyringError(f"{self.url}: {KEYRING_FILE} is damaged (its key shards)")
         if (self.gen < 0 or not isinstance(self._master_path, str)
                 or not isinstance(self._scopes, str)
                 or not self._master_path.startswith("master")
@@ -155,6 +165,12 @@ class Keyring:
                                "keyring (wrong key file or passphrase, or a damaged keyring)"
                                ) from None
         self._cache: dict[bytes, Scope] = {}
+        #: the key shards read so far (None: no such shard); shards are never edited, only
+        #: deleted (an erase explodes one), so what was read stays right for every scope the
+        #: tombstone check lets through
+        self._shard_cache: dict[str, dict[str, dict[str, Any]] | None] = {}
+        #: how this keyring was opened: to open it again after a rotation (``new_scope``)
+        self._opened = (passphrase, kms)
         #: the name-index keys imported from other keyrings (read on first need)
         self._imported: list[bytes] | None = None
 
@@ -226,6 +242,9 @@ class Keyring:
             wrapper = kms.for_key(entry["kms_key"])
         entry["key"] = wrapper.wrap(key, self._wrap_ad(sid, kind))
         self.storage.create(f"{self._scopes}/{sid.hex()}", cbor.encode(entry))
+        from ckptfs.storage.keyring_rotate import follow
+
+        follow(self, sid, kind, key, entry)  # a rotation switched meanwhile: into its generation
         scope = Scope(sid, kind, key)
         self._cache[sid] = scope
         if name is not None:
@@ -274,7 +293,7 @@ class Keyring:
             raise gone
         own = None  # the scope's own KMS key, if it has one
         try:
-            m = cbor.decode(self.storage.read(f"{self._scopes}/{scope_id.hex()}"), what="scope key")
+            m = self._entry(scope_id)
             kind, wrapped, own = m["kind"], m["key"], m.get("kms_key")
             seen = (self.id, scope_id, cbor.encode([kind, wrapped]))
             key = _UNWRAPPED.get(seen)
@@ -300,6 +319,22 @@ class Keyring:
         scope = Scope(scope_id, kind, key)
         self._cache[scope_id] = scope
         return scope
+
+    def _entry(self, scope_id: bytes) -> dict[str, Any]:
+        """A scope's wrapped key entry: in its key shard, else its own object (FileNotFound
+        when neither holds it)."""
+        h = scope_id.hex()
+        if self._shards is not None:
+            name = shards.shard_of(h, self._shard_k)
+            if name not in self._shard_cache:
+                self._shard_cache[name] = shards.read(self.storage, self._shards, name, self.url)
+            got = self._shard_cache[name]
+            if got is not None and h in got:
+                return got[h]
+        m = cbor.decode(self.storage.read(f"{self._scopes}/{h}"), what="scope key")
+        if not isinstance(m, dict):
+            raise KeyError("entry")
+        return m
 
     def find(self, kind: str, name: str) -> bytes | None:
         """The scope id a subject or run name belongs to, or None. A subject is also looked
@@ -413,26 +448,25 @@ class Keyring:
         between leaves the scope erased: readers look for the tombstone first). Idempotent;
         returns the tombstone's path."""
         path = self.tombstone_path(scope_id)
+        if self._shards is not None:  # a damaged shard is refused before anything is written
+            shards.read(self.storage, self._shards, shards.shard_of(scope_id.hex(),
+                                                                    self._shard_k), self.url)
         stone = cbor.encode({"scope": scope_id,
                              "erased": int(time.time() * 1000) if now_ms is None else now_ms})
         try:
             self.storage.create(path, stone)
         except FileExistsError:
             pass
-        # every generation's copy of the key (a rotation in another process may have
-        # rewrapped it into the next one); a scope's own KMS key is disabled and its deletion
-        # scheduled first (a crash after it leaves the wrapped key for a rerun to delete)
-        folders = [f for f in self.storage.listing("").folders
-                   if f == SCOPES or f.startswith(f"{SCOPES}-")]
-        for folder in folders:
-            try:
-                m = cbor.decode(self.storage.read(f"{folder}/{scope_id.hex()}"), what="scope key")
-            except (FileNotFoundError, CkptfsError):
-                continue
-            if isinstance(m, dict) and isinstance(m.get("kms_key"), str):
-                self._kms(scope_id).retire(m["kms_key"])
-        for folder in folders:
-            self.storage.delete(f"{folder}/{scope_id.hex()}")
+        # every generation's copy of the key, in per-scope objects and key shards (a rotation
+        # in another process may have rewrapped it into the next one); a scope's own KMS key
+        # is disabled and its deletion scheduled first (a crash after it leaves the wrapped key
+        # for a rerun to delete); a shard holding it is exploded (keyring_shards)
+        folders, holding, own = shards.erase_plan(self.storage, scope_id, self.url)
+        for kms_key in own:
+            self._kms(scope_id).retire(kms_key)
+        for folder, name, entries in holding:
+            shards.explode(self.storage, folder, name, entries, ERASED)
+        self.storage.delete_many([f"{folder}/{scope_id.hex()}" for folder in folders])
         self._cache.pop(scope_id, None)
         for k in [k for k in _UNWRAPPED if k[:2] == (self.id, scope_id)]:
             _UNWRAPPED.pop(k, None)
