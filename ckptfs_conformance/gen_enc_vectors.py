@@ -140,6 +140,10 @@ def stores(g: Any, new_store: Any, now: int) -> None:
                                 "(the keyring's tombstone first)", None, ["chat-1"]),
         "erased-scope-other-run": ("erased-scope", "the other run of that copy reads", None,
                                    ["chat-2"]),
+        "rotated": ("rotated", "a keyring after a rotation of its master key: the scope keys "
+                    "in key shards, a run started after it in its own object", None, []),
+        "rotated-shard-damaged": ("rotated-shard-damaged", "a keyring whose key shards are "
+                                  "malformed", None, []),
         "run-id-97": ("valid", "a run id of 97 characters (at most 96 in an encrypted store)",
                       None, ["r" * 97]),
     }

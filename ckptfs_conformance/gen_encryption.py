@@ -189,7 +189,24 @@ def stores() -> dict[str, Any]:
     erase_subject(ckptfs.open_store(str(STORES / "_scratch"), keyring=str(v / "keyring"))
                   .storage, "user-42")
     shutil.rmtree(STORES / "_scratch")
+    # a keyring after a rotation (issue 33): its scope keys in key shards, and one scope (a
+    # run started after it) in its own object; and one with a damaged key shard
+    from ckptfs.storage.keyring import Keyring
+    from ckptfs.storage.open import open_storage
+
+    v = variant("rotated")
+    Keyring(open_storage(str(v / "keyring"))).rotate()
+    ckptfs.open_store(str(v / "store"), keyring=str(v / "keyring"),
+                      clock=lambda: 1700000000000).start_run("chat-3").checkpoint({"n": 3})
+    v = variant("rotated-shard-damaged")
+    shutil.rmtree(v)
+    shutil.copytree(STORES / "rotated", v)
+    for shard in sorted(next(v.glob("keyring/shards-*")).iterdir()):
+        shard.write_bytes(b"\xa1fscopes\x01")  # {"scopes": 1}: not a map of entries
     expect.update({
+        "rotated": {"chat-1": {"msg": "hello", "n": 1}, "chat-2": {"msg": "other", "n": 2},
+                    "chat-3": {"n": 3}},
+        "rotated-shard-damaged": {"*": "keyring"},
         "tampered": {"chat-1|chat-2": "corrupt"}, "swapped": {"chat-1": "corrupt",
                                                             "chat-2": "corrupt"},
         "planted": {"chat-1|chat-2": "corrupt"}, "wrong-keyring": {"*": "keyring"},
