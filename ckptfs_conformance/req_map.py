@@ -277,6 +277,8 @@ REQ_VECTORS: dict[str, tuple[str, ...]] = {
     "enc.keys.scope-locators": ("encryption/write-scopes",),
     "enc.keyring.check-first": ("encryption/store-wrong-master",),
     "enc.keyring.tombstone-first": ("encryption/store-erased-scope-by-run",),
+    "enc.keyring.shard-then-object": ("encryption/store-rotated",),
+    "enc.keyring.shard-malformed": ("encryption/store-rotated-shard-damaged",),
     "enc.seal.open-before-use": ("encryption/store-tampered", "encryption/store-swapped",
                                  "encryption/store-planted", "encryption/open-*"),
     "enc.seal.layouts": ("encryption/write-scopes", "encryption/seal2*", "encryption/open",
