@@ -33,6 +33,7 @@ BREAKS: dict[str, tuple[str, set[str]]] = {
     "enc-writer-layout-1": ("encryption/*", {"encryption/write-scopes"}),
     "enc-open-layout-1-only": ("encryption/*", {
         "encryption/write-scopes", "encryption/store-layout-2", "encryption/store-mixed-layouts",
+        "encryption/store-rotated",  # its run started after the rotation is sealed in layout 2
         *(f"encryption/open2{k}" for k in ("", "-full-final", "-segments")),
         *(f"encryption/range2-{k}" for k in ("across", "beside-flipped", "final-dropped",
                                              "full-final", "inside", "past-end"))}),

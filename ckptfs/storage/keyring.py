@@ -165,9 +165,8 @@ class Keyring:
                                "keyring (wrong key file or passphrase, or a damaged keyring)"
                                ) from None
         self._cache: dict[bytes, Scope] = {}
-        #: the key shards read so far (None: no such shard); shards are never edited, only
-        #: deleted (an erase explodes one), so what was read stays right for every scope the
-        #: tombstone check lets through
+        #: key shards read (None: absent); never edited, only deleted, so what was read stays
+        #: right for every scope the tombstone check lets through
         self._shard_cache: dict[str, dict[str, dict[str, Any]] | None] = {}
         #: how this keyring was opened: to open it again after a rotation (``new_scope``)
         self._opened = (passphrase, kms)
@@ -256,10 +255,9 @@ class Keyring:
                kms_key_id: str | None = None, kms: Any = None,
                progress: Callable[[int, int], None] | None = None) -> Keyring:
         """Replace the master key (a new key file, or argon2id over a new ``passphrase``) and
-        rewrap every scope key under it; no object of the store is rewritten. Returns the
-        keyring opened under the new key. Run it while no writer creates scopes (a scope
-        created during the rotation is carried over when the rotation sees it).
-        ``progress(done, total)`` is told the scopes rewrapped so far."""
+        rewrap every scope key under it into key shards; no object of the store is rewritten
+        (``keyring_rotate``; writers may create scopes meanwhile). Returns the keyring opened
+        under the new key. ``progress(done, total)`` is told the scopes rewrapped so far."""
         from ckptfs.storage.keyring_rotate import rotate
 
         return rotate(self, passphrase, argon2, kms_key_id, kms, progress)
@@ -325,12 +323,10 @@ class Keyring:
         when neither holds it)."""
         h = scope_id.hex()
         if self._shards is not None:
-            name = shards.shard_of(h, self._shard_k)
-            if name not in self._shard_cache:
-                self._shard_cache[name] = shards.read(self.storage, self._shards, name, self.url)
-            got = self._shard_cache[name]
-            if got is not None and h in got:
-                return got[h]
+            got = shards.cached(self.storage, self._shards, self._shard_k, self._shard_cache, h,
+                                self.url)
+            if got is not None:
+                return got
         m = cbor.decode(self.storage.read(f"{self._scopes}/{h}"), what="scope key")
         if not isinstance(m, dict):
             raise KeyError("entry")

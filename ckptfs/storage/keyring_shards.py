@@ -101,6 +101,17 @@ def read(st: Storage, folder: str, name: str, url: str) -> dict[str, dict[str, A
     return decode(data, f"{url}/{folder}", name)
 
 
+def cached(st: Storage, folder: str, k: int, cache: dict[str, dict[str, dict[str, Any]] | None],
+           sid_hex: str, url: str) -> dict[str, Any] | None:
+    """The entry of ``sid_hex`` in its shard of ``folder`` (read once into ``cache``), or
+    None when the shard does not hold it."""
+    name = shard_of(sid_hex, k)
+    if name not in cache:
+        cache[name] = read(st, folder, name, url)
+    got = cache[name]
+    return None if got is None else got.get(sid_hex)
+
+
 def holding(st: Storage, folders: list[str], sid_hex: str,
             url: str) -> list[tuple[str, str, dict[str, dict[str, Any]]]]:
     """Every shard (folder, name, entries) of these shard folders that holds ``sid_hex``."""
