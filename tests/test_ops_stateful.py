@@ -53,6 +53,8 @@ from ckptfs.ops.gc import gc, grace_of
 from ckptfs.ops.retention import Policy, forget, forget_snapshots
 from ckptfs.ops.upgrade import upgrade
 from ckptfs.ops.verify import verify
+from ckptfs.store import header_bases
+from ckptfs.errors import InvalidArgument as InvalidArgumentError
 from tests import ops_model as om
 from tests.conftest import LONG, TALLY, new_s3_url
 from tests.stateful_lg import LangGraphRules
@@ -131,6 +133,7 @@ class Ops(LangGraphRules, RuleBasedStateMachine):
                 state: dict[str, Any] | None = None) -> None:
         """Put a reported commit into store ``i``'s model (its state as given, else as read)."""
         got = plain(dict(store.read(snap)) if state is None else state)
+        self._learn_bases(i, snap.run, [snap.seq])
         self.models[i].commit(om.Snap(
             run=snap.run, seq=snap.seq, id=snap.id, parent=snap.parent, state=got,
             labels=snap.labels, tokens=om.tokens_in(got), effects=effects_of(store, snap)))
@@ -139,6 +142,13 @@ class Ops(LangGraphRules, RuleBasedStateMachine):
             self.fresh.append((i, snap.run, snap.seq))
         else:
             self.dirty.add(i)
+
+    def _learn_bases(self, i: int, run: str, seqs: list[int]) -> None:
+        """Which record each new record of a ``delta-headers`` store is stored against (the
+        writer's choice, read from the record; what follows from it is the model's)."""
+        if self.models[i].delta and seqs:
+            for seq, base in header_bases.bases(self.stores[i].storage, run, seqs).items():
+                self.models[i].bases[(run, seq)] = base
 
     def _handle(self, i: int, run: str) -> ckptfs.Run:
         h = self.handles.get((i, run))
@@ -163,11 +173,13 @@ class Ops(LangGraphRules, RuleBasedStateMachine):
 
     # -- stores --------------------------------------------------------------------------
     @initialize(kinds=st.lists(st.sampled_from(KINDS[:3]), min_size=2, max_size=3, unique=True),
-                s3=st.integers(0, S3_ONE_IN - 1), bulk=st.sampled_from([None, 4096]))
-    def open_stores(self, kinds: list[str], s3: int, bulk: int | None) -> None:
+                s3=st.integers(0, S3_ONE_IN - 1), bulk=st.sampled_from([None, 4096]),
+                delta=st.booleans())
+    def open_stores(self, kinds: list[str], s3: int, bulk: int | None, delta: bool) -> None:
         """Two or three stores; S3 (the slowest: every request a round trip to moto) replaces
         the last of them in one sequence of ``S3_ONE_IN``. ``bulk``: the store setting
-        ``record_bulk_max`` (4096: most bodies go to packs, as a large state's do)."""
+        ``record_bulk_max`` (4096: most bodies go to packs, as a large state's do). ``delta``:
+        the first store requires ``delta-headers`` (records stored against earlier ones)."""
         if s3 == S3_ONE_IN - 1 and "s3" in KINDS_ALLOWED:
             kinds = [*kinds[:-1], "s3"]
         kinds = [k for k in kinds if k in KINDS_ALLOWED] or list(KINDS_ALLOWED[:2])
@@ -182,11 +194,14 @@ class Ops(LangGraphRules, RuleBasedStateMachine):
             else:
                 url, opts = new_s3_url(), dict(self.s3_options)
             store = ckptfs.open_store(url, **opts)
-            store.init(settings=None if bulk is None else {"record_bulk_max": bulk})
+            store.init(settings=None if bulk is None else {"record_bulk_max": bulk},
+                       delta_headers=delta and n == 0)
             self.stores.append(store)
             self.opts.append(opts)
-            self.models.append(om.StoreModel(f"{n}:{kind}"))
+            self.models.append(om.StoreModel(f"{n}:{kind}" + ("+delta" if delta and n == 0
+                                                               else ""), delta=delta and n == 0))
             COUNTS[f"store {kind}"] += 1
+            COUNTS["store delta-headers"] += delta and n == 0
         with contextlib.suppress(InvalidArgument):  # outside a test (a replay by hand)
             note(f"stores: {[m.name for m in self.models]}")
 
@@ -374,6 +389,12 @@ class Ops(LangGraphRules, RuleBasedStateMachine):
         run = self._pick(runs, r)
         # a retained one: a forgotten snapshot's record may be gone already (gc)
         seq = self._pick(sorted(m.retained(run))[:-1], k)
+        if m.erase_refused(run, seq):  # a later visible record is stored against it
+            self._count("erase snapshot refused")
+            with pytest.raises(InvalidArgumentError, match="cannot be erased alone"):
+                erase(self.stores[i].repo, run, reason="stateful test", seq=seq)
+            self.dirty.add(i)
+            return
         self._count("erase snapshot")
         erase(self.stores[i].repo, run, reason="stateful test", seq=seq)
         m.erase_snap(run, seq)
@@ -397,6 +418,8 @@ class Ops(LangGraphRules, RuleBasedStateMachine):
         report = copy_runs(self.stores[i].repo, self.stores[j].repo, **kw)
         assert not report.conflicts, report.conflicts
         om.copy(src, dst, mirror=mirror)
+        for run, snaps in dst.held.items():
+            self._learn_bases(j, run, [q for q in snaps if (run, q) not in dst.bases])
         for run in list(dst.held):
             if dst.head(run):
                 self.tip[run] = max(self.tip.get(run, 0), dst.head(run))
