@@ -325,3 +325,40 @@ def test_hostile_shard_fields_in_keyring_file(tmp_path: Path, field: dict[str, A
     p.write_bytes(cbor.encode(meta))
     with pytest.raises(KeyringError, match="damaged"):
         Keyring(open_storage(ring))
+
+
+def test_scope_created_before_a_crash_after_the_switch_is_carried_by_the_rerun(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A writer creates a scope before the switch (it sees the old generation, so it counts on
+    the rotation's carry step), and the rotation crashes after its switch, before that step:
+    ``keyring.cbor`` still names the previous generation, and the rerun carries the scope."""
+    url, ring = _store(tmp_path)
+    writer = Keyring(open_storage(ring))
+    kr = Keyring(open_storage(ring))
+    st: Any = kr.storage
+    made: list[bytes] = []
+    real_wm = st.write_many
+    calls = {"wm": 0}
+
+    def write_many(items: Any) -> None:
+        calls["wm"] += 1
+        if calls["wm"] == 1:  # the shards, before the switch
+            made.append(writer.new_scope("subject", "late").id)
+        if calls["wm"] == 2:  # the carry, after it
+            raise Crash("carry")
+        real_wm(items)
+
+    monkeypatch.setattr(st, "write_many", write_many)
+    with pytest.raises(Crash):
+        kr.rotate()
+    monkeypatch.undo()
+    assert writer.gen == 0 and Keyring(open_storage(ring)).gen == 1
+    again = Keyring(open_storage(ring)).rotate()  # the rerun
+    assert again.gen == 2
+    fresh = Keyring(open_storage(ring))
+    assert fresh.find("subject", "late") == made[0]
+    assert fresh.scope(made[0]).key == writer.scope(made[0]).key
+    assert "previous" not in cbor.decode((Path(ring) / "keyring.cbor").read_bytes(), what="k")
+    assert not list((Path(ring) / "scopes").glob("*"))  # the first generation: gone
+    assert [p.name for p in Path(ring).glob("master*")] == [Path(again._master_path).name]
+    assert ckptfs.open_store(url, keyring=ring).read("a") == {"x": 1}

@@ -19,7 +19,9 @@ or entry is refused (``KeyringError``) before anything is written.
 
 Concurrency: a writer creating a scope meanwhile writes it in the old generation and reads
 ``keyring.cbor`` afterwards (``follow``): before the switch, this rotation's listing after the
-switch finds its scope and carries it; after it, the writer carries it. A scope erased
+switch finds its scope and carries it; after it, the writer carries it. Until that carry is
+done ``keyring.cbor`` names the ``previous`` generation, so the rerun after a crash in between
+carries it (``_finish_previous``). A scope erased
 meanwhile: the eraser, after its tombstone, deletes its key from every folder and shard it
 lists; this rotation, after writing its shards, removes every scope the tombstones name from
 them: one of the two sees the other.
@@ -36,7 +38,8 @@ from typing import Any
 from ckptfs.errors import CkptfsError
 from ckptfs.format import cbor
 from ckptfs.storage import keyring_shards as shards
-from ckptfs.storage.key_providers import KeyProvider, UnwrapError
+from ckptfs.format import crypto
+from ckptfs.storage.key_providers import AwsKms, KeyProvider, LocalKek, UnwrapError
 from ckptfs.storage.keyring import (
     _CHECK,
     ERASED,
@@ -46,6 +49,7 @@ from ckptfs.storage.keyring import (
     MASTER_FILE,
     SCOPES,
     Keyring,
+    _master_from_file,
     _protect,
 )
 
@@ -101,6 +105,8 @@ def rotate(ring: Keyring, passphrase: str | None, argon2: dict[str, int] | None,
         raise KeyringError(f"{ring.url} wraps subject keys with KMS keys of their own: rotate "
                            "it to another KMS key (kms_key_id=)")
     lock = threading.Lock()
+    if ring._meta.get("previous") is not None:  # a rotation stopped after its switch
+        _finish_previous(ring)
     # 1. read the old generation (validated: nothing is written before it all parses)
     old: Entries = {}
     shard_names = st.listing(old_shards).files if old_shards else []
@@ -118,7 +124,7 @@ def rotate(ring: Keyring, passphrase: str | None, argon2: dict[str, int] | None,
     new_master, k = f"master-{gen}-{tag}.key", shards.prefix_len(len(todo))
     meta = {key: v for key, v in ring._meta.items()
             if key not in ("kdf", "check", "index", "gen", "master", "scopes", "indexes",
-                           "shards", "shard_prefix")}
+                           "shards", "shard_prefix", "previous")}
     meta.update(gen=gen, scopes=new_dir, shards=new_shards, shard_prefix=k, version=2)
     wrapper = _protect(st, meta, passphrase, argon2, kms_key_id, kms, new_master)
     if ring.per_subject:
@@ -150,6 +156,10 @@ def rotate(ring: Keyring, passphrase: str | None, argon2: dict[str, int] | None,
     meta["indexes"] = new_idx
     meta["check"] = wrapper.wrap(_CHECK, ring.id)
     meta["index"] = wrapper.wrap(ring._index, ring.id + b"index")
+    # until step 4 is done, where the old generation's scopes are and what opens them: a rerun
+    # after a crash carries what writers created there meanwhile (``_finish_previous``)
+    meta["previous"] = {"scopes": old_dir, **({"kdf": ring._meta["kdf"]} if "kdf" in ring._meta
+                                              else {"master": ring._master_path})}
     st.replace(KEYRING_FILE, cbor.encode(meta))  # 3. the switch
     # 4. a scope a writer created in the old generation meanwhile is carried over (into a
     # per-scope object of the new one); a scope erased meanwhile loses its rewrapped key
@@ -163,6 +173,8 @@ def rotate(ring: Keyring, passphrase: str | None, argon2: dict[str, int] | None,
     for n in sorted({shards.shard_of(h, k) for h in erased if h in new}):
         shards.explode(st, new_shards, n, grouped[n], ERASED)
     st.delete_many([f"{new_dir}/{h}" for h in sorted(erased & set(carried))])
+    del meta["previous"]
+    st.replace(KEYRING_FILE, cbor.encode(meta))  # the old generation is no longer needed
     # 5. the old generation
     st.delete_many([f"{old_dir}/{n}" for n in sorted(seen)])
     if old_shards:
@@ -171,6 +183,52 @@ def rotate(ring: Keyring, passphrase: str | None, argon2: dict[str, int] | None,
     if "kdf" not in ring._meta:
         st.delete(ring._master_path)
     return Keyring(st, passphrase=passphrase, kms=kms)
+
+
+def _finish_previous(ring: Keyring) -> None:
+    """Step 4 of a rotation that stopped after its switch (``keyring.cbor`` still names the
+    ``previous`` generation): carry the scopes writers created in its folder that this
+    generation lacks, under the previous key (its key file, or its KMS key; a previous
+    passphrase is not at hand: refused), then delete that folder and key file."""
+    st, prev = ring.storage, ring._meta["previous"]
+    folder = prev.get("scopes") if isinstance(prev, dict) else None
+    if not isinstance(folder, str) or not folder.startswith(SCOPES) or "/" in folder:
+        raise KeyringError(f"{ring.url}: {KEYRING_FILE} is damaged (its previous generation)")
+    missing = []
+    for h in sorted(st.listing(folder).files):
+        try:
+            ring._entry(bytes.fromhex(h))
+        except FileNotFoundError:
+            missing.append(h)
+    erased = set(st.listing(ERASED).files)
+    missing = [h for h in missing if h not in erased]
+    if missing:
+        kdf, master = prev.get("kdf"), prev.get("master")
+        if isinstance(kdf, dict) and kdf.get("algorithm") == "aws-kms":
+            old: KeyProvider = AwsKms(str(kdf.get("key_id")), ring._opened[1])
+        elif isinstance(master, str) and master.startswith("master") and "/" not in master:
+            old = LocalKek(crypto.derive(_master_from_file(st.read(master), ring.url),
+                                         b"ckptfs-keyring-1 kek"))
+        else:
+            raise KeyringError(f"{ring.url}: a rotation to this key stopped after its switch, "
+                               f"and {len(missing)} scope key(s) created during it are wrapped "
+                               "by the previous passphrase only; restore the keyring from a "
+                               "backup made before that rotation and rotate again")
+        got: Entries = {}
+        _read_entries(ring, folder, missing, got, threading.Lock())
+        out = []
+        for h, m in got.items():
+            if "kms_key" not in m:
+                ad = ring._wrap_ad(bytes.fromhex(h), m["kind"])
+                m = {"kind": m["kind"], "key": ring._wrapper.wrap(old.unwrap(m["key"], ad), ad)}
+            out.append((f"{ring._scopes}/{h}", cbor.encode(m)))
+        st.write_many(out)
+        again = set(st.listing(ERASED).files)  # erased meanwhile: not carried after all
+        st.delete_many([f"{ring._scopes}/{h}" for h in sorted(got) if h in again])
+    st.delete_many([f"{folder}/{h}" for h in st.listing(folder).files])
+    master = prev.get("master")
+    if isinstance(master, str) and master.startswith("master") and "/" not in master:
+        st.delete(master)
 
 
 def follow(ring: Keyring, sid: bytes, kind: str, key: bytes, entry: dict[str, Any]) -> None:
