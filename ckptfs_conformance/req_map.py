@@ -290,6 +290,7 @@ REQ_VECTORS: dict[str, tuple[str, ...]] = {
     "enc.seal.whole-object": ("encryption/open2-*",),
     "enc.seal.segments": ("encryption/range2-*",),
     "enc.names.run-id-length": ("encryption/store-run-id-97",),
+    "enc.names.stone-digest": ("encryption/stone-name-*",),
     "enc.vectors.fail-to-open": ("encryption/open-tampered", "encryption/open-moved",
                                  "encryption/open-planted"),
 }
