@@ -158,7 +158,7 @@ def test_whole_objects_stay_bounded_and_reload(tmp_path: Path) -> None:
     assert loads.count("a") == 2  # dropped for c, loaded again
     with pytest.raises(CorruptObject):
         w.read("bad", loader("bad", MIB), 0, 1)
-    assert "bad" not in w.items
+    assert "bad" not in w.ready and "bad" not in w.loading
     for _ in range(3):
         w.closed()
-    assert not w.items and w.held == 0
+    assert not w.ready and w.held == 0

@@ -266,33 +266,33 @@ class EncryptedReads(Storage):
         sealed bytes read into a reused buffer, its segments opened into another."""
         def load(take: Callable[[int], bytearray], give: Callable[[bytearray], None]
                  ) -> tuple[bytes | bytearray, int]:
-            reader = self.inner.open_ranges(stored)
             sealed = take(SEALED_GUESS)
             try:
-                got = 0
-                while True:
-                    n = reader.read_into(got, memoryview(sealed)[got:])
-                    got += n
-                    if got < len(sealed):
-                        break
-                    sealed.extend(bytes(len(sealed)))  # larger than guessed: read on
-            finally:
-                reader.close()
-            try:
-                data = memoryview(sealed)[:got]
-                op = self._opener(path, stored, bytes(data[:crypto.HEADER_SIZE]))
-                if op is None:  # layout 1: opened whole
-                    plain = self.open(path, bytes(data), stored)
-                    return plain, len(plain)
-                size = crypto_stream.plain_size(got)
-                out = take(size)
+                reader = self.inner.open_ranges(stored)
                 try:
-                    return out, op.open_all_into(data, memoryview(out))
-                except BaseException:
-                    give(out)  # zeroed by open_all_into on a refusal
-                    raise
+                    got = 0
+                    while True:
+                        n = reader.read_into(got, memoryview(sealed)[got:])
+                        got += n
+                        if got < len(sealed):
+                            break
+                        sealed.extend(bytes(len(sealed)))  # larger than guessed: read on
+                finally:
+                    reader.close()
+                with memoryview(sealed)[:got] as data:  # released before the buffer is
+                    op = self._opener(path, stored, bytes(data[:crypto.HEADER_SIZE]))
+                    if op is None:  # layout 1: opened whole
+                        plain = self.open(path, bytes(data), stored)
+                        return plain, len(plain)
+                    size = crypto_stream.plain_size(got)
+                    out = take(size)
+                    try:
+                        return out, op.open_all_into(data, memoryview(out))
+                    except BaseException:
+                        give(out)  # zeroed by open_all_into on a refusal
+                        raise
             finally:
-                give(sealed)
+                give(sealed)  # free for the next pack (its views released)
 
         return load
 

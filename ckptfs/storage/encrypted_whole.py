@@ -52,12 +52,16 @@ _SPARE_LOCK = threading.Lock()
 
 class WholeObjects:
     """The decrypted packs that blob streams of one store read from (see the module
-    docstring): loaded once per pack, on a worker thread, bounded by ``LIMIT``."""
+    docstring): loaded once per pack, on a worker thread, bounded by ``LIMIT``. ``loading``
+    holds a future per pack being loaded (one load per pack, however many readers wait);
+    ``ready`` the loaded ones (a view of the buffer and the plaintext size), least recently
+    read first; a copy out of a buffer and its reuse both happen under ``lock``."""
 
     def __init__(self, limit: int = LIMIT) -> None:
         self.limit = limit
         self.lock = threading.Lock()
-        self.items: OrderedDict[str, Future[tuple[bytes | bytearray, int]]] = OrderedDict()
+        self.loading: dict[str, Future[None]] = {}
+        self.ready: OrderedDict[str, tuple[memoryview, bytes | bytearray]] = OrderedDict()
         self.held = 0
         self.readers = 0
         self.pool: ThreadPoolExecutor | None = None
@@ -81,15 +85,22 @@ class WholeObjects:
                 if len(_SPARE) < SPARE:
                     _SPARE.append(buf)
 
+    def _drop(self, path: str) -> None:
+        """Forget the loaded ``path`` and free its buffer (under the lock)."""
+        view, buf = self.ready.pop(path)
+        self.held -= len(view)
+        view.release()
+        self.give(buf)
+
     # -- readers -----------------------------------------------------------------------------
     def opened(self, path: str, load: Loader) -> None:
         """A stream reader of ``path`` opened: its loading starts on the worker (once)."""
         with self.lock:
             self.readers += 1
-            if path in self.items:
+            if path in self.ready or path in self.loading:
                 return
-            fut: Future[tuple[bytes | bytearray, int]] = Future()
-            self.items[path] = fut
+            fut: Future[None] = Future()
+            self.loading[path] = fut
             if self.pool is None:
                 self.pool = ThreadPoolExecutor(1, thread_name_prefix="ckptfs-decrypt")
             pool = self.pool
@@ -101,94 +112,78 @@ class WholeObjects:
             self.readers -= 1
             if self.readers > 0:
                 return
-            for fut in self.items.values():
-                if fut.done() and fut.exception() is None:
-                    self.give(fut.result()[0])
-            self.items.clear()
-            self.held = 0
+            for path in list(self.ready):
+                self._drop(path)
             pool, self.pool = self.pool, None
         if pool is not None:
             pool.shutdown(wait=False)
 
-    def _load(self, path: str, fut: Future[tuple[bytes | bytearray, int]],
-              load: Loader) -> None:
-        if not fut.set_running_or_notify_cancel():
-            return
+    def _load(self, path: str, fut: Future[None], load: Loader) -> None:
+        """Load ``path`` (on the worker, or in a reader's thread when it was dropped) into
+        ``ready``, then settle ``fut``: with the load's error when it failed (nothing kept)."""
         try:
-            got = load(self.take, self.give)
+            buf, size = load(self.take, self.give)
         except BaseException as e:
             with self.lock:
-                if self.items.get(path) is fut:
-                    del self.items[path]
+                self.loading.pop(path, None)
             fut.set_exception(e)
             return
         with self.lock:
-            if self.items.get(path) is fut:
-                self.held += got[1]
-                self._evict(keep=path)
-        fut.set_result(got)
+            self.loading.pop(path, None)
+            if path in self.ready:  # loaded meanwhile by a reader whose load began first
+                self.give(buf)
+            else:
+                self.ready[path] = (memoryview(buf)[:size], buf)
+                self.held += size
+                for old in list(self.ready):
+                    if self.held <= self.limit:
+                        break
+                    if old != path:
+                        self._drop(old)
+        fut.set_result(None)
 
     def done(self, path: str) -> None:
         """A stream has read every byte it expected of ``path``: its buffer serves the next
         pack (a stream that reads it again after all opens it again)."""
         with self.lock:
-            fut = self.items.get(path)
-            if fut is None or not fut.done():
-                return
-            del self.items[path]
-            if fut.exception() is None:
-                buf, n = fut.result()
-                self.held -= n
-                self.give(buf)
+            if path in self.ready:
+                self._drop(path)
 
-    def _evict(self, keep: str) -> None:
-        """Drop the least recently used loaded packs beyond ``limit`` (under the lock)."""
-        for path in list(self.items):
-            if self.held <= self.limit:
+    def _wait(self, path: str, load: Loader) -> None:
+        """Until ``path`` is loaded: wait for its load, or load it here when none is under
+        way (it was dropped); the load's error (DecryptionError) when it failed."""
+        with self.lock:
+            if path in self.ready:
                 return
-            fut = self.items[path]
-            if path == keep or not fut.done():
-                continue
-            del self.items[path]
-            if fut.exception() is None:
-                buf, n = fut.result()
-                self.held -= n
-                self.give(buf)
+            fut = self.loading.get(path)
+            mine = fut is None
+            if fut is None:
+                fut = self.loading[path] = Future()
+        if mine:
+            self._load(path, fut, load)
+        fut.result()
 
     def read_into(self, path: str, load: Loader, start: int, buf: memoryview) -> int:
         """Plaintext of ``path`` from ``start`` into ``buf``; how many bytes (fewer when the
         object ends first). Waits for the pack's loading (loads it here when it was dropped);
         its DecryptionError when it did not authenticate."""
         while True:
-            with self.lock:
-                fut = self.items.get(path)
-                if fut is None:
-                    fut = Future()
-                    self.items[path] = fut
-                    mine = True
-                else:
-                    self.items.move_to_end(path)
-                    mine = False
-            if mine:
-                self._load(path, fut, load)
-            data, size = fut.result()
             with self.lock:  # copied under the lock: the buffer is not reused meanwhile
-                if self.items.get(path) is fut:
-                    n = max(0, min(len(buf), size - start))
-                    buf[:n] = memoryview(data)[start:start + n]
+                hit = self.ready.get(path)
+                if hit is not None:
+                    self.ready.move_to_end(path)
+                    view = hit[0]
+                    n = max(0, min(len(buf), len(view) - start))
+                    buf[:n] = view[start:start + n]
                     return n
+            self._wait(path, load)
 
     def read(self, path: str, load: Loader, start: int, n: int) -> bytes:
         """``n`` bytes of ``path``'s plaintext from ``start`` (fewer at its end), one copy."""
         while True:
             with self.lock:
-                fut = self.items.get(path)
-            if fut is None or not fut.done():
-                # load (or wait) through read_into's path, then copy from the loaded pack
-                self.read_into(path, load, start, memoryview(bytearray(0)))
-                continue
-            data, size = fut.result()
-            with self.lock:
-                if self.items.get(path) is fut:
-                    self.items.move_to_end(path)
-                    return bytes(memoryview(data)[start:max(start, min(size, start + n))])
+                hit = self.ready.get(path)
+                if hit is not None:
+                    self.ready.move_to_end(path)
+                    return hit[0][start:start + n].tobytes()
+            self._wait(path, load)
