@@ -76,7 +76,9 @@ class WholeObjects:
                 best = min(fits, key=len)
                 _SPARE.remove(best)
                 return best
-        return bytearray(n)
+        # one size for every pack up to SEALED_GUESS, so that any spare fits the next pack
+        # (packs of one blob differ by a few KiB; a buffer of exactly one size fit few others)
+        return bytearray(max(n, SEALED_GUESS))
 
     def give(self, buf: bytes | bytearray) -> None:
         """``buf`` is free for the next ``take`` (a bytes plaintext of layout 1: dropped)."""
