@@ -16,6 +16,10 @@ scope, kind and plaintext path), and every name that could be personal is encryp
 Bodies of ``runs/`` objects are sealed under their run's scope; packs under the scope of the
 view that writes them (``scoped``: one per key scope, so deduplication stays inside a scope);
 control objects (tombstones, leases, forwards) under the store scope.
+
+Reading (whole objects, ranges by their segments, blob streams' readers of packs) is
+``encrypted_reads.EncryptedReads``, this class's base; packs a stream reads whole are
+``encrypted_whole``'s.
 """
 
 from __future__ import annotations

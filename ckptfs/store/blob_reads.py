@@ -5,9 +5,10 @@ then the digest of the whole content); this path spends little else. The content
 *window* of chunk references (``READ_WINDOW`` bytes) at a time, through a pipeline:
 
 - the caller's thread plans each window (where each body is), opening each container once
-  while it is in use (``Storage.open_ranges``: on local disk one descriptor, checked as
-  ``read`` checks it; at most ``MAX_OPEN`` idle ones stay open) and queues up to ``DEPTH``
-  windows ahead for
+  while it is in use (``Storage.open_stream``, told how many bytes of it the stream reads:
+  on local disk one descriptor, checked as ``read`` checks it; an encrypted store opens a
+  pack it reads much of whole, decrypted on a worker from then on; at most ``MAX_OPEN``
+  idle ones stay open) and queues up to ``DEPTH`` windows ahead for
 - the *read* worker, which reads every body of a window and verifies it. On local disk a body
   is two ``pread`` calls, its codec byte and then its payload straight into the ``bytes``
   object handed out: no copy in Python, and nothing is handed out that did not match its
