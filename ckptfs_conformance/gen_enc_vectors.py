@@ -86,6 +86,11 @@ def primitives(g: Any) -> None:
                  f"{name!r} in context {ctx!r}", ["enc-name", key, ctx, name],
                  {"output": crypto.encrypt_name(SCOPE_KEY, name, context=ctx),
                   "compare": "text"}, ENC)
+    for i, run in enumerate(("chat-1", "alice@example.com")):
+        g.vector(CAT, f"stone-name-{i + 1}", f"spec/encryption.md 5.2: the stored segment of "
+                 f"the whole-run tombstone of {run!r} (a keyed digest under the store scope, "
+                 "which outlives the run's scope)", ["enc-stone-name", key, run],
+                 {"output": crypto.stone_name(SCOPE_KEY, run), "compare": "text"}, ENC)
     from ckptfs_conformance.generate import prng
 
     data = prng("enc-seeded", 16384)

@@ -128,10 +128,11 @@ def vectors(g: Any, new_store: Any, prng: Any, render_store: Any, now: int) -> N
     from ckptfs_conformance.writer_rules import check
 
     def vector(name: str, desc: str, argv: list[str], build: Build,
-               dest: Build | Callable[[Path, Path], None] | None, rules: list[str]) -> None:
+               dest: Build | Callable[[Path, Path], None] | None, rules: list[str],
+               damaged: list[str] | None = None) -> None:
         src = g.store_dir("maintenance", name)
         build(src, new_store, prng)
-        extra: dict[str, Any] = {}
+        extra: dict[str, Any] = {"damaged": damaged} if damaged else {}
         work = g.out / "_maint" / name
         if argv[0] == "copy":
             extra["store"] = f"{name}.store"
@@ -231,6 +232,37 @@ def vectors(g: Any, new_store: Any, prng: Any, render_store: Any, now: int) -> N
            "where the two agree (the tombstone lists its id), so it is erased there too; r@1 "
            "and the destination's own r@3 stay (retention.md 9 steps 0, 1)", ["copy", n, "r"],
            lambda p, ns, pr: _two_runs(p, ns, pr)[0].close(), own_commit_then_erase, [])
+    def went_on_and_forgot(bad_ids: bool) -> Callable[[Path, Path], None]:
+        def change(src: Path) -> None:
+            s, c = new_store(src)
+            c.tick(1_000_000)
+            r = s.resume("r")
+            r.checkpoint({"n": 3})
+            c.tick()
+            r.checkpoint({"n": 4})
+            forget_snapshots(s.repo, {"r": {1, 2, 3}}, now=now - 5)
+            s.close()
+            if bad_ids:  # seq 1's id cut short: the list proves nothing, seq 2's neither
+                from ckptfs.format import cbor
+
+                (f,) = (src / "runs" / "r" / "retired").iterdir()
+                m = cbor.decode(f.read_bytes(), what="marker")
+                assert [p[0] for p in m["ids"]] == [1, 2, 3], m
+                m["ids"][0][1] = m["ids"][0][1][:31]
+                f.write_bytes(cbor.encode(m))
+        return copied_then(change)
+    two = lambda p, ns, pr: _two_runs(p, ns, pr)[0].close()  # noqa: E731
+    vector("copy-forgot-past-head", "r was copied at seq 2; then the source committed r@3 and "
+           "r@4 and forgot seqs 1-3 (keep-last 1). The source's marker lists the ids of what it "
+           "forgot, which prove the destination's r@1 and r@2 the source's: r@4 is added (with "
+           "a marker retiring the gap at 3) and r@1, r@2 stay (retention.md 3 ids, 9 step 0)",
+           ["copy", n, "r"], two, went_on_and_forgot(False), [])
+    vector("copy-forgot-past-head-bad-ids", "as copy-forgot-past-head, but the source marker's "
+           "id of seq 1 is 31 bytes: its ids prove nothing (seq 2's neither), the marker is "
+           "still read, and nothing shows the destination's r is the source's, so nothing of "
+           "r is written (retention.md 3 ids, 9 step 0)",
+           ["copy", n, "r"], two, went_on_and_forgot(True), [],
+           damaged=[f"runs/r/retired/{3:020d}"])
     vector("copy-corrupt-record", "the source's r@2 carries a manifest of seq 3: it is not "
            "copied, and the copy of r stops with corrupt (retention.md 9 step 4)",
            ["copy", n, "r"], _corrupt_record, None, [])

@@ -248,6 +248,9 @@ REQ_VECTORS: dict[str, tuple[str, ...]] = {
     "v2.packs.check-rule-first": ("maintenance/copy-damaged-pack",),
     "v2.version.written-under-name": ("maintenance/copy-damaged-pack",),
     "retention.copies.lie-below-seq": ("maintenance/copy-erase-proven",),
+    "retention.copies.marker-ids-say": ("maintenance/copy-forgot-past-head",),
+    "retention.retired.ids-malformed-prove-nothing": ("maintenance/copy-forgot-past-head-bad-ids",),
+    "retention.retired.ids-not-refused": ("maintenance/copy-forgot-past-head-bad-ids",),
     "v2.garbage.use-rule-record": ("gc/v2-gc-named-without-feature",),
     # -- issue 32, gaps 24-26 and enc.* (ckptfs_conformance/gen_spec32b.py) ------------------
     "v2.reading.own-record-places": (SI + "*-after-carrier", LK + "*-after-carrier-alone"),
@@ -285,6 +288,7 @@ REQ_VECTORS: dict[str, tuple[str, ...]] = {
     "enc.seal.whole-object": ("encryption/open2-*",),
     "enc.seal.segments": ("encryption/range2-*",),
     "enc.names.run-id-length": ("encryption/store-run-id-97",),
+    "enc.names.stone-digest": ("encryption/stone-name-*",),
     "enc.vectors.fail-to-open": ("encryption/open-tampered", "encryption/open-moved",
                                  "encryption/open-planted"),
 }

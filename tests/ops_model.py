@@ -70,6 +70,12 @@ class StoreModel:
     #: tokens of erased snapshots, forgotten ones among them
     dead: set[str] = attrs.field(factory=set)
     upgraded: bool = False
+    #: the store requires ``delta-headers`` (spec/v2.md 3.1.2): a record may be stored against
+    #: an earlier record of its run, its *base*, which stays visible while it is (9.1)
+    delta: bool = False
+    #: (run, seq) -> the seq of its record's header base, in this store (which record a
+    #: writer stores against is its choice; what follows from it is the spec's)
+    bases: dict[tuple[str, int], int] = attrs.field(factory=dict)
 
     # -- views ---------------------------------------------------------------------------
     def retained(self, run: str) -> dict[int, Snap]:
@@ -97,14 +103,39 @@ class StoreModel:
     def commit(self, snap: Snap) -> None:
         self.held.setdefault(snap.run, {})[snap.seq] = snap
 
+    def needed(self, run: str, keep: set[int]) -> set[int]:
+        """The seqs the records of ``keep`` need as header bases, directly or through other
+        bases (none in a store without ``delta-headers``)."""
+        out: set[int] = set()
+        todo = list(keep)
+        while todo:
+            b = self.bases.get((run, todo.pop()))
+            if b is not None and b not in out:
+                out.add(b)
+                todo.append(b)
+        return out
+
+    def _retire(self, run: str, drop: set[int]) -> None:
+        """A forget of ``drop``: all of it with the whole run, else less the bases of the
+        records that stay visible (spec/v2.md 9.1)."""
+        vis = set(self.retained(run))
+        drop &= vis
+        if drop and drop != vis:
+            drop -= self.needed(run, vis - drop)
+        self.retired.setdefault(run, set()).update(drop)
+
     def forget_keep_last(self, n: int) -> None:
         for run in list(self.held):
             vis = sorted(self.retained(run))
-            self.retired.setdefault(run, set()).update(vis[:-n] if n else vis)
+            self._retire(run, set(vis[:-n] if n else vis))
 
     def forget_seq(self, run: str, seq: int) -> None:
         assert seq != self.head(run), "a head is forgotten only with its run"
-        self.retired.setdefault(run, set()).add(seq)
+        self._retire(run, {seq})
+
+    def erase_refused(self, run: str, seq: int) -> bool:
+        """Erasing ``seq`` alone is refused while a visible record is stored against it."""
+        return seq in self.needed(run, set(self.retained(run)) - {seq})
 
     def erase_run(self, run: str) -> None:
         snaps = self.held.pop(run, {})
@@ -122,7 +153,7 @@ class StoreModel:
     def prune_keep_latest(self, runs: list[str]) -> None:
         for run in runs:
             vis = sorted(self.retained(run))
-            self.retired.setdefault(run, set()).update(vis[:-1])
+            self._retire(run, set(vis[:-1]))
 
 
 def copy(src: StoreModel, dst: StoreModel, *, mirror: bool = False) -> None:
@@ -139,7 +170,11 @@ def copy(src: StoreModel, dst: StoreModel, *, mirror: bool = False) -> None:
         if run in dst.erased_runs:
             continue
         if mirror:  # a plain copy is a backup: it keeps the destination's own history
-            dst.retired.setdefault(run, set()).update(src.retired.get(run, set()))
+            # forgotten as a forget in the destination would (its records' bases stay)
+            theirs = src.retired.get(run, set())
+            dst._retire(run, set(theirs))
+            dst.retired.setdefault(run, set()).update(
+                theirs - set(dst.held.get(run, {})))  # gaps it does not hold: retired too
         gone = dst.retired.get(run, set())
         for seq, snap in sorted(src.retained(run).items()):
             if seq in gone or (run, seq) in dst.erased_snaps or seq in dst.held.get(run, {}):

@@ -193,14 +193,8 @@ def test_the_source_forget_before_the_first_copy_leaves_a_marked_gap(tmp_path: P
         _reads_back(dst, states, LAST2)
 
 
-@pytest.mark.parametrize("mirror", [False, True])
-def test_a_run_the_copy_cannot_prove_is_the_same_is_left_alone(tmp_path: Path,
-                                                                 mirror: bool) -> None:
-    """B had r0@1..5 when P went on to @10 and forgot all but the last 2: nothing shows that
-    B's @1..5 are P's (a forget carries no ids, and @9 names @8 as its parent), so adding
-    @9 and @10 on top of them could join two histories: a conflict in both modes, B's run
-    untouched (spec/retention.md 9 step 0, its limit)."""
-    src, dst = str(tmp_path / "P"), str(tmp_path / "B")
+def _went_on_and_forgot(src: str, dst: str) -> None:
+    """B got r0@1..5; then P went on to @10 and forgot all but the last 2."""
     store = ckptfs.open_store(src)
     run = store.start_run("r0")
     for i in range(1, N + 1):
@@ -208,6 +202,38 @@ def test_a_run_the_copy_cannot_prove_is_the_same_is_left_alone(tmp_path: Path,
         if i == 5:
             copy_runs(_repo(src), _repo(dst))
     forget(_repo(src), Policy(keep_last=2))
+
+
+@pytest.mark.parametrize("mirror", [False, True])
+def test_a_backup_the_source_went_past_and_forgot_is_proven_by_the_marker(
+        tmp_path: Path, mirror: bool) -> None:
+    """@9 names @8 as its parent, which B lacks; P's marker lists the ids of @1..8, and @5's is
+    B's: the same run. The backup adds @9 and @10 (the gap 6-8 retired) and keeps @1..5; the
+    mirror forgets them as P did (spec/retention.md 3 ids, 9 step 0)."""
+    src, dst = str(tmp_path / "P"), str(tmp_path / "B")
+    _went_on_and_forgot(src, dst)
+    rep = copy_runs(_repo(src), _repo(dst), mirror=mirror)
+    assert rep.ok and rep.snapshots_copied == 2, rep.conflicts
+    assert _repo(dst).seqs("r0") == ([9, 10] if mirror else [1, 2, 3, 4, 5, 9, 10])
+    assert ckptfs.open_store(dst).read("r0")["i"] == N
+    _clean(dst)
+
+
+@pytest.mark.parametrize("mirror", [False, True])
+def test_a_run_the_copy_cannot_prove_is_the_same_is_left_alone(tmp_path: Path,
+                                                                 mirror: bool) -> None:
+    """As above, but P's marker lists no ids (written before they were, or by another
+    implementation): nothing shows that B's @1..5 are P's, so adding @9 and @10 on top of them
+    could join two histories: a conflict in both modes, B's run untouched (spec/retention.md 9
+    step 0, its limit)."""
+    from ckptfs.format import cbor
+
+    src, dst = str(tmp_path / "P"), str(tmp_path / "B")
+    _went_on_and_forgot(src, dst)
+    (marker,) = (Path(src) / "runs" / "r0" / "retired").iterdir()
+    m = cbor.decode(marker.read_bytes(), what="marker")
+    assert [p[0] for p in m.pop("ids")] == [1, 2, 3, 4, 5, 6, 7, 8]
+    marker.write_bytes(cbor.encode(m))
     before = sorted(p.relative_to(dst).as_posix() for p in Path(dst).rglob("*") if p.is_file())
     rep = copy_runs(_repo(src), _repo(dst), mirror=mirror)
     assert not rep.ok and "r0" in rep.conflicts[0] and rep.snapshots_copied == 0

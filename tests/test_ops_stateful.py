@@ -53,6 +53,8 @@ from ckptfs.ops.gc import gc, grace_of
 from ckptfs.ops.retention import Policy, forget, forget_snapshots
 from ckptfs.ops.upgrade import upgrade
 from ckptfs.ops.verify import verify
+from ckptfs.store import header_bases
+from ckptfs.errors import ErasedError, InvalidArgument as InvalidArgumentError
 from tests import ops_model as om
 from tests.conftest import LONG, TALLY, new_s3_url
 from tests.stateful_lg import LangGraphRules
@@ -96,6 +98,8 @@ class Ops(LangGraphRules, RuleBasedStateMachine):
         #: runs a snapshot of which was erased somewhere: fenced, never written again
         self.fenced: set[str] = set()
         self.savers: dict[int, Any] = {}
+        #: the encrypted stores (spec/encryption.md), each with a keyring of its own
+        self.enc: set[int] = set()
         self.dirty: set[int] = set()
         self.fresh: list[tuple[int, str, int]] = []
         self.uid = 0
@@ -131,6 +135,7 @@ class Ops(LangGraphRules, RuleBasedStateMachine):
                 state: dict[str, Any] | None = None) -> None:
         """Put a reported commit into store ``i``'s model (its state as given, else as read)."""
         got = plain(dict(store.read(snap)) if state is None else state)
+        self._learn_bases(i, snap.run, [snap.seq])
         self.models[i].commit(om.Snap(
             run=snap.run, seq=snap.seq, id=snap.id, parent=snap.parent, state=got,
             labels=snap.labels, tokens=om.tokens_in(got), effects=effects_of(store, snap)))
@@ -139,6 +144,19 @@ class Ops(LangGraphRules, RuleBasedStateMachine):
             self.fresh.append((i, snap.run, snap.seq))
         else:
             self.dirty.add(i)
+
+    def _raw(self, i: int) -> Any:
+        """Store ``i``'s files as they are stored (of an encrypted store: sealed, under keyed
+        names), for junk and for the byte scans."""
+        st_ = self.stores[i].storage
+        return getattr(st_, "inner", st_)
+
+    def _learn_bases(self, i: int, run: str, seqs: list[int]) -> None:
+        """Which record each new record of a ``delta-headers`` store is stored against (the
+        writer's choice, read from the record; what follows from it is the model's)."""
+        if self.models[i].delta and seqs:
+            for seq, base in header_bases.bases(self.stores[i].storage, run, seqs).items():
+                self.models[i].bases[(run, seq)] = base
 
     def _handle(self, i: int, run: str) -> ckptfs.Run:
         h = self.handles.get((i, run))
@@ -163,11 +181,16 @@ class Ops(LangGraphRules, RuleBasedStateMachine):
 
     # -- stores --------------------------------------------------------------------------
     @initialize(kinds=st.lists(st.sampled_from(KINDS[:3]), min_size=2, max_size=3, unique=True),
-                s3=st.integers(0, S3_ONE_IN - 1), bulk=st.sampled_from([None, 4096]))
-    def open_stores(self, kinds: list[str], s3: int, bulk: int | None) -> None:
+                s3=st.integers(0, S3_ONE_IN - 1), bulk=st.sampled_from([None, 4096]),
+                delta=st.booleans(), enc=st.booleans())
+    def open_stores(self, kinds: list[str], s3: int, bulk: int | None, delta: bool,
+                    enc: bool = False) -> None:
         """Two or three stores; S3 (the slowest: every request a round trip to moto) replaces
         the last of them in one sequence of ``S3_ONE_IN``. ``bulk``: the store setting
-        ``record_bulk_max`` (4096: most bodies go to packs, as a large state's do)."""
+        ``record_bulk_max`` (4096: most bodies go to packs, as a large state's do). ``delta``:
+        the first store requires ``delta-headers`` (records stored against earlier ones).
+        ``enc``: the second is an encrypted store (spec/encryption.md) with a keyring of its
+        own: copies out of it decrypt, copies into it seal again, its erasures destroy keys."""
         if s3 == S3_ONE_IN - 1 and "s3" in KINDS_ALLOWED:
             kinds = [*kinds[:-1], "s3"]
         kinds = [k for k in kinds if k in KINDS_ALLOWED] or list(KINDS_ALLOWED[:2])
@@ -181,12 +204,20 @@ class Ops(LangGraphRules, RuleBasedStateMachine):
                 url = f"memory://stateful-{uuid.uuid4().hex}"
             else:
                 url, opts = new_s3_url(), dict(self.s3_options)
+            if enc and n == 1:
+                opts["keyring"] = os.path.join(self.dir, f"ring{n}")
+                self.enc.add(n)
             store = ckptfs.open_store(url, **opts)
-            store.init(settings=None if bulk is None else {"record_bulk_max": bulk})
+            store.init(settings=None if bulk is None else {"record_bulk_max": bulk},
+                       delta_headers=delta and n == 0)
             self.stores.append(store)
             self.opts.append(opts)
-            self.models.append(om.StoreModel(f"{n}:{kind}"))
+            self.models.append(om.StoreModel(
+                f"{n}:{kind}" + ("+delta" if delta and n == 0 else "")
+                + ("+enc" if n in self.enc else ""), delta=delta and n == 0))
             COUNTS[f"store {kind}"] += 1
+            COUNTS["store delta-headers"] += delta and n == 0
+            COUNTS["store encrypted"] += n in self.enc
         with contextlib.suppress(InvalidArgument):  # outside a test (a replay by hand)
             note(f"stores: {[m.name for m in self.models]}")
 
@@ -356,7 +387,23 @@ class Ops(LangGraphRules, RuleBasedStateMachine):
             return
         run = self._pick(runs, r)
         self._count("erase run")
+        old = None
+        if i in self.enc and os.path.isdir(self.stores[i].url):  # a `cp -r` made before
+            old = os.path.join(self.dir, f"before-erase{self._next()}")
+            shutil.copytree(self.stores[i].url, old)
         erase(self.stores[i].repo, run, reason="stateful test")
+        if old is not None:
+            self._count("erase reaches an older copy")
+            before = ckptfs.open_store(old, keyring=self.opts[i]["keyring"])
+            with pytest.raises(ErasedError):  # its key is gone: opens nowhere, this copy too
+                before.read(run)
+            for other in self.models[i].runs():
+                if other != run:
+                    head = self.models[i].head(other)
+                    want = self.models[i].retained(other)[head].state
+                    assert plain(dict(before.read(f"{other}@{head}"))) == want
+            before.close()
+            shutil.rmtree(old)
         self.models[i].erase_run(run)
         self.handles.pop((i, run), None)
         self.dirty.add(i)
@@ -374,6 +421,12 @@ class Ops(LangGraphRules, RuleBasedStateMachine):
         run = self._pick(runs, r)
         # a retained one: a forgotten snapshot's record may be gone already (gc)
         seq = self._pick(sorted(m.retained(run))[:-1], k)
+        if m.erase_refused(run, seq):  # a later visible record is stored against it
+            self._count("erase snapshot refused")
+            with pytest.raises(InvalidArgumentError, match="cannot be erased alone"):
+                erase(self.stores[i].repo, run, reason="stateful test", seq=seq)
+            self.dirty.add(i)
+            return
         self._count("erase snapshot")
         erase(self.stores[i].repo, run, reason="stateful test", seq=seq)
         m.erase_snap(run, seq)
@@ -394,9 +447,13 @@ class Ops(LangGraphRules, RuleBasedStateMachine):
         src, dst = self.models[i], self.models[j]
         self._count("copy --mirror" if mirror else "copy")
         kw = {"mirror": True} if mirror else {}
+        if i in self.enc and j not in self.enc:
+            kw["decrypt"] = True  # out of an encrypted store only when asked to
         report = copy_runs(self.stores[i].repo, self.stores[j].repo, **kw)
         assert not report.conflicts, report.conflicts
         om.copy(src, dst, mirror=mirror)
+        for run, snaps in dst.held.items():
+            self._learn_bases(j, run, [q for q in snaps if (run, q) not in dst.bases])
         for run in list(dst.held):
             if dst.head(run):
                 self.tip[run] = max(self.tip.get(run, 0), dst.head(run))
@@ -432,7 +489,7 @@ class Ops(LangGraphRules, RuleBasedStateMachine):
                 t.extractall(out, filter="data")
         else:
             shutil.unpack_archive(path, out)
-        got = ckptfs.open_store(out)
+        got = ckptfs.open_store(out, **{k: v for k, v in self.opts[i].items() if k == "keyring"})
         check_store(got, self.models[i], where=f"export of {self.models[i].name}")
         os.unlink(path)
         shutil.rmtree(out)
@@ -441,12 +498,12 @@ class Ops(LangGraphRules, RuleBasedStateMachine):
     def junk(self, i: int, f: int, name: str) -> None:
         """What a Finder window, an editor or rsync leaves in a folder of the store."""
         i %= len(self.stores)
-        folders = sorted({os.path.dirname(p) for p in store_files(self.stores[i].storage)}
+        folders = sorted({os.path.dirname(p) for p in store_files(self._raw(i))}
                          | set(FOLDERS))
         folder = self._pick(folders or [""], f)
         path = f"{folder}/{name}" if folder else name
         self._count("junk")
-        self.stores[i].storage.replace(path, b"junk bytes")
+        self._raw(i).replace(path, b"junk bytes")
         self.dirty.add(i)
 
     # -- invariants ----------------------------------------------------------------------
@@ -474,7 +531,7 @@ class Ops(LangGraphRules, RuleBasedStateMachine):
         if not bad:
             return
         COUNTS["erasure scans"] += 1
-        found = files_with_tokens(self.stores[i].storage, bad)
+        found = files_with_tokens(self._raw(i), bad)
         assert not found, f"{self.models[i].name}: erased content still stored: {found}"
 
 

@@ -66,3 +66,32 @@ def test_a_copy_without_retention_fails_the_copy_vectors() -> None:
     assert {"maintenance/copy-lifetimes", "maintenance/copy-erased-fence",
             "maintenance/copy-erased-held", "maintenance/copy-shorter-expiry"} <= failed
     assert not {f for f in failed if f.startswith("maintenance/erase-")}
+
+
+#: how a copy may read a retired marker's ``ids`` the wrong way (spec/retention.md 3)
+MARKER_IDS_WRONG = {
+    # ignores them: the backup that fell behind is a conflict again
+    "ignored": ("lambda v, through, kept: ()", {"maintenance/copy-forgot-past-head"}),
+    # takes the pairs it can parse from a malformed list as proof
+    "lenient": ("lambda v, through, kept: tuple((p[0], Digest(p[1])) for p in v or () "
+                "if len(p[1]) == 32)", {"maintenance/copy-forgot-past-head-bad-ids"}),
+    # refuses the whole marker for a malformed list (the run is then unreadable)
+    "refused": ("lambda v, through, kept: real(v, through, kept) or (_ for _ in ()).throw("
+                "FormatError('bad ids')) if v is not None and v != [] else ()",
+                {"maintenance/copy-forgot-past-head-bad-ids"}),
+}
+
+
+@pytest.mark.parametrize("how", sorted(MARKER_IDS_WRONG))
+def test_a_copy_that_reads_marker_ids_wrongly_fails_exactly_their_vector(how: str) -> None:
+    parse, expected = MARKER_IDS_WRONG[how]
+    wrapper = (f"{shlex.quote(sys.executable)} -c " + shlex.quote(
+        "import sys\n"
+        "from ckptfs.errors import FormatError\n"
+        "from ckptfs.format import lifecycle\n"
+        "from ckptfs.format.digest import Digest\n"
+        "from ckptfs_conformance.adapters import ckptfs_adapter\n"
+        "real = lifecycle._retired_ids\n"
+        f"lifecycle._retired_ids = {parse}\n"
+        "sys.exit(ckptfs_adapter.main(sys.argv[1:]))\n"))
+    assert _failed(wrapper, "maintenance/*") == expected

@@ -482,3 +482,24 @@ def test_may_hold_typed_answers_as_a_search_for_the_tag_head() -> None:
               for _ in range(500)]
     for data in cases:
         assert may_hold_typed(data) is (TYPED_HEAD in data), data
+
+
+def test_a_typed_value_given_in_its_tagged_form_requires_the_feature(tmp_path: Path) -> None:
+    """A raw tag 27 (``cbor2.CBORTag(27, [name, payload])``, as a value read with another
+    library gives it) is a typed value like ckptfs.TypedValue: the manifest requires
+    ``typed-values``, so a reader that does not know them refuses it instead of misreading it
+    (spec/format.md 18). Before, it was written as plain data with no required feature, in a
+    whole value, inside a list, and appended."""
+    import cbor2
+
+    store = ckptfs.open_store(str(tmp_path / "s"), codecs=ckptfs.Codecs(unknown="raw"))
+    run = store.start_run("r")
+    run.checkpoint({"x": cbor2.CBORTag(27, ["my.type", 1])})
+    run.checkpoint({"x": [1, cbor2.CBORTag(27, ["my.type", 2])]})
+    run.checkpoint({"x": [1]})
+    run.append("x", cbor2.CBORTag(27, ["my.type", 3]))
+    required = {s.seq: store.repo.snapshot_at("r", s.seq).manifest.required
+                for s in store.snapshots("r")}
+    assert required == {1: ("typed-values",), 2: ("typed-values",), 3: (),
+                        4: ("typed-values",)}
+    assert store.read("r") == {"x": [1, ckptfs.TypedValue("my.type", 3)]}

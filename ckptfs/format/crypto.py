@@ -168,10 +168,19 @@ def name_digest(key: bytes, kind: str, name: str) -> str:
     return hmac.new(key, f"{kind}\x00{name}".encode("utf-8"), "sha256").hexdigest()
 
 
+def stone_name(scope_key: bytes, run_id: str) -> str:
+    """The stored segment of a whole run's tombstone in an encrypted store (spec/encryption.md
+    5.2): ``x-`` and the hex HMAC-SHA256, under the store scope's names subkey, of
+    ``"tombstone" 0x00 run``. One-way, and independent of the run's own scope, whose key the
+    erase destroys: a copy finds it by the run id, nobody reads the run id from it."""
+    key = derive(scope_key, NAMES, 64)
+    return "x-" + hmac.new(key, b"tombstone\x00" + run_id.encode("utf-8"), "sha256").hexdigest()
+
+
 def scope_hex(scope_id: bytes) -> str:
     return scope_id.hex()
 
 
 __all__ = ["FEATURE", "SCHEME", "OVERHEAD", "DecryptionError", "derive", "seal", "open_sealed",
-           "sealed_scope", "encrypt_name", "decrypt_name", "name_digest", "new_key",
+           "sealed_scope", "encrypt_name", "decrypt_name", "name_digest", "stone_name", "new_key",
            "new_scope_id", "associated_data"]

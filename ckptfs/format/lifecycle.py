@@ -8,6 +8,7 @@ canonical CBOR map; readers validate them strictly and fail closed when one is u
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
@@ -21,6 +22,9 @@ from ckptfs.format.names import check_run_id
 #: ``through`` of a retired marker that fences a whole run: no sequence number is free.
 FENCE_ALL = MAX_U64
 MAX_CONTROL_SIZE = 16 * 1024 * 1024
+#: the most snapshot ids of retired seqs a retired marker lists (the highest seqs): ~180 KiB,
+#: enough for a backup that fell 4096 forgotten snapshots behind (spec/retention.md 3)
+MAX_RETIRED_IDS = 4096
 
 
 def _decode_map(data: bytes, what: str) -> dict[str, Any]:
@@ -62,6 +66,10 @@ class Retired:
     through: int
     kept: tuple[int, ...]
     created: int
+    #: ``(seq, snapshot id)`` of retired seqs the store held: what it says was there after the
+    #: record is gone, the proof a copy needs that another store's record at that seq is the
+    #: same snapshot (spec/retention.md 3 and 9, step 0)
+    ids: tuple[tuple[int, Digest], ...] = ()
 
     @property
     def fenced(self) -> bool:
@@ -72,14 +80,48 @@ class Retired:
         return seq > self.through or seq in self.kept
 
     def to_bytes(self) -> bytes:
-        return cbor.encode({"run": self.run, "through": self.through,
-                            "kept": sorted(self.kept), "created": self.created})
+        m: dict[str, Any] = {"run": self.run, "through": self.through,
+                             "kept": sorted(self.kept), "created": self.created}
+        if self.ids:
+            m["ids"] = [[s, d.raw] for s, d in sorted(self.ids)]
+        return cbor.encode(m)
 
     @classmethod
     def from_bytes(cls, data: bytes, *, what: str) -> Retired:
         m = _decode_map(data, what)
-        return cls(run=_run(m, what), through=_get(m, "through", int, what),
-                   kept=_ints(m.get("kept"), what, "kept"), created=_get(m, "created", int, what))
+        through = _get(m, "through", int, what)
+        kept = _ints(m.get("kept"), what, "kept")
+        return cls(run=_run(m, what), through=through, kept=kept,
+                   created=_get(m, "created", int, what),
+                   ids=_retired_ids(m.get("ids"), through, kept))
+
+    def with_ids(self, *known: Iterable[tuple[int, Digest]]) -> Retired:
+        """This marker listing the ids of ``known`` (earlier sources first win a seq) for the
+        seqs it retires and does not keep, the highest ``MAX_RETIRED_IDS`` of them."""
+        out: dict[int, Digest] = {}
+        kept = set(self.kept)
+        for pairs in (self.ids, *known):
+            for s, d in pairs:
+                if s <= self.through and s not in kept:
+                    out.setdefault(s, d)
+        ids = tuple(sorted(out.items())[-MAX_RETIRED_IDS:])
+        return self if ids == self.ids else attrs.evolve(self, ids=ids)
+
+
+def _retired_ids(v: Any, through: int, kept: tuple[int, ...]) -> tuple[tuple[int, Digest], ...]:
+    """A marker's ``ids``, or none when absent or malformed: they serve only as a copy's proof
+    (spec/retention.md 3), so a reader never refuses a marker for them, and a copy never takes
+    what it cannot parse as proof."""
+    if not isinstance(v, list):
+        return ()
+    out: dict[int, Digest] = {}
+    for p in v:
+        if not (isinstance(p, list) and len(p) == 2 and type(p[0]) is int
+                and 1 <= p[0] <= through and p[0] not in kept and type(p[1]) is bytes
+                and len(p[1]) == 32 and p[0] not in out):
+            return ()
+        out[p[0]] = Digest(p[1])
+    return tuple(sorted(out.items()))
 
 
 @attrs.frozen(slots=True)

@@ -104,7 +104,7 @@ def copy_runs(src: Repository, dst: Repository, *, runs: Iterable[str] | None = 
     another keyring, every run is sealed again under a scope of that keyring; out of an
     encrypted store into a plaintext one only with ``decrypt=True`` (``copy_keys``)."""
     check_decrypt(src, dst, decrypt)
-    run_ids = select_runs(src, runs)
+    run_ids = select_runs(src, runs, dst)
     if dry_run:
         return plan_copy(src, dst, run_ids, mirror=mirror, now=now, report=CopyReport())
     t0_ns = observe.now_ns()

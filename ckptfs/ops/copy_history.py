@@ -26,8 +26,8 @@ from ckptfs.errors import ConflictError, CorruptSnapshot, FormatError
 from ckptfs.format.digest import Digest
 from ckptfs.format.models import RunRecord
 from ckptfs.format.names import record_path
-from ckptfs.format.containers import HEAD_READ, RecordRef, header_length, is_container
-from ckptfs.store.records import parse_record
+from ckptfs.format.containers import RecordRef
+from ckptfs.store.records import read_record_head
 from ckptfs.store.repository import Repository
 
 
@@ -35,26 +35,10 @@ def source_record(src: Repository, run_id: str, seq: int) -> tuple[bytes, RunRec
     """A run record's bytes (copied verbatim; of a v2 record, its header only) and their
     validated meaning. A v2 record is read up to the end of its header: its bodies are read
     once, by the copy that sends them (a copy that does not need them reads none)."""
-    path = record_path(run_id, seq)
-    what = f"{src.url}: run record {path}"
-    first = src.storage.read_range(path, 0, HEAD_READ)
-    whole = not is_container(first)
-    if whole:  # a v1 record: one small CBOR map (read whole if it is longer than the range)
-        data = first if len(first) < HEAD_READ else src.storage.read(path)
-    else:
-        try:
-            end = header_length(first, what=what)
-        except FormatError as e:
-            raise CorruptSnapshot(f"{e} (the file may be truncated or edited)") from e
-        data = first[:end] if end <= len(first) else \
-            first + src.storage.read_range(path, len(first), end)
-    rec, container = parse_record(data, what=what, whole=whole, storage=src.storage,
-                                  run_id=run_id)
+    what = f"{src.url}: run record {record_path(run_id, seq)}"
+    data, rec, container = read_record_head(src.storage, run_id, seq, what=what)
     if container is not None:  # v2: where its chunks are, for the copy that reads them
         src.objects.locations.learn(container, RecordRef(run_id, seq))
-    if rec.run != run_id or rec.seq != seq:
-        raise CorruptSnapshot(f"{src.url}: run record {record_path(run_id, seq)} names run "
-                              f"{rec.run!r} seq {rec.seq}, not its own path")
     return data, rec
 
 

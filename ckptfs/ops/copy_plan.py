@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from ckptfs.errors import ConflictError, NotFound, UnsupportedFeature
+from ckptfs.errors import CkptfsError, ConflictError, NotFound, UnsupportedFeature
 from ckptfs.format import crypto
 from ckptfs.format.models import (
     FORMAT_VERSION,
@@ -32,6 +32,8 @@ from ckptfs.format.names import CONFIG_PATH
 from ckptfs.ops.copy_history import diverged
 from ckptfs.ops.copy_retention import RunLife, tombstoned_runs
 from ckptfs.ops.copy_run import source_manifest
+from ckptfs.storage.encrypted_open import is_encrypted_view
+from ckptfs.store.lifecycle import read_tombstone
 from ckptfs.store.new_store import check_writable, refuse_v1_request
 from ckptfs.store.repository import Repository
 
@@ -39,10 +41,21 @@ if TYPE_CHECKING:
     from ckptfs.ops.copy import CopyReport
 
 
-def select_runs(src: Repository, runs: Iterable[str] | None) -> list[str]:
+def select_runs(src: Repository, runs: Iterable[str] | None, dst: Repository | None = None
+                ) -> list[str]:
     """``runs`` (default: every run of ``src``, erased ones included, whose tombstones travel);
-    NotFound for a run ``src`` does not know."""
+    NotFound for a run ``src`` does not know. An encrypted ``src`` names no run it erased
+    whole (the name died with the run's key: spec/encryption.md 5), so the runs of ``dst``
+    are asked for by name: one tombstone lookup for each run ``dst`` holds that ``src`` does
+    not list, so that the erasure reaches a copy key destruction cannot reach."""
     known = set(src.run_ids()) | tombstoned_runs(src.storage)
+    if dst is not None and is_encrypted_view(src.storage):
+        for run_id in sorted(set(dst.run_ids()) - known):
+            try:
+                if read_tombstone(src.storage, run_id) is not None:
+                    known.add(run_id)
+            except CkptfsError:
+                continue  # not erased here, or unreadable: nothing to repeat
     run_ids = list(runs) if runs is not None else sorted(known)
     for run_id in run_ids:
         if run_id not in known:

@@ -185,6 +185,8 @@ class RunLife:
                                   set(self.src_seqs) - records, head_kept=True)
         before = self._visible_set(records)
         theirs = _forgot(read_retired(st, self.run), erased, self.candidates)
+        # what the source says was at seqs it no longer holds: its tombstones and its marker
+        erased_ids += theirs.ids if theirs is not None else ()
         hidden = {s for s in before if theirs is not None and not theirs.visible(s)} - erased
         # what the destination will hold visibly, and whether the copy adds to its run
         new = [s for s in self.src_seqs if s not in records and self._visible(s)]
@@ -228,7 +230,8 @@ class RunLife:
         kept = sorted(s for s in set(theirs.kept) | records if s <= through)
         if len(kept) >= through:  # every seq up to ``through`` is kept: it retires nothing
             return None
-        return Retired(run=self.run, through=through, kept=tuple(kept), created=self.now)
+        return Retired(run=self.run, through=through, kept=tuple(kept),
+                       created=self.now).with_ids(theirs.ids)
 
     def _erased_run(self, stone: Tombstone) -> None:
         """The run was erased in the source: erase it here too (when this store's run is
@@ -343,7 +346,8 @@ class RunLife:
         through = max(throughs)
         kept = tuple(sorted(s for s in self.candidates if s <= through and s not in hidden
                             and all(m.visible(s) for m in markers)))
-        return Retired(run=self.run, through=through, kept=kept, created=self.now)
+        return Retired(run=self.run, through=through, kept=kept, created=self.now).with_ids(
+            *(m.ids for m in markers))
 
     def _write_marker(self, marker: Retired | None) -> None:
         """Publish ``marker`` in the destination unless it retires what it already retires."""

@@ -242,14 +242,15 @@ def _fence(repo: Repository, run_id: str, seq: int | None, t0: int,
     visible = repo.seqs(run_id)
     kept = () if seq is None else tuple(sorted({s for s in visible if s != seq} | keep))
     if old is None or not old.fenced or set(old.kept) != set(kept):
-        write_retired(st, Retired(run=run_id, through=FENCE_ALL, kept=kept, created=t0))
+        write_retired(st, Retired(run=run_id, through=FENCE_ALL, kept=kept, created=t0)
+                      .with_ids(old.ids if old else ()))
     if seq is None:
         return
     late = [s for s in repo.record_seqs(run_id)
             if s != seq and s not in kept and (old is None or old.visible(s))]
     if late:
         write_retired(st, Retired(run=run_id, through=FENCE_ALL, kept=tuple(sorted(
-            (*kept, *late))), created=t0))
+            (*kept, *late))), created=t0).with_ids(old.ids if old else ()))
 
 
 def _owns(m: Manifest, run_id: str, seq: int | None) -> bool:

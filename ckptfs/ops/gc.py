@@ -190,12 +190,14 @@ def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
             strays = listing.strays
             report.stray_records += len(strays)
             expired = set()
+            ids: dict[int, Digest] = {}  # the snapshot ids read on the way, for the marker (spec/retention.md 3)
             for got in cache.records(repo, listing, visible):
                 seq = got.seq
                 try:
                     if got.error is not None:
                         raise got.error
                     assert got.record is not None
+                    ids[seq] = got.record.snapshot
                     m = repo._recorded(got.record).manifest
                     exp = listing.expiry(st, seq, m.expires)
                 except CkptfsError:
@@ -208,7 +210,8 @@ def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
             if dry_run:
                 continue
             # strays hold bodies: the container sweep repacks them (spec/v2.md)
-            if retire(st, run_id, visible, expired, t0) or expired:
+            if retire(st, run_id, visible, expired, t0,
+                      lambda ss: {s: ids[s] for s in ss if s in ids}) or expired:
                 cache.relist(run_id)  # its retired range changed: the mark lists it again
         # 2. mark: everything the retained snapshots use
         lease.check()

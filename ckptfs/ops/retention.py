@@ -8,6 +8,7 @@ only; ``gc`` later reclaims the manifests and chunks nobody uses.
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -21,6 +22,7 @@ from ckptfs.ops.lease import MaintenanceLease
 from ckptfs.ops.usage import SnapInfo, build_index
 from ckptfs.store import header_bases
 from ckptfs.store.lifecycle import retire
+from ckptfs.store.records import snapshot_ids
 from ckptfs.store.repository import Repository
 
 _DURATION = re.compile(r"([0-9]+)([smhdwy])")  # ASCII digits only (\d takes any script's)
@@ -270,7 +272,8 @@ def _retire_all(repo: Repository, lease: MaintenanceLease, drop: Mapping[str, se
     for run_id, seqs in drop.items():
         lease.check()
         try:
-            retire(repo.storage, run_id, repo.seqs(run_id), seqs, now)
+            retire(repo.storage, run_id, repo.seqs(run_id), seqs, now,
+                   functools.partial(snapshot_ids, repo.storage, run_id))
         except (CkptfsError, ValueError) as e:
             problems.append(f"{run_id}: {e}")
     return problems

@@ -156,7 +156,7 @@ class Codecs:
         is returned as it is, not copied). UnregisteredType names the path of a value of a type
         nobody registered."""
         try:
-            if cbor._is_plain(value, cbor.MAX_DEPTH):
+            if cbor._is_plain(value, cbor.MAX_DEPTH, tags=False):
                 return value
         except RecursionError:
             pass
@@ -205,6 +205,8 @@ class Codecs:
             return mapped
         if t is TypedValue:
             return tagged(v.name, self._enc(v.payload, depth + 2))
+        if t is cbor2.CBORTag and is_tagged(v):  # given in its stored form: a typed value too
+            return tagged(v.value[0], self._enc(v.value[1], depth + 2))
         codec = self._by_type.get(t)
         if codec is None:
             raise _Unregistered(t, [])

@@ -81,6 +81,11 @@ def writer_for(storage: Storage, path: str) -> tuple[bytes, Storage]:
     return scope.id, storage.scoped(scope)
 
 
+#: how a whole run's tombstone segment starts (``crypto.stone_name``): no scope id in base32
+#: has a hyphen at its second character
+STONE_PREFIX = "x-"
+
+
 class EncryptedStorage(EncryptedReads):
     """The plaintext view of an encrypted store (see the module docstring)."""
 
@@ -166,6 +171,30 @@ class EncryptedStorage(EncryptedReads):
         segs[run_id] = (scope.id, seg)
         return seg
 
+    def _stone_seg(self, run_id: str) -> str:
+        """The stored segment of a whole run's tombstone: a keyed digest of the run id under
+        the store scope (spec/encryption.md 5), which outlives the run's own scope. A copy
+        must find it after the erase destroyed that scope's key, to repeat the erasure in a
+        copy that key destruction cannot reach (another keyring's, or a decrypted one); the
+        digest names the run to nobody without the keyring, and to no one can it be undone."""
+        seg = crypto.stone_name(self.store_scope.key, run_id)
+        stones = self._shared.stones
+        if len(stones) >= _OPENERS:
+            stones.clear()
+        stones[seg] = run_id
+        return seg
+
+    def _legacy_stone(self, path: str) -> str | None:
+        """Where a whole run's tombstone was stored before ``_stone_seg`` (under the run's
+        own segment), while the run's scope can still name it; None otherwise."""
+        parts = path.split("/")
+        if len(parts) != 2 or parts[0] != TOMBSTONES or not parts[1].endswith(".cbor"):
+            return None
+        try:
+            return f"{TOMBSTONES}/{self._run_seg(parts[1][:-5])}.cbor"
+        except (ScopeErased, KeyringError):
+            return None
+
     def _run_name(self, seg: str) -> str | None:
         head, sep, rest = seg.partition("-")
         sid = _unb32(head) if sep else None
@@ -195,7 +224,7 @@ class EncryptedStorage(EncryptedReads):
         elif top == TOMBSTONES:
             seg = parts[1]
             if len(parts) == 2 and seg.endswith(".cbor"):
-                parts[1] = self._run_seg(seg[:-5]) + ".cbor"
+                parts[1] = self._stone_seg(seg[:-5]) + ".cbor"
             else:
                 parts[1] = self._run_seg(seg)
         elif top in _CONTENT and len(parts) == 3:
@@ -220,6 +249,9 @@ class EncryptedStorage(EncryptedReads):
         elif top == TOMBSTONES:
             seg = parts[1]
             cbor_ext = len(parts) == 2 and seg.endswith(".cbor")
+            if cbor_ext and seg.startswith(STONE_PREFIX):
+                name = self._shared.stones.get(seg[:-5])
+                return None if name is None else f"{TOMBSTONES}/{name}.cbor"
             name = self._run_name(seg[:-5] if cbor_ext else seg)
             if name is None:
                 return None
@@ -358,7 +390,12 @@ class EncryptedStorage(EncryptedReads):
             if len(parts) == 1:
                 return Listing((), tuple(sorted({n[1] for n in names})))
             return Listing(tuple(sorted(n[2] for n in names if n[1] == parts[1])), ())
-        stored = self.out(prefix)
+        try:
+            stored = self.out(prefix)
+        except ScopeErased:
+            if parts[0] in (RUNS, TOMBSTONES):  # an erased run's folder: nothing to name
+                return Listing((), ())
+            raise
         got = self.inner.listing(stored)
         if not parts or parts[0] == TMP or (parts[0] in (RUNS, TOMBSTONES) and len(parts) > 1):
             return got  # below a run's (or a tombstone's) segment names are not encrypted

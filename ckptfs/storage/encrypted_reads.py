@@ -46,6 +46,8 @@ class _Shared:
         self.runs: dict[str, Scope] = {}
         #: run id -> (its scope id, its stored path segment)
         self.segs: dict[str, tuple[bytes, str]] = {}
+        #: stored segment of a whole run's tombstone -> the run id (those this process named)
+        self.stones: dict[str, str] = {}
         self.cache: OrderedDict[str, bytes] = OrderedDict()
         self.cached = 0
         #: plaintext path -> the opener of its segments (None: a layout-1 object, opened whole)
@@ -71,12 +73,22 @@ class EncryptedReads(Storage):
     def open(self, path: str, data: bytes, stored: str | None = None) -> bytes:
         """The authenticated plaintext of the object read at ``path``."""
 
+    @abc.abstractmethod
+    def _legacy_stone(self, path: str) -> str | None:
+        """Where a whole run's tombstone at ``path`` was stored by earlier writers, if any."""
+
     def read(self, path: str) -> bytes:
         if path == CONFIG_PATH:
             return self.inner.read(path)
         stored = self.out(path)
         if not _immutable(path):
-            return self.open(path, self.inner.read(stored), stored)
+            try:
+                return self.open(path, self.inner.read(stored), stored)
+            except FileNotFoundError:
+                legacy = self._legacy_stone(path)
+                if legacy is None:
+                    raise
+                return self.open(path, self.inner.read(legacy), legacy)
         sh = self._shared
         with sh.lock:
             hit = sh.cache.get(path)

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import time
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ckptfs.errors import CorruptObject, CorruptSnapshot, ErasedError, FormatError, NonCanonical
-from ckptfs.format.lifecycle import FENCE_ALL, Expiry, Retired, Tombstone
+from ckptfs.format.digest import Digest
+from ckptfs.format.lifecycle import FENCE_ALL, MAX_RETIRED_IDS, Expiry, Retired, Tombstone
 from ckptfs.format.models import RunRecord
 from ckptfs.format.names import (
     RUN_ID,
@@ -186,13 +187,16 @@ def default_expiry(settings: Mapping[str, Any], created: int) -> int | None:
     return created + ttl
 
 
-def retire(storage: Storage, run_id: str, visible: list[int], drop: set[int], now: int
-           ) -> bool:
+def retire(storage: Storage, run_id: str, visible: list[int], drop: set[int], now: int,
+           ids: Callable[[list[int]], Mapping[int, Digest]]) -> bool:
     """Forget the snapshots ``drop`` of a run whose retained seqs are ``visible``: publish the
     retired marker. The head goes only with the whole run (a writer still holding that head
     may go on at head + 1; nobody can reuse a lower seq). Returns True when the whole run
     went. Only the marker is written: records hold chunk bodies that later snapshots may use,
-    so the records are then strays, which gc repacks and deletes (spec/v2.md "Maintenance")."""
+    so the records are then strays, which gc repacks and deletes (spec/v2.md "Maintenance").
+    ``ids`` gives the snapshot ids of seqs (``store.records.snapshot_ids``, or what the caller
+    read already); the marker lists them, so that a copy can still prove a backup's records
+    to be this run's after they are gone here (spec/retention.md 3)."""
     drop = drop & set(visible)
     if not drop:
         return False
@@ -209,7 +213,9 @@ def retire(storage: Storage, run_id: str, visible: list[int], drop: set[int], no
     if old is not None and old.fenced:
         through = FENCE_ALL
     kept = tuple(s for s in visible if s <= through and s not in drop)
-    write_retired(storage, Retired(run=run_id, through=through, kept=kept, created=now))
+    marker = Retired(run=run_id, through=through, kept=kept, created=now)
+    new = ids(sorted(drop)[-MAX_RETIRED_IDS:])
+    write_retired(storage, marker.with_ids(old.ids if old else (), new.items()))
     return whole
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
-from ckptfs.errors import CorruptSnapshot, FormatError, NonCanonical
+from ckptfs.errors import CkptfsError, CorruptSnapshot, FormatError, NonCanonical
 from ckptfs.format import containers as ct
 from ckptfs.format import record_bytes
 from ckptfs.format.containers import Container, Location, RecordHeader, RecordRef
@@ -60,6 +60,44 @@ def parse_record(data: bytes, *, what: str, whole: bool = True,
         raise CorruptSnapshot(f"{what}: the manifest it carries does not match its snapshot id")
     return RunRecord(run=h.run, seq=h.seq, snapshot=h.snapshot, size=h.size,
                      created=h.created, nonce=h.nonce, manifest=h.manifest), c
+
+
+def read_record_head(storage: Storage, run_id: str, seq: int, *, what: str
+                     ) -> tuple[bytes, RunRecord, Container | None]:
+    """A run record's bytes up to the end of its commit (a v1 record whole; of a v2 record its
+    header only: the bodies are not read), its validated meaning and, for v2, its container.
+    FileNotFoundError when absent; CorruptSnapshot (or NonCanonical) when it cannot be parsed
+    or names another run or seq than its path."""
+    path = record_path(run_id, seq)
+    first = storage.read_range(path, 0, ct.HEAD_READ)
+    whole = not ct.is_container(first)
+    if whole:  # a v1 record: one small CBOR map (read whole if it is longer than the range)
+        data = first if len(first) < ct.HEAD_READ else storage.read(path)
+    else:
+        try:
+            end = ct.header_length(first, what=what)
+        except FormatError as e:
+            raise CorruptSnapshot(f"{e} (the file may be truncated or edited)") from e
+        data = first[:end] if end <= len(first) else \
+            first + storage.read_range(path, len(first), end)
+    rec, container = parse_record(data, what=what, whole=whole, storage=storage, run_id=run_id)
+    if rec.run != run_id or rec.seq != seq:
+        raise CorruptSnapshot(f"{what}: names run {rec.run!r} seq {rec.seq}, not its own path")
+    return data, rec, container
+
+
+def snapshot_ids(storage: Storage, run_id: str, seqs: Iterable[int]) -> dict[int, Digest]:
+    """The snapshot ids the records of ``seqs`` commit (headers only), for a retired marker's
+    ``ids`` (spec/retention.md 3). A record that is gone or unreadable is left out: a marker
+    never lists an id its store did not read (a copy then has no proof there, and says so)."""
+    out = {}
+    for seq in seqs:
+        try:
+            out[seq] = read_record_head(storage, run_id, seq,
+                                        what=f"run record {record_path(run_id, seq)}")[1].snapshot
+        except (FileNotFoundError, CkptfsError):
+            continue
+    return out
 
 
 def build_record(rec: RunRecord, manifest: bytes, framed: Sequence[tuple[Digest, int, bytes]],

@@ -92,6 +92,7 @@ ENC_OPS: dict[str, Callable[..., Any]] = {
         _key(key), Path(f).read_bytes(), store_id=bytes.fromhex(store), path=path).hex(),
     "enc-name": lambda key, context, name: crypto.encrypt_name(_key(key), name,
                                                                context=context),
+    "enc-stone-name": lambda key, run: crypto.stone_name(_key(key), run),
     "enc-cut": enc_cut,
     "enc-read": enc_read,
     "enc-write": lambda case, folder: _write(case, folder),
