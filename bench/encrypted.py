@@ -1,9 +1,10 @@
 """Encrypted vs plaintext stores (issue 33), in one run: W1 (a growing conversation, one ~1 KB
 message appended and checkpointed per step, then a restore in a fresh store object), store
 size, and W2 (write, then read and verify a large blob). Ratios are encrypted / plaintext.
-Restores (21) and reads (5) alternate plaintext and encrypted; medians.
+Restores (21) and reads (``--reads``, 5) alternate plaintext and encrypted; medians of wall
+time, and of the reads' CPU time.
 
-    python -m bench.encrypted [--n 500] [--blob-mib 256] [--dir /tmp/x]
+    python -m bench.encrypted [--n 500] [--blob-mib 256] [--reads 5] [--dir /tmp/x]
 """
 
 from __future__ import annotations
@@ -27,15 +28,22 @@ def _size(root: Path) -> int:
     return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
 
 
-def _alternate(fns: dict[str, Callable[[], Any]], times: int) -> dict[str, float]:
+def _alternate(fns: dict[str, Callable[[], Any]], times: int,
+               cpu: dict[str, float] | None = None) -> dict[str, float]:
     """The median seconds of each of ``fns``, called in turn ``times`` times (plaintext and
-    encrypted interleaved, so that the shared machine's load drifts on both alike)."""
+    encrypted interleaved, so that the shared machine's load drifts on both alike). ``cpu``,
+    when given, gets each one's median process CPU seconds (every thread's): on a machine
+    whose cores are all busy, wall time follows CPU time, and CPU time drifts less."""
     got: dict[str, list[float]] = {k: [] for k in fns}
+    used: dict[str, list[float]] = {k: [] for k in fns}
     for _ in range(times):
         for k, fn in fns.items():
-            t = time.perf_counter()
+            c, t = time.process_time(), time.perf_counter()
             fn()
             got[k].append(time.perf_counter() - t)
+            used[k].append(time.process_time() - c)
+    if cpu is not None:
+        cpu.update({k: statistics.median(v) for k, v in used.items()})
     return {k: statistics.median(v) for k, v in got.items()}
 
 
@@ -76,10 +84,37 @@ def w2(base: Path, mib: int, encrypted: bool) -> tuple[dict[str, float], Callabl
     return {"write_mib_s": mib / write, "bytes": _size(Path(url))}, read
 
 
+def _counted(fn: Callable[[], Any]) -> dict[str, int]:
+    """The read system calls of one call of ``fn`` (local disk: ``pread`` and ``preadv``
+    calls, bytes read): counts that do not drift with the machine's load."""
+    from ckptfs.storage import local_os
+
+    got = {"preads": 0, "bytes": 0}
+    real = {name: getattr(local_os, name) for name in ("pread", "pread_into")}
+
+    def wrap(name: str) -> Callable[..., Any]:
+        def counted(*a: Any) -> Any:
+            out = real[name](*a)
+            got["preads"] += 1
+            got["bytes"] += out if isinstance(out, int) else len(out)
+            return out
+        return counted
+
+    try:
+        for name in real:
+            setattr(local_os, name, wrap(name))
+        fn()
+    finally:
+        for name, f in real.items():
+            setattr(local_os, name, f)
+    return got
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=500)
     ap.add_argument("--blob-mib", type=int, default=256)
+    ap.add_argument("--reads", type=int, default=5, help="W2 reads of each store (alternated)")
     ap.add_argument("--dir", default=None)
     ap.add_argument("--out", default=None, help="also write the figures here (markdown)")
     a = ap.parse_args()
@@ -90,7 +125,9 @@ def main() -> None:
         r1 = _alternate({"plain": pr, "enc": er}, 21)
         p1["restore_ms"], e1["restore_ms"] = r1["plain"] * 1000, r1["enc"] * 1000
         (p2, pr), (e2, er) = w2(base, a.blob_mib, False), w2(base, a.blob_mib, True)
-        r2 = _alternate({"plain": pr, "enc": er}, 5)
+        n2 = {"plain": _counted(pr), "enc": _counted(er)}
+        cpu2: dict[str, float] = {}
+        r2 = _alternate({"plain": pr, "enc": er}, a.reads, cpu2)
         p2["read_mib_s"], e2["read_mib_s"] = a.blob_mib / r2["plain"], a.blob_mib / r2["enc"]
     finally:
         shutil.rmtree(base, ignore_errors=True)
@@ -105,7 +142,14 @@ def main() -> None:
           f"{e2['write_mib_s']:.0f} MiB/s; read+verify plain {p2['read_mib_s']:.0f} MiB/s, "
           f"encrypted {e2['read_mib_s']:.0f} MiB/s, ratio "
           f"{e2['read_mib_s'] / p2['read_mib_s']:.2f}; size ratio "
-          f"{e2['bytes'] / p2['bytes']:.4f}"]
+          f"{e2['bytes'] / p2['bytes']:.4f}",
+              f"W2 read+verify CPU (all threads) median of {a.reads}: plain "
+          f"{cpu2['plain'] * 1000:.0f} ms, encrypted {cpu2['enc'] * 1000:.0f} ms, plain/encrypted "
+          f"{cpu2['plain'] / cpu2['enc']:.2f}",
+              f"W2 one read+verify: plain {n2['plain']['preads']} preads, "
+          f"{n2['plain']['bytes']} B read; encrypted {n2['enc']['preads']} preads, "
+          f"{n2['enc']['bytes']} B read (no fsync in a read); store bytes plain {p2['bytes']}, "
+          f"encrypted {e2['bytes']}"]
     text = "\n".join(lines)
     print(text)
     if a.out:

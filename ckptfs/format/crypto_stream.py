@@ -145,20 +145,32 @@ class Opener:
     def open_all(self, data: bytes | memoryview) -> bytes:
         """The plaintext of the whole object ``data`` (header included): every segment but
         the last full and not final, the last final."""
+        out = bytearray(plain_size(len(data)))
+        self.open_all_into(data, memoryview(out))
+        return bytes(out)
+
+    def open_all_into(self, data: bytes | memoryview, out: memoryview) -> int:
+        """``open_all`` into ``out`` (at least ``plain_size(len(data))`` bytes): the segments
+        decrypt straight into it, with no copy. Returns the plaintext size. On a refusal the
+        bytes written are zeroed before DecryptionError is raised (a segment that fails its
+        tag may have left unauthenticated plaintext there)."""
         body = memoryview(data)[HEADER_SIZE:]
         n = max(1, -(-len(body) // SEALED_SEGMENT))
         if len(body) < TAG_SIZE or len(body) - (n - 1) * SEALED_SEGMENT < TAG_SIZE:
             raise _refused(self.where)
-        out = bytearray(len(body) - TAG_SIZE * n)
-        view = memoryview(out)
+        size = len(body) - TAG_SIZE * n
+        if len(out) < size:
+            raise ValueError(f"a buffer of {len(out)} bytes for {size} bytes of plaintext")
+        aead, ad = self._aead, self._ad
         try:
             for i in range(n):
                 piece = body[i * SEALED_SEGMENT:(i + 1) * SEALED_SEGMENT]
-                self._aead.decrypt_into(nonce(i, i == n - 1), piece, self._ad,
-                                        view[i * SEGMENT:i * SEGMENT + len(piece) - TAG_SIZE])
+                aead.decrypt_into(nonce(i, i == n - 1), piece, ad,
+                                  out[i * SEGMENT:i * SEGMENT + len(piece) - TAG_SIZE])
         except InvalidTag:
+            out[:size] = bytes(size)
             raise _refused(self.where) from None
-        return bytes(out)
+        return size
 
     def open_range(self, first: int, data: bytes | memoryview, start: int, end: int) -> bytes:
         """Plaintext ``[start, end)`` from ``data``: the stored bytes of segments ``first``

@@ -198,6 +198,13 @@ class Storage(abc.ABC):
                            read=lambda start, n: self.read_range(path, start, start + n),
                            close=lambda: None, per_call=False)
 
+    def open_stream(self, path: str, expect: int) -> RangeReader:
+        """``open_ranges`` for a reader that will read about ``expect`` bytes of ``path`` (a
+        blob stream: the bytes of its chunks' bodies there). A backend may read the object
+        whole when that is cheaper (an encrypted store: every segment opened once, not each
+        one per range that touches it); here, ``open_ranges``."""
+        return self.open_ranges(path)
+
     def read_ranges(self, items: list[tuple[str, int, int]]) -> list[bytes | None]:
         """Several ranges (None for a missing object). Backends overlap the requests."""
         out: list[bytes | None] = []

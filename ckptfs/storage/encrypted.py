@@ -16,14 +16,16 @@ scope, kind and plaintext path), and every name that could be personal is encryp
 Bodies of ``runs/`` objects are sealed under their run's scope; packs under the scope of the
 view that writes them (``scoped``: one per key scope, so deduplication stays inside a scope);
 control objects (tombstones, leases, forwards) under the store scope.
+
+Reading (whole objects, ranges by their segments, blob streams' readers of packs) is
+``encrypted_reads.EncryptedReads``, this class's base; packs a stream reads whole are
+``encrypted_whole``'s.
 """
 
 from __future__ import annotations
 
 import base64
 import builtins
-import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
 from ckptfs.errors import CkptfsError, InvalidName
@@ -38,35 +40,18 @@ from ckptfs.format.names import (
     TMP,
     TOMBSTONES,
     check_run_id,
-    parse_seq_name,
 )
-from ckptfs.storage.base import Listing, ObjectStat, RangeReader, Storage
+from ckptfs.storage.base import Listing, ObjectStat, Storage
+from ckptfs.storage.encrypted_reads import _OPENERS, EncryptedReads, _Shared
 from ckptfs.storage.keyring import Keyring, KeyringError, Scope, ScopeErased
 
 #: the longest run id an encrypted store takes (its encrypted segment must fit a file name)
 MAX_RUN_ID = 96
 _CONTENT = (CHUNKS, SNAPSHOTS, PACKS)
-_CACHE_BYTES = 64 << 20
-#: how many objects' openers (key and AD from their header) a store view keeps
-_OPENERS = 4096
 #: (keyring id, plaintext path of a content object) -> the scope it was opened in, in this
 #: process: a copy between two stores of one keyring writes a pack in the scope it read it in
 _OPENED_IN: dict[tuple[bytes, str], bytes] = {}
 _OPENED_MAX = 1 << 16
-
-
-#: per process: openers of immutable objects by (store id, plaintext path, header, scope key)
-_MADE: dict[tuple[bytes, str, bytes, bytes], crypto_stream.Opener] = {}
-#: per thread: the reused buffer sealed segments are read into before they are opened
-_scratch = threading.local()
-
-
-def _immutable(path: str) -> bool:
-    """Objects written once and never changed (packs, run records): their plaintext may be
-    kept in memory for the many ranges a reader takes of them."""
-    parts = path.split("/")
-    return parts[0] == PACKS or (parts[0] == RUNS and len(parts) == 3
-                                 and parse_seq_name(parts[2]) is not None)
 
 
 class ScopeRequired(CkptfsError):
@@ -101,25 +86,7 @@ def writer_for(storage: Storage, path: str) -> tuple[bytes, Storage]:
 STONE_PREFIX = "x-"
 
 
-class _Shared:
-    """What every view of one encrypted store shares: the run -> scope map and a small cache
-    of opened objects (a pack's ranges are read from one decryption)."""
-
-    def __init__(self) -> None:
-        self.runs: dict[str, Scope] = {}
-        #: run id -> (its scope id, its stored path segment)
-        self.segs: dict[str, tuple[bytes, str]] = {}
-        #: stored segment of a whole run's tombstone -> the run id (those this process named)
-        self.stones: dict[str, str] = {}
-        self.cache: OrderedDict[str, bytes] = OrderedDict()
-        self.cached = 0
-        #: plaintext path -> the opener of its segments (None: a layout-1 object, opened whole)
-        self.openers: OrderedDict[str, crypto_stream.Opener | None] = OrderedDict()
-        self.inflight: dict[str, threading.Lock] = {}
-        self.lock = threading.Lock()
-
-
-class EncryptedStorage(Storage):
+class EncryptedStorage(EncryptedReads):
     """The plaintext view of an encrypted store (see the module docstring)."""
 
     def __init__(self, inner: Storage, keyring: Keyring, store_id: bytes, store_scope: Scope,
@@ -353,40 +320,6 @@ class EncryptedStorage(Storage):
                 self._shared.cached -= len(gone)
 
     # -- Storage ---------------------------------------------------------------------------
-    def read(self, path: str) -> bytes:
-        if path == CONFIG_PATH:
-            return self.inner.read(path)
-        stored = self.out(path)
-        if not _immutable(path):
-            try:
-                return self.open(path, self.inner.read(stored), stored)
-            except FileNotFoundError:
-                legacy = self._legacy_stone(path)
-                if legacy is None:
-                    raise
-                return self.open(path, self.inner.read(legacy), legacy)
-        sh = self._shared
-        with sh.lock:
-            hit = sh.cache.get(path)
-            if hit is not None:
-                sh.cache.move_to_end(path)
-                return hit
-            busy = sh.inflight.setdefault(path, threading.Lock())
-        with busy:  # threads reading ranges of one pack decrypt it once
-            with sh.lock:
-                hit = sh.cache.get(path)
-            if hit is not None:
-                return hit
-            plain = self.open(path, self.inner.read(stored), stored)
-            with sh.lock:
-                sh.inflight.pop(path, None)
-                if len(plain) <= _CACHE_BYTES:
-                    sh.cache[path] = plain
-                    sh.cached += len(plain)
-                    while sh.cached > _CACHE_BYTES:
-                        sh.cached -= len(sh.cache.popitem(last=False)[1])
-        return plain
-
     def read_many(self, paths: list[str]) -> list[bytes | None]:
         stored = [self.out(p) for p in paths]
         got = self.inner.read_many(stored)
@@ -445,137 +378,6 @@ class EncryptedStorage(Storage):
 
     def replace(self, path: str, data: bytes) -> None:
         self.inner.replace(self.out(path), self.seal(path, data))
-
-    def read_range(self, path: str, start: int, end: int) -> bytes:
-        got = self.read_ranges([(path, start, end)])[0]
-        if got is None:
-            raise FileNotFoundError(path)
-        return got
-
-    def read_ranges(self, items: builtins.list[tuple[str, int, int]]
-                    ) -> builtins.list[bytes | None]:
-        """Ranges of immutable objects open only the segments that hold them (layout 2,
-        spec/encryption.md 5.1): the header of an object not met before is read first (one
-        batch), then every range's segments (one batch: object stores overlap them); a range
-        from 0 reads the header with its segments. Anything else is read whole."""
-        out: builtins.list[bytes | None] = [None] * len(items)
-        sh = self._shared
-        todo: builtins.list[int] = []
-        for i, (path, start, end) in enumerate(items):
-            with sh.lock:
-                hit = sh.cache.get(path)
-            if hit is not None:
-                out[i] = hit[start:end]
-            elif path == CONFIG_PATH or path.startswith(f"{TMP}/"):
-                out[i] = self._plain_range(path, start, end)
-            elif not _immutable(path):
-                out[i] = self._whole_range(path, start, end)
-            else:
-                todo.append(i)
-        if not todo:
-            return out
-        stored = {i: self.out(items[i][0]) for i in todo}
-        heads = [i for i in todo if items[i][1] >= crypto_stream.SEGMENT
-                 and items[i][0] not in sh.openers]
-        if heads:
-            got = self.inner.read_ranges([(stored[i], 0, crypto.HEADER_SIZE) for i in heads])
-            for i, head in zip(heads, got):
-                if head is not None:
-                    self._opener(items[i][0], stored[i], head)
-        spans: builtins.list[tuple[int, int, bool, int]] = []
-        reads: builtins.list[tuple[str, int, int]] = []
-        for i in todo:
-            path, start, end = items[i]
-            first, a, b = crypto_stream.span(start, end)
-            known = path in sh.openers
-            if known and sh.openers[path] is None:  # layout 1: opened whole
-                out[i] = self._whole_range(path, start, end)
-                continue
-            spans.append((i, first, known, a))
-            reads.append((stored[i], a if known else 0, b))
-        for (i, first, known, a), data in zip(spans, self.inner.read_ranges(reads)):
-            if data is None:
-                continue
-            path, start, end = items[i]
-            # read from a (the opener known) or from 0 (header first, then the segments)
-            opener = sh.openers.get(path) if known else self._opener(path, stored[i], data)
-            if opener is None:  # layout 1 (or an opener dropped meanwhile): opened whole
-                out[i] = self._whole_range(path, start, end)
-                continue
-            out[i] = opener.open_range(first, memoryview(data)[0 if known else a:], start, end)
-        return out
-
-    def open_ranges(self, path: str) -> RangeReader:
-        """Ranges of one immutable object (a pack's bodies, streamed by a blob read) from the
-        inner storage's reader of it (local disk: one descriptor, ``preadv``), each range
-        opening only its segments, straight into the caller's buffer. Not ``per_call``: a
-        range costs a decryption, so readers coalesce a container's bodies into few ranges."""
-        if not _immutable(path):
-            return super().open_ranges(path)
-        stored = self.out(path)
-        inner = self.inner.open_ranges(stored)
-        sh = self._shared
-
-        def opener() -> crypto_stream.Opener | None:
-            if path in sh.openers:
-                return sh.openers.get(path)
-            return self._opener(path, stored, inner.read(0, crypto.HEADER_SIZE))
-
-        def read_into(start: int, buf: memoryview) -> int:
-            op = opener()
-            if op is None:  # layout 1: opened whole
-                whole = self.read(path)[start:start + len(buf)]
-                buf[:len(whole)] = whole
-                return len(whole)
-            first, a, b = crypto_stream.span(start, start + len(buf))
-            scratch = getattr(_scratch, "buf", None)
-            if scratch is None or len(scratch) < b - a:
-                scratch = _scratch.buf = bytearray(b - a)
-            view = memoryview(scratch)[:b - a]
-            got = inner.read_into(a, view)
-            return op.open_into(first, view[:got], start, buf)
-
-        def read(start: int, n: int) -> bytes:
-            buf = bytearray(n)
-            return bytes(memoryview(buf)[:read_into(start, memoryview(buf))])
-
-        return RangeReader(read_into=read_into, read=read, close=inner.close, per_call=False)
-
-    def _opener(self, path: str, stored: str, head: bytes) -> crypto_stream.Opener | None:
-        """The opener of the object at ``path`` from its first bytes ``head`` (remembered);
-        None for a layout-1 object."""
-        opener: crypto_stream.Opener | None = None
-        if crypto_stream.layout(head, where=stored) == 2:
-            # the scope first, from this view's keyring (an erased scope fails here), then the
-            # opener of these exact header bytes, if this process made it already (an
-            # immutable object read again by the next store object: no key derivation)
-            scope = self.keyring.scope(crypto_stream.scope_of(head, where=stored))
-            key = (self.store_id, path, bytes(head[:crypto.HEADER_SIZE]), scope.key)
-            opener = _MADE.get(key)
-            if opener is None:
-                opener = crypto_stream.Opener(scope.key, head, store_id=self.store_id,
-                                              path=path, where=stored)
-                if len(_MADE) >= _OPENERS:
-                    _MADE.clear()
-                _MADE[key] = opener
-        sh = self._shared
-        with sh.lock:
-            sh.openers[path] = opener
-            if len(sh.openers) > _OPENERS:
-                sh.openers.popitem(last=False)
-        return opener
-
-    def _whole_range(self, path: str, start: int, end: int) -> bytes | None:
-        try:
-            return self.read(path)[start:end]
-        except FileNotFoundError:
-            return None
-
-    def _plain_range(self, path: str, start: int, end: int) -> bytes | None:
-        try:
-            return self.inner.read_range(path, start, end)
-        except FileNotFoundError:
-            return None
 
     def list(self, prefix: str) -> builtins.list[str]:
         return self.listing(prefix).names

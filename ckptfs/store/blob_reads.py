@@ -5,9 +5,10 @@ then the digest of the whole content); this path spends little else. The content
 *window* of chunk references (``READ_WINDOW`` bytes) at a time, through a pipeline:
 
 - the caller's thread plans each window (where each body is), opening each container once
-  while it is in use (``Storage.open_ranges``: on local disk one descriptor, checked as
-  ``read`` checks it; at most ``MAX_OPEN`` idle ones stay open) and queues up to ``DEPTH``
-  windows ahead for
+  while it is in use (``Storage.open_stream``, told how many bytes of it the stream reads:
+  on local disk one descriptor, checked as ``read`` checks it; an encrypted store opens a
+  pack it reads much of whole, decrypted on a worker from then on; at most ``MAX_OPEN``
+  idle ones stay open) and queues up to ``DEPTH`` windows ahead for
 - the *read* worker, which reads every body of a window and verifies it. On local disk a body
   is two ``pread`` calls, its codec byte and then its payload straight into the ``bytes``
   object handed out: no copy in Python, and nothing is handed out that did not match its
@@ -78,8 +79,10 @@ class _Readers:
     100 GiB spans 6,400 packs: more descriptors than a process may have), and opened again if
     a later chunk (a repeated one) lies in one of them."""
 
-    def __init__(self, storage: Storage) -> None:
+    def __init__(self, storage: Storage, expect: dict[ContainerRef, int]) -> None:
         self.storage = storage
+        #: the bytes of the stream's bodies in each container (``Storage.open_stream``)
+        self.expect = expect
         self.open: collections.OrderedDict[ContainerRef, RangeReader | None] = (
             collections.OrderedDict())
         self.users: collections.Counter[ContainerRef] = collections.Counter()
@@ -90,7 +93,8 @@ class _Readers:
             self.open.move_to_end(c)
         else:
             try:
-                self.open[c] = self.storage.open_ranges(container_path(c))
+                self.open[c] = self.storage.open_stream(container_path(c),
+                                                        self.expect.get(c, 0))
             except FileNotFoundError:
                 self.open[c] = None
         self.users[c] += 1
@@ -135,7 +139,7 @@ def read_v2(objects: ObjectStore, entry: Captured, *, where: str) -> Iterator[by
     (the module docstring says how); CorruptSnapshot before the stream ends normally when the
     whole content does not match the entry's digest."""
     whole = hasher()
-    readers = _Readers(objects.storage)
+    readers = _Readers(objects.storage, expected(objects, entry.chunks))
     reading = ThreadPoolExecutor(READERS, thread_name_prefix="ckptfs-blob-read")
     hashing = ThreadPoolExecutor(1, thread_name_prefix="ckptfs-blob-hash")
     buffers = [[bytearray()] for _ in range(DEPTH)]
@@ -183,6 +187,18 @@ def read_v2(objects: ObjectStore, entry: Captured, *, where: str) -> Iterator[by
         readers.close()
     if Digest(whole.digest()) != entry.digest:
         raise CorruptSnapshot(f"{where}: content does not match the entry digest {entry.digest}")
+
+
+def expected(objects: ObjectStore, chunks: Sequence[ChunkRef]) -> dict[ContainerRef, int]:
+    """How many bytes of bodies a stream of ``chunks`` reads from each container (a body
+    once per time the content holds its chunk): what ``Storage.open_stream`` is told."""
+    out: collections.Counter[ContainerRef] = collections.Counter()
+    get = objects.locations.get
+    for r in chunks:
+        loc = get(r.digest)
+        if loc is not None:
+            out[loc.container] += loc.stored
+    return dict(out)
 
 
 def _update(h: Any, parts: Sequence[bytes]) -> None:
