@@ -35,6 +35,7 @@ import decimal
 import enum
 import operator
 import uuid
+from itertools import repeat
 from typing import Any
 
 import attrs
@@ -47,6 +48,7 @@ _LEAVES = frozenset({str, bytes, int, float, bool, complex, type(None), datetime
                      datetime.date, datetime.time, datetime.timedelta, uuid.UUID,
                      decimal.Decimal})
 _NONE: dict[Any, Any] = {}
+_DICT = {dict}
 
 
 class _Opaque(Exception):
@@ -102,7 +104,7 @@ def _views(items: list[Any]) -> list[Any] | None:
                 out.append(x.__dict__)
             else:
                 return None
-    if any(type(d) is not dict for d in out):  # vars() of a class: a mappingproxy
+    if out and set(map(type, out)) != _DICT:  # vars() of a class: a mappingproxy
         return None
     return out
 
@@ -110,7 +112,7 @@ def _views(items: list[Any]) -> list[Any] | None:
 def _extras(items: list[Any]) -> list[Any]:
     """A pydantic model's extra fields (``msg.foo = 1`` on a message lives outside
     ``__dict__``); None for an item without them."""
-    return [getattr(x, "__pydantic_extra__", None) for x in items]
+    return list(map(getattr, items, repeat("__pydantic_extra__"), repeat(None)))
 
 
 def _freeze_all(items: list[Any]) -> tuple[list[Any], list[Any]] | None:
