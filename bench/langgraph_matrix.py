@@ -173,6 +173,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="N = 200 and 1000 only")
     ap.add_argument("--durability", nargs="*", default=["sync", "async"])
     ap.add_argument("--api", nargs="*", default=["sync", "async"])
+    ap.add_argument("--savers", nargs="*", default=list(SAVERS), choices=list(SAVERS),
+                    help="the savers to run (default: all)")
     ap.add_argument("--no-fsyncs", action="store_true", help="skip the strace runs")
     ap.add_argument("--dir", default=None)
     ap.add_argument("--out", default=None)
@@ -198,7 +200,7 @@ def main() -> None:
         for n in ns:
             for durability in args.durability:
                 for api in args.api:
-                    for kind in SAVERS:
+                    for kind in args.savers:
                         if kind == "sqlite" and n > SQLITE_MAX_N:
                             continue
                         r = case(kind, scratch, n, durability, api, fsyncs)
@@ -209,7 +211,7 @@ def main() -> None:
             shutil.rmtree(scratch, ignore_errors=True)
     load.append(os.getloadavg()[0])
     minutes = (time.time() - started) / 60
-    cmd = "python -m bench.langgraph_matrix" + (" --quick" if args.quick else "")
+    cmd = " ".join(["python -m bench.langgraph_matrix", *sys.argv[1:]])
     lines = [
         "# LangGraph W1 side by side: CkptfsSaver, SqliteSaver, DeltaChannel + SqliteSaver",
         "", f"Command: `{cmd}` ({minutes:.1f} min). One ~1 KB AIMessage per superstep, one "

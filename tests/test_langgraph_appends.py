@@ -236,12 +236,33 @@ def _mutate(x: Any, op: str) -> None:
             x.pop("a")
     elif op == "rename-last" and isinstance(x, dict):
         x["c"] = x.pop("b")
+    elif op == "nested":  # a change inside a field (issue 36)
+        if isinstance(x, AIMessage):
+            x.additional_kwargs["k"] = "v"
+        elif isinstance(x, _Obj):
+            x.v = [x.v]
+        elif isinstance(x, dict):
+            x["b"].append(1)
 
 
-def test_the_quick_prefix_check_agrees_with_the_picture() -> None:
-    """``appends._unchanged`` (the per-step check of the committed prefix, walked without
-    building a new picture) answers what comparing a new ``_picture`` would, whatever changed
-    in place: messages, plain objects, dicts, scalars and mixes of them."""
+def _deep(x: Any) -> Any:
+    """Everything an item holds, with every leaf's type and repr: two items with equal
+    ``_deep`` are stored as the same bytes."""
+    if type(x) in (dict, list, tuple):
+        pairs = x.items() if type(x) is dict else enumerate(x)
+        return (type(x).__name__, [(_deep(k), _deep(v)) for k, v in pairs])
+    if hasattr(x, "__dict__"):
+        return (type(x).__name__, _deep(vars(x)),
+                _deep(getattr(x, "__pydantic_extra__", None)))
+    return (type(x).__name__, repr(x))
+
+
+def test_the_prefix_check_sees_exactly_the_changes_that_alter_an_item() -> None:
+    """``appends.unchanged`` (the per-step check of the committed prefix against the copies
+    taken when it was packed) says "unchanged" exactly when every item still holds what it
+    held, leaf types included, whatever changed in place: a field assigned, a change inside
+    a field (issue 36), an equal copy, an extra field, a field added or removed; messages,
+    plain objects, dicts, scalars and mixes of them."""
     import random
 
     from ckptfs.integrations.langgraph import appends as ap
@@ -251,20 +272,41 @@ def test_the_quick_prefix_check_agrees_with_the_picture() -> None:
               "dict": lambda i: {"a": i, "b": [i]}, "obj": lambda i: _Obj(i),
               "scalar": lambda i: rng.choice([i, f"s{i}", None, 1.5])}
     ops = ("none", "field", "same-object", "equal-copy", "extra", "add-field", "del-field",
-           "rename-last")
+           "rename-last", "nested")
     changed = 0
     for _ in range(400):
         kind = rng.choice([*makers, "mixed"])
         items = [makers[kind if kind != "mixed" else rng.choice(list(makers))](i)
                  for i in range(rng.randint(0, 8))]
-        picture = ap._picture(items)
-        assert picture is not None
+        copies = ap._freeze_all(items)
+        assert copies is not None
+        memo = ap.ListMemo(list(items), copies[0], copies[1], [], False)
+        before = _deep(items)
         if items:
             _mutate(rng.choice(items), rng.choice(ops))
-        want = ap._seen(ap._picture(items), picture)
-        assert ap._unchanged(items, picture) is want
+        want = _deep(items) == before
+        assert ap.unchanged(items, memo) is want
         changed += not want
     assert changed > 50  # the changes were seen often enough to mean something
+
+
+def test_a_field_the_copy_cannot_see_into_takes_the_full_path(tmp_path: Path) -> None:
+    """An item whose field holds a mutable object the saver cannot copy (a set here) is
+    never taken as unchanged: the channel is packed whole every step, so a change made in
+    place to that object still reaches the store."""
+    saver = CkptfsSaver(str(tmp_path / "s"))
+    msgs: list[Any] = [AIMessage(f"m{i}", id=f"m{i}") for i in range(5)]
+    msgs[1].additional_kwargs["tags"] = {"a"}
+    cid = put(saver, None, msgs, 1)
+    msgs[1].additional_kwargs["tags"].add("b")
+    msgs = [*msgs, AIMessage("new", id="new")]
+    calls = counting(saver)
+    cid = put(saver, cid, msgs, 2)
+    assert calls[0] >= len(msgs)
+    got = CkptfsSaver(str(tmp_path / "s")).get_tuple(cfg(cid))
+    assert got is not None
+    assert got.checkpoint["channel_values"]["messages"][1].additional_kwargs["tags"] == {
+        "a", "b"}
 
 
 def test_a_long_run_keeps_a_bounded_number_of_snapshots_read(tmp_path: Path) -> None:
@@ -298,8 +340,8 @@ def test_appends_identity_packs_new_items_without_walking_the_old_ones(
     def walked(*args: Any) -> bool:
         raise AssertionError("the committed items' fields were walked")
 
-    monkeypatch.setattr(appends_mod, "_unchanged", walked)
-    monkeypatch.setattr(appends_mod, "_picture", walked)
+    monkeypatch.setattr(appends_mod, "unchanged", walked)
+    monkeypatch.setattr(appends_mod, "_freeze_all", walked)
     saver = CkptfsSaver(str(tmp_path / "s"), appends="identity")
     calls = counting(saver)
     msgs: list[Any] = [AIMessage(f"m{i}", id=f"m{i}") for i in range(30)]
@@ -318,3 +360,38 @@ def test_appends_identity_packs_new_items_without_walking_the_old_ones(
         assert got is not None and got.checkpoint["channel_values"]["messages"] == msgs
     with pytest.raises(ValueError, match="appends"):
         CkptfsSaver(str(tmp_path / "s"), appends="sometimes")
+
+
+@pytest.mark.parametrize("change", ["nested-dict", "nested-list", "nested-extra",
+                                    "dict-item-nested"])
+def test_a_change_inside_a_field_of_a_committed_item_is_stored(tmp_path: Path,
+                                                               change: str) -> None:
+    """A change made in place *inside* a field of a committed item (a key added to a
+    message's ``additional_kwargs``, a tool call appended, a pydantic extra's list grown, a
+    dict item's nested list changed) reaches the store: the default saver compares each
+    committed item's fields with a deep copy taken when it was packed (issue 36; before, it
+    compared the fields' objects only, so these were dropped)."""
+    saver = CkptfsSaver(str(tmp_path / "s"))
+    msgs: list[Any] = [AIMessage(f"m{i}", id=f"m{i}") for i in range(10)] + [{"k": [1]}]
+    msgs[4].foo = [1]
+    cid = put(saver, None, msgs, 1)
+    for v in range(2, 5):
+        msgs = list(msgs)
+        if v == 3:
+            if change == "nested-dict":
+                msgs[3].additional_kwargs["k"] = "v"
+            elif change == "nested-list":
+                msgs[3].tool_calls.append({"name": "f", "args": {}, "id": "c1",
+                                           "type": "tool_call"})
+            elif change == "nested-extra":
+                msgs[4].foo.append(2)
+            else:
+                msgs[10]["k"].append(2)
+        msgs.append(AIMessage(f"new {v}", id=f"new{v}"))
+        cid = put(saver, cid, msgs, v)
+        for s in (saver, CkptfsSaver(str(tmp_path / "s"))):
+            got = s.get_tuple(cfg(cid))
+            assert got is not None
+            assert got.checkpoint["channel_values"]["messages"] == msgs
+            if change == "nested-extra":
+                assert got.checkpoint["channel_values"]["messages"][4].foo == msgs[4].foo

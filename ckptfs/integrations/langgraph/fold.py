@@ -28,7 +28,7 @@ process killed meanwhile ran the task again: 14 of 20 tool side effects re-ran, 
 scheduled: LangGraph's ``WRITES_IDX_MAP``), which also commits what was held for that
 checkpoint. Held writes are also committed, as writes snapshots:
 
-* for the oldest held checkpoints of a run beyond ``MAX_HELD`` (64), at once;
+* for the oldest held checkpoints of a run beyond ``MAX_HELD`` (4096), at once;
 * before ``delete_thread``, ``delete_for_runs``, ``prune`` and ``copy_thread`` act; at
   ``flush()``, ``close()``, on leaving ``from_url``'s block and at interpreter exit
   (``atexit``); and by the ``put`` of a child, should X's own ``put`` have failed.
@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import atexit
 import builtins
+import itertools
 import threading
 import weakref
 from collections.abc import Callable, Mapping
@@ -79,8 +80,11 @@ WAITED_ON = frozenset({"__error_source_node__"})
 #: for the writes of its parent, so they are never held for it
 DELTA_META = "counters_since_delta_snapshot"
 #: checkpoints of one run whose writes may be held at once (LangGraph's ``async`` durability
-#: hands the saver a task's writes a few checkpoints ahead of the checkpoints themselves)
-MAX_HELD = 64
+#: hands the saver a task's writes ahead of the checkpoints themselves: with the async API its
+#: steps outrun its queued puts by hundreds of checkpoints; issue 36: at 64, the older ones
+#: each took a record of their own, 3.6 fsyncs a superstep instead of 2). A memory bound only:
+#: held writes are of no use to a resume before their checkpoint is committed
+MAX_HELD = 4096
 
 
 def holds_writes(snap: Snapshot, cid: str) -> bool:
@@ -161,7 +165,8 @@ class Holder:
             run = self._held.setdefault(run_id, {})
             run[cid] = Held(run_id, thread_id, ns, cid, rows, typed)
             _PINNED[id(self)] = self._flush_ref()
-            return builtins.list(run.values())[:-MAX_HELD] if len(run) > MAX_HELD else []
+            over = len(run) - MAX_HELD
+            return builtins.list(itertools.islice(run.values(), over)) if over > 0 else []
 
     def drop(self, held: Held) -> None:
         """Forget ``held`` (a snapshot holds its rows now), unless newer rows replaced it."""

@@ -82,13 +82,14 @@ class CkptfsSaver(AsyncTwins, CheckpointReads, RunLookup, BaseCheckpointSaver[in
         classes to restore as themselves: each dataclass, attrs class, pydantic model or Enum
         is registered on the store's codecs under ``module.QualName`` (stored as a ckptfs
         typed value), and every entry also goes to the serializer's msgpack allow-list.
-        ``appends``: a list channel that visibly grew (the same items, their fields holding
-        the same objects) packs and encodes only its new items (``appends.py``); False packs
-        every item of a changed channel every step. ``appends="identity"``: a list that
-        holds the very same items plus new ones is taken as grown without looking at the
-        items' fields: O(new items) a step instead of O(all items) (issue 36: 9 ms a step at
-        5,000 messages on a loaded machine), but a field of a committed item assigned in place
-        is not seen (as with LangGraph's DeltaChannel, which stores each step's writes only).
+        ``appends``: a list channel that visibly grew (the same items, their fields equal to
+        the copies taken when they were packed) packs and encodes only its new items
+        (``appends.py``); False packs every item of a changed channel every step.
+        ``appends="identity"``: a list that holds the very same items plus new ones is taken
+        as grown without looking at the items' fields: O(new items) a step instead of one
+        C-level comparison of all items' fields, but a change made in place to a committed
+        item is not seen (as with LangGraph's DeltaChannel, which stores each step's writes
+        only).
         ``fold_writes``: a task's ordinary writes that
         reach the saver before their checkpoint (LangGraph's async durability) wait for its
         ``put`` and go into its record; all others are durable when ``put_writes`` returns
