@@ -54,7 +54,13 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ckptfs.integrations.agent_common import ItemLog, ToolEffects, as_store, run_id_for
+from ckptfs.integrations.agent_common import (
+    ItemLog,
+    ToolEffects,
+    as_store,
+    forgets_done,
+    run_id_for,
+)
 from ckptfs.integrations.agent_pending import IN_DOUBT_TEXT, PendingCalls, recordable
 from ckptfs.runtime.store import Store
 
@@ -196,6 +202,7 @@ class CkptfsSession(SessionABC):
 
     def close(self) -> None:
         """Close the store if this session opened it (from a URL)."""
+        forgets_done(60.0)  # the background forgets of its folds use the store
         if self._owns_store:
             self.store.close()
 

@@ -56,7 +56,13 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from ckptfs.errors import EffectInDoubt
-from ckptfs.integrations.agent_common import ItemLog, ToolEffects, as_store, run_id_for
+from ckptfs.integrations.agent_common import (
+    ItemLog,
+    ToolEffects,
+    as_store,
+    forgets_done,
+    run_id_for,
+)
 from ckptfs.integrations.agent_pending import IN_DOUBT_TEXT, PendingCalls, recordable
 from ckptfs.runtime.store import Store
 
@@ -153,6 +159,7 @@ class CkptfsMessageHistory:
         self.log.append(items, meta=meta)
 
     def close(self) -> None:
+        forgets_done(60.0)  # the background forgets of its folds use the store
         if self._owns_store:
             self.store.close()
 
@@ -407,6 +414,7 @@ class CkptfsStepStore:
         return await asyncio.to_thread(unresolved)
 
     def close(self) -> None:
+        forgets_done(60.0)  # the background forgets of its folds use the store
         if self._owns_store:
             self.store.close()
 

@@ -25,6 +25,12 @@ pending in the session's head: the next ``get_session`` (or ``append_event``) of
 in any process, applies every pending key whose stamp is older than the event (a key written
 since by a newer event keeps the newer value: last writer wins by event time), and the next
 event's commit clears the entry. A read never returns the event without its scope state.
+
+Retention: a session's head holds the whole session (its events' segments, its state), so the
+earlier snapshots of its run are history nothing reads. Every ``forget_every`` commits
+(default ``FORGET_EVERY``; 0: never) ``append_event`` forgets the run's snapshots before the
+new head (``forget_snapshots``: the retired marker), so the next ``ckptfs gc`` keeps one
+snapshot per session and drops the per-event records, whose live chunks it repacks.
 """
 
 from __future__ import annotations
@@ -53,7 +59,12 @@ from typing_extensions import override
 
 from ckptfs import errors
 from ckptfs.errors import ConflictError, ErasedError, NotFound
-from ckptfs.integrations.agent_common import ToolEffects, as_store
+from ckptfs.integrations.agent_common import (
+    ToolEffects,
+    as_store,
+    forget_quietly,
+    forgets_done,
+)
 from ckptfs.integrations.google_adk import names
 from ckptfs.integrations.google_adk.log import (
     META,
@@ -82,6 +93,8 @@ SCOPE_RETRIES = 100
 SCOPES = "scopes"
 #: scope-run entry: key -> timestamp of the newest event that wrote it
 STAMPS = "stamps"
+#: a session run's snapshots before its head are forgotten every this many commits
+FORGET_EVERY = 64
 
 
 class SessionConflict(errors.SessionConflict, StaleSessionError):
@@ -93,7 +106,12 @@ class CkptfsSessionService(BaseSessionService):
     """ADK sessions in a ckptfs store: ``CkptfsSessionService("s3://bucket/agents")`` (a URL,
     a local path or an open ``ckptfs.Store``; ``storage_options`` go to ``open_store``)."""
 
-    def __init__(self, store: Store | str | os.PathLike[str], **storage_options: Any) -> None:
+    def __init__(self, store: Store | str | os.PathLike[str], *,
+                 forget_every: int = FORGET_EVERY, **storage_options: Any) -> None:
+        if forget_every < 0:
+            raise errors.InvalidArgument(f"forget_every is {forget_every}: give how many "
+                                         "commits a session makes between forgets (0: never)")
+        self.forget_every = forget_every
         if storage_options and not isinstance(store, Store):
             self.store, self._owns_store = open_store(os.fspath(store), **storage_options), True
         else:
@@ -395,6 +413,9 @@ class CkptfsSessionService(BaseSessionService):
                 undo(grown, state)
                 self._forget(rid)
                 raise
+        if self.forget_every and snap.seq % self.forget_every == 0:
+            # the head holds the whole session: what came before is history nothing reads
+            forget_quietly(self.store, rid, range(1, snap.seq))
         session.last_update_time = event.timestamp
         session._storage_update_marker = _marker(snap)
         self._apply_scopes(session.app_name, session.user_id, deltas, event.timestamp)
@@ -452,6 +473,7 @@ class CkptfsSessionService(BaseSessionService):
 
     def close(self) -> None:
         """Close the store if this service opened it."""
+        forgets_done(60.0)  # the background forgets of its folds use the store
         if self._owns_store:
             self.store.close()
 
