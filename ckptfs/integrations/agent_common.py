@@ -83,8 +83,8 @@ L_KEY = "ag.key"
 L_BASE = "ag.base"
 L_LOOSE = "ag.loose"
 L_FOLDED = "ag.folded"
-#: items per fold (module docstring): a fold page of chat messages is some 100 KB of JSON
-FOLD = 128
+#: items per fold (module docstring): a fold page of chat messages is some 60 KB of JSON
+FOLD = 64
 #: the entry holding a commit's page of items
 ITEMS = "items"
 #: the longest caller id kept in the ``ag.key`` label (labels hold at most 1024 characters)
