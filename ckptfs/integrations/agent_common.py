@@ -160,8 +160,16 @@ class _Forgetter:
         return True
 
 
+    def reset(self) -> None:
+        """In a forked child: the parent's thread and queue are not this process's."""
+        self._lock = threading.Lock()
+        self._todo, self._thread = {}, None
+
+
 _FORGETTER = _Forgetter()
 atexit.register(_FORGETTER.wait, 10.0)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_FORGETTER.reset)
 
 
 def forget_quietly(store: Store, run_id: str, seqs: Iterable[int]) -> None:

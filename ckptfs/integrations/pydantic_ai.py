@@ -57,6 +57,7 @@ from typing import Any, Literal
 
 from ckptfs.errors import EffectInDoubt
 from ckptfs.integrations.agent_common import (
+    FOLD,
     ItemLog,
     ToolEffects,
     as_store,
@@ -85,11 +86,13 @@ def _load(items: list[Any]) -> list[ModelMessage]:
 class CkptfsMessageHistory:
     """A Pydantic AI conversation's messages in a ckptfs store (module docstring)."""
 
-    def __init__(self, conversation_id: str, store: str | os.PathLike[str] | Store) -> None:
+    def __init__(self, conversation_id: str, store: str | os.PathLike[str] | Store, *,
+                 fold: int = FOLD) -> None:
         self.conversation_id = conversation_id
         self.store, self._owns_store = as_store(store)
         self.log = ItemLog(self.store, run_id_for(HISTORY_PREFIX, conversation_id),
-                           key=conversation_id, schema=("pydantic-ai-messages", 1))
+                           key=conversation_id, schema=("pydantic-ai-messages", 1),
+                           fold=fold)
         self.effects = ToolEffects(self.store, run_id_for(EFFECTS_PREFIX, "msg",
                                                           conversation_id),
                                    schema=("pydantic-ai-effects", 1))
