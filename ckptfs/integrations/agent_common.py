@@ -410,7 +410,7 @@ class ItemLog:
 
     def _newest_loose(self) -> list[Any]:
         """The items not yet folded, oldest first (read from pages this log mostly holds)."""
-        out = []
+        out: list[Any] = []
         for x in self._newest():
             if len(out) >= self._loose:
                 break

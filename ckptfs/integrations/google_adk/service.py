@@ -26,11 +26,12 @@ in any process, applies every pending key whose stamp is older than the event (a
 since by a newer event keeps the newer value: last writer wins by event time), and the next
 event's commit clears the entry. A read never returns the event without its scope state.
 
-Retention: a session's head holds the whole session (its events' segments, its state), so the
-earlier snapshots of its run are history nothing reads. Every ``forget_every`` commits
-(default ``FORGET_EVERY``; 0: never) ``append_event`` forgets the run's snapshots before the
-new head (``forget_snapshots``: the retired marker), so the next ``ckptfs gc`` keeps one
-snapshot per session and drops the per-event records, whose live chunks it repacks.
+Retention: a session's head holds the whole session (its events' segments, its state), and a
+scope run's head the whole app:/user: state, so the earlier snapshots of these runs are
+history nothing reads. Every ``forget_every`` commits of a run (default ``FORGET_EVERY``; 0:
+never) the service forgets its snapshots before the new head, in a background thread
+(``agent_common.forget_quietly``: the run's retired marker), so the next ``ckptfs gc`` drops
+the per-event records and repacks the chunks the heads still use.
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ SCOPES = "scopes"
 #: scope-run entry: key -> timestamp of the newest event that wrote it
 STAMPS = "stamps"
 #: a session run's snapshots before its head are forgotten every this many commits
-FORGET_EVERY = 64
+FORGET_EVERY = 16
 
 
 class SessionConflict(errors.SessionConflict, StaleSessionError):
@@ -208,8 +209,9 @@ class CkptfsSessionService(BaseSessionService):
                 state[STAMPS] = {**stamps, **{k: max(when, stamps.get(k, when))
                                               for k in delta}}
                 try:
-                    run.checkpoint(state, changed=[STATE, STAMPS],
-                                   labels={L_UPDATED: repr(when)})
+                    snap = run.checkpoint(state, changed=[STATE, STAMPS],
+                                          labels={L_UPDATED: repr(when)})
+                    self._retain(rid, snap.seq)
                     return
                 except ConflictError:
                     self._forget(rid)  # another session committed first: merge on its head
@@ -413,13 +415,18 @@ class CkptfsSessionService(BaseSessionService):
                 undo(grown, state)
                 self._forget(rid)
                 raise
-        if self.forget_every and snap.seq % self.forget_every == 0:
-            # the head holds the whole session: what came before is history nothing reads
-            forget_quietly(self.store, rid, range(1, snap.seq))
+        self._retain(rid, snap.seq)
         session.last_update_time = event.timestamp
         session._storage_update_marker = _marker(snap)
         self._apply_scopes(session.app_name, session.user_id, deltas, event.timestamp)
         self._applied_now(rid, pending)
+
+    def _retain(self, rid: str, seq: int) -> None:
+        """After commit ``seq`` of a session or scope run: every ``forget_every`` commits,
+        forget the snapshots before it (its head holds the whole session or state; what came
+        before is history nothing reads)."""
+        if self.forget_every and seq % self.forget_every == 0:
+            forget_quietly(self.store, rid, range(1, seq))
 
     def _positioned(self, base: str, session: Session) -> tuple[str, Run]:
         """The session run's handle at the revision ``session`` was read at; SessionConflict
