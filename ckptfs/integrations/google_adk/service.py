@@ -110,8 +110,8 @@ class CkptfsSessionService(BaseSessionService):
     def __init__(self, store: Store | str | os.PathLike[str], *,
                  forget_every: int = FORGET_EVERY, **storage_options: Any) -> None:
         if forget_every < 0:
-            raise errors.InvalidArgument(f"forget_every is {forget_every}: give how many "
-                                         "commits a session makes between forgets (0: never)")
+            raise errors.InvalidArgument(f"forget_every is {forget_every}: give the commits "
+                                         "of a run between forgets (0: never)")
         self.forget_every = forget_every
         if storage_options and not isinstance(store, Store):
             self.store, self._owns_store = open_store(os.fspath(store), **storage_options), True
@@ -422,9 +422,8 @@ class CkptfsSessionService(BaseSessionService):
         self._applied_now(rid, pending)
 
     def _retain(self, rid: str, seq: int) -> None:
-        """After commit ``seq`` of a session or scope run: every ``forget_every`` commits,
-        forget the snapshots before it (its head holds the whole session or state; what came
-        before is history nothing reads)."""
+        """Every ``forget_every`` commits of a run, forget what precedes its head (module
+        docstring)."""
         if self.forget_every and seq % self.forget_every == 0:
             forget_quietly(self.store, rid, range(1, seq))
 
