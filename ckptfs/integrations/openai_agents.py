@@ -10,7 +10,9 @@ Switching from the SDK's SQLite session is one line::
 (``oai-<32 hex>``, a hash of the session id; label ``ag.key`` keeps the id) kept as an
 ``ItemLog`` (``ckptfs.integrations.agent_common``): ``add_items`` is one commit storing only the
 new items, ``get_items(limit)`` reads O(limit) objects, ``pop_item`` and ``clear_session`` are
-commits (history keeps its lineage). Two processes writing the same session race: exactly one
+commits (history keeps its lineage back to the newest fold: every ``fold`` items the session's
+newest items are stored again together, compressed as a whole, and the per-turn snapshots
+before them are forgotten, for the next gc to drop). Two processes writing the same session race: exactly one
 commits, the other gets ``SessionConflict`` and nothing of its write is stored.
 
 Tools that never run twice: ``session.once(tool)`` (or ``once(tool, session)``) wraps a
@@ -54,7 +56,14 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ckptfs.integrations.agent_common import ItemLog, ToolEffects, as_store, run_id_for
+from ckptfs.integrations.agent_common import (
+    FOLD,
+    ItemLog,
+    ToolEffects,
+    as_store,
+    forgets_done,
+    run_id_for,
+)
 from ckptfs.integrations.agent_pending import IN_DOUBT_TEXT, PendingCalls, recordable
 from ckptfs.runtime.store import Store
 
@@ -91,18 +100,21 @@ class CkptfsSession(SessionABC):
     """An ``agents.memory.Session`` kept in a ckptfs store (module docstring).
 
     ``store`` is a URL, a path or an open ``ckptfs.Store``; ``session_settings`` as the SDK's
-    sessions take it (its ``limit`` is the default of ``get_items``)."""
+    sessions take it (its ``limit`` is the default of ``get_items``); ``fold``: items per fold
+    (``ItemLog``: the session folds its items and forgets the per-turn snapshots; 0 keeps
+    every commit)."""
 
     session_settings: SessionSettings | None = None
 
     def __init__(self, session_id: str, store: str | os.PathLike[str] | Store, *,
-                 session_settings: SessionSettings | dict[str, Any] | None = None) -> None:
+                 session_settings: SessionSettings | dict[str, Any] | None = None,
+                 fold: int = FOLD) -> None:
         self.session_id = session_id
         self.session_settings = (coerce_session_settings(session_settings)
                                  if session_settings is not None else SessionSettings())
         self.store, self._owns_store = as_store(store)
         self.log = ItemLog(self.store, session_run_id(session_id), key=session_id,
-                           schema=("openai-agents-session", 1))
+                           schema=("openai-agents-session", 1), fold=fold)
         self.effects = ToolEffects(self.store, effects_run_id(session_id),
                                    schema=("openai-agents-effects", 1))
         self.pending = PendingCalls(self.log, self.effects, PENDING)
@@ -196,6 +208,7 @@ class CkptfsSession(SessionABC):
 
     def close(self) -> None:
         """Close the store if this session opened it (from a URL)."""
+        forgets_done(60.0)  # the background forgets of its folds use the store
         if self._owns_store:
             self.store.close()
 

@@ -56,7 +56,14 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from ckptfs.errors import EffectInDoubt
-from ckptfs.integrations.agent_common import ItemLog, ToolEffects, as_store, run_id_for
+from ckptfs.integrations.agent_common import (
+    FOLD,
+    ItemLog,
+    ToolEffects,
+    as_store,
+    forgets_done,
+    run_id_for,
+)
 from ckptfs.integrations.agent_pending import IN_DOUBT_TEXT, PendingCalls, recordable
 from ckptfs.runtime.store import Store
 
@@ -79,11 +86,13 @@ def _load(items: list[Any]) -> list[ModelMessage]:
 class CkptfsMessageHistory:
     """A Pydantic AI conversation's messages in a ckptfs store (module docstring)."""
 
-    def __init__(self, conversation_id: str, store: str | os.PathLike[str] | Store) -> None:
+    def __init__(self, conversation_id: str, store: str | os.PathLike[str] | Store, *,
+                 fold: int = FOLD) -> None:
         self.conversation_id = conversation_id
         self.store, self._owns_store = as_store(store)
         self.log = ItemLog(self.store, run_id_for(HISTORY_PREFIX, conversation_id),
-                           key=conversation_id, schema=("pydantic-ai-messages", 1))
+                           key=conversation_id, schema=("pydantic-ai-messages", 1),
+                           fold=fold)
         self.effects = ToolEffects(self.store, run_id_for(EFFECTS_PREFIX, "msg",
                                                           conversation_id),
                                    schema=("pydantic-ai-effects", 1))
@@ -153,6 +162,7 @@ class CkptfsMessageHistory:
         self.log.append(items, meta=meta)
 
     def close(self) -> None:
+        forgets_done(60.0)  # the background forgets of its folds use the store
         if self._owns_store:
             self.store.close()
 
@@ -407,6 +417,7 @@ class CkptfsStepStore:
         return await asyncio.to_thread(unresolved)
 
     def close(self) -> None:
+        forgets_done(60.0)  # the background forgets of its folds use the store
         if self._owns_store:
             self.store.close()
 

@@ -256,6 +256,9 @@ class SweepGuard:
         self.window_ms = 0
         #: looks taken (LISTs of the lease folder) and looks reused within the window
         self.looks = self.reused = 0
+        #: the newest quiet look any thread of this writer took (``before_write``)
+        self._newest: Seen | None = None
+        self._newest_lock = threading.Lock()
 
     @property
     def seen(self) -> Seen | None:
@@ -269,7 +272,25 @@ class SweepGuard:
         """Call before this writer's first write: it looks at the lease first, so that later
         looks can tell whether a sweep started."""
         if self.seen is None:
-            self.seen = look(self.storage)
+            # A thread's first write (an adapter's turns run in a pool's worker threads):
+            # the newest quiet look another thread took is a look at the lease before this
+            # write too, which is all the handshake asks of the first look (a sweep that
+            # started since shows in the look after the record, as it would after a look of
+            # this thread's own), so it costs no LIST. A look that was not quiet is not
+            # reused: this thread looks itself.
+            with self._newest_lock:
+                newest = self._newest
+            self.seen = newest if newest is not None else self._took(look(self.storage))
+
+    def _took(self, seen: Seen) -> Seen:
+        """Remember ``seen`` as the newest look of this writer when it is quiet."""
+        with self._newest_lock:
+            if seen.quiet:
+                if self._newest is None or seen.at >= self._newest.at:
+                    self._newest = seen
+            elif self._newest is not None and seen.at >= self._newest.at:
+                self._newest = None  # maintenance may act: the next thread looks itself
+        return seen
 
     def look_after(self) -> Seen:
         """The look a commit is judged by, taken after its record was created: the last one
@@ -282,7 +303,7 @@ class SweepGuard:
             self.reused += 1
             return prev
         self.looks += 1
-        return look(self.storage, prev)
+        return self._took(look(self.storage, prev))
 
     def after_record(self, manifest: Manifest, results: Callable[[], Iterable[Captured]],
                      after: Seen | None = None) -> None:

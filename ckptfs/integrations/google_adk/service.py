@@ -25,6 +25,13 @@ pending in the session's head: the next ``get_session`` (or ``append_event``) of
 in any process, applies every pending key whose stamp is older than the event (a key written
 since by a newer event keeps the newer value: last writer wins by event time), and the next
 event's commit clears the entry. A read never returns the event without its scope state.
+
+Retention: a session's head holds the whole session (its events' segments, its state), and a
+scope run's head the whole app:/user: state, so the earlier snapshots of these runs are
+history nothing reads. Every ``forget_every`` commits of a run (default ``FORGET_EVERY``; 0:
+never) the service forgets its snapshots before the new head, in a background thread
+(``agent_common.forget_quietly``: the run's retired marker), so the next ``ckptfs gc`` drops
+the per-event records and repacks the chunks the heads still use.
 """
 
 from __future__ import annotations
@@ -53,7 +60,12 @@ from typing_extensions import override
 
 from ckptfs import errors
 from ckptfs.errors import ConflictError, ErasedError, NotFound
-from ckptfs.integrations.agent_common import ToolEffects, as_store
+from ckptfs.integrations.agent_common import (
+    ToolEffects,
+    as_store,
+    forget_quietly,
+    forgets_done,
+)
 from ckptfs.integrations.google_adk import names
 from ckptfs.integrations.google_adk.log import (
     META,
@@ -82,6 +94,8 @@ SCOPE_RETRIES = 100
 SCOPES = "scopes"
 #: scope-run entry: key -> timestamp of the newest event that wrote it
 STAMPS = "stamps"
+#: a session run's snapshots before its head are forgotten every this many commits
+FORGET_EVERY = 16
 
 
 class SessionConflict(errors.SessionConflict, StaleSessionError):
@@ -93,7 +107,12 @@ class CkptfsSessionService(BaseSessionService):
     """ADK sessions in a ckptfs store: ``CkptfsSessionService("s3://bucket/agents")`` (a URL,
     a local path or an open ``ckptfs.Store``; ``storage_options`` go to ``open_store``)."""
 
-    def __init__(self, store: Store | str | os.PathLike[str], **storage_options: Any) -> None:
+    def __init__(self, store: Store | str | os.PathLike[str], *,
+                 forget_every: int = FORGET_EVERY, **storage_options: Any) -> None:
+        if forget_every < 0:
+            raise errors.InvalidArgument(f"forget_every is {forget_every}: give the commits "
+                                         "of a run between forgets (0: never)")
+        self.forget_every = forget_every
         if storage_options and not isinstance(store, Store):
             self.store, self._owns_store = open_store(os.fspath(store), **storage_options), True
         else:
@@ -190,8 +209,9 @@ class CkptfsSessionService(BaseSessionService):
                 state[STAMPS] = {**stamps, **{k: max(when, stamps.get(k, when))
                                               for k in delta}}
                 try:
-                    run.checkpoint(state, changed=[STATE, STAMPS],
-                                   labels={L_UPDATED: repr(when)})
+                    snap = run.checkpoint(state, changed=[STATE, STAMPS],
+                                          labels={L_UPDATED: repr(when)})
+                    self._retain(rid, snap.seq)
                     return
                 except ConflictError:
                     self._forget(rid)  # another session committed first: merge on its head
@@ -395,10 +415,17 @@ class CkptfsSessionService(BaseSessionService):
                 undo(grown, state)
                 self._forget(rid)
                 raise
+        self._retain(rid, snap.seq)
         session.last_update_time = event.timestamp
         session._storage_update_marker = _marker(snap)
         self._apply_scopes(session.app_name, session.user_id, deltas, event.timestamp)
         self._applied_now(rid, pending)
+
+    def _retain(self, rid: str, seq: int) -> None:
+        """Every ``forget_every`` commits of a run, forget what precedes its head (module
+        docstring)."""
+        if self.forget_every and seq % self.forget_every == 0:
+            forget_quietly(self.store, rid, range(1, seq))
 
     def _positioned(self, base: str, session: Session) -> tuple[str, Run]:
         """The session run's handle at the revision ``session`` was read at; SessionConflict
@@ -452,6 +479,7 @@ class CkptfsSessionService(BaseSessionService):
 
     def close(self) -> None:
         """Close the store if this service opened it."""
+        forgets_done(60.0)  # the background forgets of its folds use the store
         if self._owns_store:
             self.store.close()
 
