@@ -39,12 +39,10 @@ def test_junk_named_like_a_run_is_not_a_run(tmp_path: Path) -> None:
     assert verify(store.repo, read_data=True).ok
 
 
-def _backup_after_source_went_on(tmp_path: Path, *, gc_source: bool, mirror: bool) -> None:
-    """``r`` is copied at seq 1; the source goes on to seq 3 and forgets 1 and 2 (keep-last 1,
-    as a nightly ``forget`` would); then the copy again."""
-    from ckptfs.ops.gc import gc, grace_of
+def _copied_then_went_on(tmp_path: Path) -> tuple[ckptfs.Store, ckptfs.Store]:
+    """``r`` is copied at seq 1; then the source goes on to seq 3 (whose parent, seq 2, the
+    destination lacks) and forgets 1 and 2 (keep-last 1, as a nightly ``forget`` would)."""
     from ckptfs.ops.retention import Policy, forget
-    import time
 
     src = ckptfs.open_store(str(tmp_path / "src"))
     run = src.start_run("r")
@@ -54,6 +52,15 @@ def _backup_after_source_went_on(tmp_path: Path, *, gc_source: bool, mirror: boo
     run.checkpoint({"n": 2})
     run.checkpoint({"n": 3})
     forget(src.repo, Policy(keep_last=1))
+    return src, dst
+
+
+def _backup_after_source_went_on(tmp_path: Path, *, gc_source: bool, mirror: bool) -> None:
+    """``_copied_then_went_on``, (a gc of the source,) then the copy again."""
+    from ckptfs.ops.gc import gc, grace_of
+    import time
+
+    src, dst = _copied_then_went_on(tmp_path)
     if gc_source:  # the forgotten records are gone from the source too
         gc(src.repo, now=int(time.time() * 1000) + grace_of(src.repo) + 120_000)
         assert not (tmp_path / "src" / "runs" / "r" / f"{1:020d}").exists()
@@ -108,7 +115,6 @@ def test_marker_ids_are_bounded_and_malformed_ones_prove_nothing(tmp_path: Path)
     from ckptfs.format import cbor
     from ckptfs.format.digest import Digest
     from ckptfs.format.lifecycle import MAX_RETIRED_IDS, Retired
-    from ckptfs.ops.retention import Policy, forget
 
     m = Retired(run="r", through=10_000, kept=(5,), created=0)
     many = [(s, Digest.of(str(s).encode())) for s in range(1, 10_001)]
@@ -117,14 +123,7 @@ def test_marker_ids_are_bounded_and_malformed_ones_prove_nothing(tmp_path: Path)
     assert Retired.from_bytes(got.to_bytes(), what="m") == got
     assert 5 not in dict(m.with_ids([(5, many[4][1])]).ids)  # a kept seq is no retired one
 
-    src = ckptfs.open_store(str(tmp_path / "src"))
-    run = src.start_run("r")
-    run.checkpoint({"n": 1})
-    dst = ckptfs.open_store(str(tmp_path / "dst"))
-    assert copy_runs(src.repo, dst.repo).ok
-    run.checkpoint({"n": 2})
-    run.checkpoint({"n": 3})  # seq 3's parent names seq 2, which the destination lacks
-    forget(src.repo, Policy(keep_last=1))
+    src, dst = _copied_then_went_on(tmp_path)
     (path,) = (tmp_path / "src" / "runs" / "r" / "retired").iterdir()
     marker = cbor.decode(path.read_bytes(), what="m")
     assert [p[0] for p in marker["ids"]] == [1, 2]

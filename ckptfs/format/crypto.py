@@ -168,13 +168,19 @@ def name_digest(key: bytes, kind: str, name: str) -> str:
     return hmac.new(key, f"{kind}\x00{name}".encode("utf-8"), "sha256").hexdigest()
 
 
+#: how the stored segment of a whole run's tombstone starts (``stone_name``): no scope id in
+#: base32 has a hyphen at its second character, so it never reads as a run segment
+STONE_PREFIX = "x-"
+
+
 def stone_name(scope_key: bytes, run_id: str) -> str:
     """The stored segment of a whole run's tombstone in an encrypted store (spec/encryption.md
     5.2): ``x-`` and the hex HMAC-SHA256, under the store scope's names subkey, of
     ``"tombstone" 0x00 run``. One-way, and independent of the run's own scope, whose key the
     erase destroys: a copy finds it by the run id, nobody reads the run id from it."""
     key = derive(scope_key, NAMES, 64)
-    return "x-" + hmac.new(key, b"tombstone\x00" + run_id.encode("utf-8"), "sha256").hexdigest()
+    digest = hmac.new(key, b"tombstone\x00" + run_id.encode("utf-8"), "sha256").hexdigest()
+    return STONE_PREFIX + digest
 
 
 def scope_hex(scope_id: bytes) -> str:
@@ -182,5 +188,5 @@ def scope_hex(scope_id: bytes) -> str:
 
 
 __all__ = ["FEATURE", "SCHEME", "OVERHEAD", "DecryptionError", "derive", "seal", "open_sealed",
-           "sealed_scope", "encrypt_name", "decrypt_name", "name_digest", "stone_name", "new_key",
-           "new_scope_id", "associated_data"]
+           "sealed_scope", "encrypt_name", "decrypt_name", "name_digest", "STONE_PREFIX",
+           "stone_name", "new_key", "new_scope_id", "associated_data"]

@@ -241,16 +241,17 @@ def _fence(repo: Repository, run_id: str, seq: int | None, t0: int,
     old = read_retired(st, run_id)
     visible = repo.seqs(run_id)
     kept = () if seq is None else tuple(sorted({s for s in visible if s != seq} | keep))
+    ids = old.ids if old else ()  # what the run's earlier forgets proved (retention.md 3)
     if old is None or not old.fenced or set(old.kept) != set(kept):
         write_retired(st, Retired(run=run_id, through=FENCE_ALL, kept=kept, created=t0)
-                      .with_ids(old.ids if old else ()))
+                      .with_ids(ids))
     if seq is None:
         return
     late = [s for s in repo.record_seqs(run_id)
             if s != seq and s not in kept and (old is None or old.visible(s))]
     if late:
         write_retired(st, Retired(run=run_id, through=FENCE_ALL, kept=tuple(sorted(
-            (*kept, *late))), created=t0).with_ids(old.ids if old else ()))
+            (*kept, *late))), created=t0).with_ids(ids))
 
 
 def _owns(m: Manifest, run_id: str, seq: int | None) -> bool:

@@ -190,7 +190,8 @@ def gc(repo: Repository, *, grace_ms: int | None = None, dry_run: bool = False,
             strays = listing.strays
             report.stray_records += len(strays)
             expired = set()
-            ids: dict[int, Digest] = {}  # the snapshot ids read on the way, for the marker (spec/retention.md 3)
+            # the snapshot ids read on the way, for the marker (spec/retention.md 3)
+            ids: dict[int, Digest] = {}
             for got in cache.records(repo, listing, visible):
                 seq = got.seq
                 try:

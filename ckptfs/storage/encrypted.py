@@ -81,11 +81,6 @@ def writer_for(storage: Storage, path: str) -> tuple[bytes, Storage]:
     return scope.id, storage.scoped(scope)
 
 
-#: how a whole run's tombstone segment starts (``crypto.stone_name``): no scope id in base32
-#: has a hyphen at its second character
-STONE_PREFIX = "x-"
-
-
 class EncryptedStorage(EncryptedReads):
     """The plaintext view of an encrypted store (see the module docstring)."""
 
@@ -249,7 +244,7 @@ class EncryptedStorage(EncryptedReads):
         elif top == TOMBSTONES:
             seg = parts[1]
             cbor_ext = len(parts) == 2 and seg.endswith(".cbor")
-            if cbor_ext and seg.startswith(STONE_PREFIX):
+            if cbor_ext and seg.startswith(crypto.STONE_PREFIX):
                 name = self._shared.stones.get(seg[:-5])
                 return None if name is None else f"{TOMBSTONES}/{name}.cbor"
             name = self._run_name(seg[:-5] if cbor_ext else seg)
