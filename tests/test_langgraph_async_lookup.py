@@ -112,6 +112,31 @@ def test_async_durability_writes_do_not_list_the_run(tmp_path: Path) -> None:
             == _shape(list(sqlite.list(CFG))))
 
 
+def test_async_durability_writes_read_no_records(tmp_path: Path) -> None:
+    """Writes that reach the saver before their checkpoint's queued put name an id above
+    every id the run holds: the saver knows from its head's labels that no such checkpoint is
+    stored, without a binary search that reads records across the run (issue 36: about two
+    record reads per superstep, each O(history), 24.3 s for 2,000 supersteps, 6.8 s after)."""
+    saver = CkptfsSaver(str(tmp_path / "s"))
+    reads: list[int] = []
+    repo = saver.store.repo
+    real = repo.snapshot_at
+
+    def counted(run: str, seq: int, *a: Any, **k: Any) -> Any:
+        reads.append(seq)
+        return real(run, seq, *a, **k)
+
+    repo.snapshot_at = counted  # type: ignore[method-assign]
+    steps = 150
+    cfg: Any = {**CFG, "recursion_limit": steps + 10}
+    _loop(steps).compile(checkpointer=saver).invoke({"msgs": []}, cfg, durability="async")
+    assert not reads, f"{len(reads)} records read back in {steps} supersteps"
+    sqlite = SqliteSaver(sqlite3.connect(":memory:", check_same_thread=False))
+    _loop(steps).compile(checkpointer=sqlite).invoke({"msgs": []}, cfg, durability="async")
+    assert (_shape(list(CkptfsSaver(str(tmp_path / "s")).list(CFG)))
+            == _shape(list(sqlite.list(CFG))))
+
+
 def _ckpt(n: int) -> Any:
     from langgraph.checkpoint.base import empty_checkpoint
     from langgraph.checkpoint.base.id import uuid6

@@ -247,6 +247,10 @@ class RunLookup:
         if not self._cp_ordered(idx):
             return self._all_checkpoints(idx).get(cid)
         head = self._head_labels(idx)
+        if head is not None and head.get(L_MAX_CID, "") < cid:
+            # above every id committed: none such (under async durability LangGraph's writes
+            # come before their checkpoint's queued put; a search read records across the run)
+            return None
         if head is not None and head.get(L_MAX_CID) == cid:
             snap = self._latest(idx)  # the greatest id, if it was not forgotten
         else:
