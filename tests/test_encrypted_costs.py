@@ -76,3 +76,27 @@ def test_a_restore_names_each_run_once_and_reopens_without_unwrapping(
     # every immutable object's key was derived by the first restore; the head hint (a
     # mutable object, rewritten by each commit) is opened afresh
     assert objects[0] <= 1
+
+
+def test_a_restore_reads_the_config_once(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Opening the store reads its config (is it encrypted? whose keyring?); the restore
+    then takes those bytes instead of reading the config again, as a plaintext store's
+    restore reads it once. A later read of the config reads it afresh."""
+    from ckptfs.format.names import CONFIG_PATH
+    from ckptfs.storage.local import LocalStorage
+
+    url, ring = _store(tmp_path)
+    reads: list[str] = []
+    real = LocalStorage.read
+
+    def read(self: LocalStorage, path: str) -> bytes:
+        reads.append(path)
+        return real(self, path)
+
+    monkeypatch.setattr(LocalStorage, "read", read)
+    st = ckptfs.open_store(url, keyring=ring)
+    assert len(st.read("w1")["messages"]) == 30
+    assert reads.count(CONFIG_PATH) == 1, reads
+    assert st.storage.read(CONFIG_PATH) == real(st.storage.inner, CONFIG_PATH)  # type: ignore[attr-defined]
+    assert reads.count(CONFIG_PATH) == 2

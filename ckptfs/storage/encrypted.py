@@ -99,6 +99,12 @@ class EncryptedStorage(EncryptedReads):
         self.staged_workers = inner.staged_workers
         self.staged_max = inner.staged_max
 
+    def opened_with(self, config: bytes) -> None:
+        """``config`` is the store's config as just read to open it: the store's first read
+        of its config takes these bytes instead of a second read of the same object."""
+        with self._shared.lock:
+            self._shared.config = config
+
     def scoped(self, scope: Scope) -> EncryptedStorage:
         """A view that writes content objects in ``scope`` (reads are the same)."""
         return EncryptedStorage(self.inner, self.keyring, self.store_id, self.store_scope,

@@ -80,7 +80,9 @@ def open_encrypted(inner: Storage, keyring: str | os.PathLike[str] | Keyring, *,
         sid = ring.find("store", "store")
         if sid is None:
             raise KeyringError(f"{ring.url}: the store's own key scope is missing")
-        return EncryptedStorage(inner, ring, enc["store"], ring.scope(sid))
+        view = EncryptedStorage(inner, ring, enc["store"], ring.scope(sid))
+        view.opened_with(raw)
+        return view
     ring = _ring_for_new(keyring, passphrase)
     if ring.store_id is not None and not isinstance(keyring, Keyring):
         # a keyring serves one store and its copies: a copy (ckptfs copy) hands over the

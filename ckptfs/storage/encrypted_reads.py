@@ -55,6 +55,9 @@ class _Shared:
         self.inflight: dict[str, threading.Lock] = {}
         self.lock = threading.Lock()
         self.whole = WholeObjects()
+        #: the config's bytes as read when the store was opened: the first read of the
+        #: config takes them instead of reading it again (then None: later reads read it)
+        self.config: bytes | None = None
 
 
 class EncryptedReads(Storage):
@@ -79,7 +82,9 @@ class EncryptedReads(Storage):
 
     def read(self, path: str) -> bytes:
         if path == CONFIG_PATH:
-            return self.inner.read(path)
+            with self._shared.lock:
+                seen, self._shared.config = self._shared.config, None
+            return seen if seen is not None else self.inner.read(path)
         stored = self.out(path)
         if not _immutable(path):
             try:
