@@ -19,7 +19,8 @@ from typing import Any
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 PACKAGES = ("ckptfs", "blake3", "pyfastcdc", "zstandard", "cbor2", "fsspec", "langgraph",
             "langgraph-checkpoint", "langgraph-checkpoint-sqlite",
-            "langgraph-checkpoint-objectstorage", "ormsgpack", "s3fs", "moto", "matplotlib")
+            "langgraph-checkpoint-objectstorage", "ormsgpack", "s3fs", "moto", "matplotlib",
+            "cryptography")
 
 
 def machine_info() -> dict[str, str]:

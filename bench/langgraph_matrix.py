@@ -3,6 +3,10 @@ DeltaChannel + SqliteSaver, at N = 200, 1000 and 5000 supersteps, under ``durabi
 and the default ``"async"``, through the sync API (``invoke``) and the async one (``ainvoke``
 with the async savers: CkptfsSaver's async twins, ``AsyncSqliteSaver``).
 
+``none`` runs the same graph with no checkpointer: LangGraph's own cost per step, which grows
+with N by itself (``add_messages`` merges the whole list every step), so that a saver's own
+time is its step minus that one (the "saver ms" columns).
+
 Each case runs in a fresh process (``bench/langgraph_w1.py``'s graph: one ~1 KB AIMessage per
 superstep, one thread): step = time between consecutive node runs (includes the checkpoint),
 mean over all steps and over the first and last 100; bytes passed to write calls per step
@@ -40,7 +44,11 @@ from bench import langgraph_w1 as w1  # noqa: E402
 from bench.common import have_strace, machine_md, strace_syncs  # noqa: E402
 
 SAVERS = {"ckptfs": "CkptfsSaver", "ckptfs-id": 'CkptfsSaver(appends="identity")',
-          "sqlite": "SqliteSaver", "delta": "DeltaChannel + SqliteSaver"}
+          "ckptfs-delta": "DeltaChannel + CkptfsSaver",
+          "sqlite": "SqliteSaver", "delta": "DeltaChannel + SqliteSaver",
+          "none": "no checkpointer (LangGraph alone)"}
+#: the graph with its messages in a DeltaChannel
+DELTA = ("delta", "ckptfs-delta")
 #: plain SqliteSaver above this N: skipped (it stores the whole history every step)
 SQLITE_MAX_N = 1000
 
@@ -83,10 +91,23 @@ def run_case(kind: str, where: Path, n: int, durability: str, api: str) -> dict[
     """Run the graph (in this process); step times and bytes written."""
     stamps: list[float] = []
     config: Any = {"configurable": {"thread_id": "w1"}, "recursion_limit": n + 10}
-    graph = w1.build(n, stamps, kind == "delta")
+    graph = w1.build(n, stamps, kind in DELTA)
     inputs = {"messages": [], "n": 0}
     w0 = _wchar()
-    if api == "async":
+    if kind == "none":  # no checkpointer: durability does not apply
+        app = graph.compile()
+        if api == "async":
+            async def alone() -> float:
+                t0 = time.perf_counter()
+                await app.ainvoke(inputs, config)
+                stamps.append(time.perf_counter())
+                return t0
+            t0 = asyncio.run(alone())
+        else:
+            t0 = time.perf_counter()
+            app.invoke(inputs, config)
+            stamps.append(time.perf_counter())
+    elif api == "async":
         async def go() -> float:
             async with _saver(kind, where, api) as saver:
                 app = graph.compile(checkpointer=saver)
@@ -112,7 +133,7 @@ def run_case(kind: str, where: Path, n: int, durability: str, api: str) -> dict[
 
 def load_case(kind: str, where: Path, n: int, api: str) -> float:
     """Seconds to open the saver and get the thread's state (in this process)."""
-    graph = w1.build(n, [], kind == "delta")
+    graph = w1.build(n, [], kind in DELTA)
     config: Any = {"configurable": {"thread_id": "w1"}}
     if api == "async":
         async def go() -> tuple[float, Any]:
@@ -129,6 +150,20 @@ def load_case(kind: str, where: Path, n: int, api: str) -> float:
         _close(kind, saver)
     assert len(values["messages"]) == n, len(values["messages"])
     return secs
+
+
+def _own(r: dict[str, Any], alone: dict[str, Any] | None
+         ) -> tuple[float, float, float] | None:
+    """A case's own time per step (mean, first 100, last 100): its step minus LangGraph's
+    alone (``none``) at the same N and API; None when ``none`` was not run."""
+    if alone is None:
+        return None
+    return (r["step_ms"] - alone["step_ms"], r["first100_ms"] - alone["first100_ms"],
+            r["last100_ms"] - alone["last100_ms"])
+
+
+def _num(r: dict[str, Any], key: str, places: int) -> str:
+    return f"{r[key]:.{places}f}" if key in r else "–"
 
 
 def _child(*args: str, strace: Path | None = None) -> str:
@@ -157,6 +192,8 @@ def case(kind: str, scratch: Path, n: int, durability: str, api: str,
     where = where if kind.startswith("ckptfs") else where.with_suffix(".db")
     args = [kind, str(where), str(n), durability, api]
     r: dict[str, Any] = json.loads(_child("run", *args))
+    if kind == "none":
+        return r
     r["load_ms"] = float(_child("load", *args)) * 1e3
     r["store_mb"] = _size(where) / 1e6
     if fsyncs:
@@ -196,6 +233,7 @@ def main() -> None:
     load = [os.getloadavg()[0]]
     started = time.time()
     rows: list[tuple[int, str, str, str, dict[str, Any]]] = []
+    alone: dict[tuple[int, str], dict[str, Any]] = {}
     try:
         for n in ns:
             for durability in args.durability:
@@ -203,7 +241,11 @@ def main() -> None:
                     for kind in args.savers:
                         if kind == "sqlite" and n > SQLITE_MAX_N:
                             continue
-                        r = case(kind, scratch, n, durability, api, fsyncs)
+                        if kind == "none" and (n, api) in alone:  # durability: no effect
+                            r = alone[(n, api)]
+                        else:
+                            r = case(kind, scratch, n, durability, api, fsyncs)
+                            alone.update({(n, api): r} if kind == "none" else {})
                         rows.append((n, durability, api, kind, r))
                         print(n, durability, api, kind, json.dumps(r), flush=True)
     finally:
@@ -223,31 +265,41 @@ def main() -> None:
         f"N = {SQLITE_MAX_N} (it stores the whole state every step). Shared 2-core machine: "
         "compare ratios within this run.", "",
         machine_md({"load average (1 min) at start / end": f"{load[0]:.2f} / {load[1]:.2f}"}),
-        "", "| N | durability | API | saver | step ms | first100 ms | last100 ms | "
-        "last/first | fresh get_state ms | store MB | wchar KB/step | fsyncs/step |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        "", "The saver's own time is its step minus LangGraph's alone (the `none` row of the "
+        "same N and API): `saver first/last` are those over the first and last 100 steps.", "",
+        "| N | durability | API | saver | step ms | first100 ms | last100 ms | "
+        "last/first | saver first/last ms | saver last/first | fresh get_state ms | store MB | "
+        "wchar KB/step | fsyncs/step |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    by = {(n, d, a, k): r for n, d, a, k, r in rows}
     for n, durability, api, kind, r in rows:
+        own = _own(r, alone.get((n, api)))
         lines.append(
             f"| {n} | {durability} | {api} | {SAVERS[kind]} | {r['step_ms']:.2f} | "
             f"{r['first100_ms']:.2f} | {r['last100_ms']:.2f} | "
-            f"{r['last100_ms'] / r['first100_ms']:.2f} | {r['load_ms']:.1f} | "
-            f"{r['store_mb']:.2f} | {r['wchar_per_step'] / 1e3:.1f} | "
-            f"{r.get('fsyncs_per_step', float('nan')):.2f} |")
+            f"{r['last100_ms'] / r['first100_ms']:.2f} | "
+            + (f"{own[1]:.2f} / {own[2]:.2f} | {own[2] / own[1]:.2f} | "
+               if own is not None and kind != "none" else "– | – | ")
+            + f"{_num(r, 'load_ms', 1)} | {_num(r, 'store_mb', 2)} | "
+            f"{r['wchar_per_step'] / 1e3:.1f} | {_num(r, 'fsyncs_per_step', 2)} |")
     lines += ["", "CkptfsSaver over the others, same run (issue 36's goals: step <= 1.0x "
               "DeltaChannel's, last100/first100 <= 1.1, fresh get_state <= 1.0x both, store "
-              "<= 0.5x DeltaChannel's):", "",
-              "| N | durability | API | saver over | step | last100 | fresh get_state | store | "
-              "fsyncs/step |", "|---|---|---|---|---|---|---|---|---|"]
-    by = {(n, d, a, k): r for n, d, a, k, r in rows}
+              "<= 0.5x DeltaChannel's); `saver step` is the ratio of the savers' own times:", "",
+              "| N | durability | API | saver over | step | saver step | last100 | "
+              "fresh get_state | store | fsyncs/step |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for (n, d, a, k), r in by.items():
-        for mine in ("ckptfs", "ckptfs-id"):
+        for mine in ("ckptfs", "ckptfs-id", "ckptfs-delta"):
             ck = by.get((n, d, a, mine))
-            if k.startswith("ckptfs") or ck is None:
+            if k.startswith("ckptfs") or k == "none" or ck is None:
                 continue
             fs = (f"{ck['fsyncs_per_step']:.2f} vs {r['fsyncs_per_step']:.2f}"
-                  if "fsyncs_per_step" in r else "n/a")
+                  if "fsyncs_per_step" in r and "fsyncs_per_step" in ck else "n/a")
+            mine_own, their_own = _own(ck, alone.get((n, a))), _own(r, alone.get((n, a)))
+            saver = (f"{mine_own[0] / their_own[0]:.2f}" if mine_own and their_own
+                     and their_own[0] > 0 else "–")
             lines.append(f"| {n} | {d} | {a} | {SAVERS[mine]} over {SAVERS[k]} | "
-                         f"{ck['step_ms'] / r['step_ms']:.2f} | "
+                         f"{ck['step_ms'] / r['step_ms']:.2f} | {saver} | "
                          f"{ck['last100_ms'] / r['last100_ms']:.2f} | "
                          f"{ck['load_ms'] / r['load_ms']:.2f} | "
                          f"{ck['store_mb'] / r['store_mb']:.2f} | {fs} |")
