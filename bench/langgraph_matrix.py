@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -94,35 +95,26 @@ def run_case(kind: str, where: Path, n: int, durability: str, api: str) -> dict[
     graph = w1.build(n, stamps, kind in DELTA)
     inputs = {"messages": [], "n": 0}
     w0 = _wchar()
-    if kind == "none":  # no checkpointer: durability does not apply
-        app = graph.compile()
-        if api == "async":
-            async def alone() -> float:
-                t0 = time.perf_counter()
-                await app.ainvoke(inputs, config)
-                stamps.append(time.perf_counter())
-                return t0
-            t0 = asyncio.run(alone())
-        else:
-            t0 = time.perf_counter()
-            app.invoke(inputs, config)
-            stamps.append(time.perf_counter())
-    elif api == "async":
+    # no checkpointer ("none"): LangGraph alone, where durability does not apply
+    how: dict[str, Any] = {} if kind == "none" else {"durability": durability}
+    if api == "async":
         async def go() -> float:
-            async with _saver(kind, where, api) as saver:
+            async with (contextlib.nullcontext(None) if kind == "none"
+                        else _saver(kind, where, api)) as saver:
                 app = graph.compile(checkpointer=saver)
                 t0 = time.perf_counter()
-                await app.ainvoke(inputs, config, durability=durability)  # type: ignore[arg-type]
+                await app.ainvoke(inputs, config, **how)
                 stamps.append(time.perf_counter())
                 return t0
         t0 = asyncio.run(go())
     else:
-        saver = _saver(kind, where, api)
+        saver = None if kind == "none" else _saver(kind, where, api)
         app = graph.compile(checkpointer=saver)
         t0 = time.perf_counter()
-        app.invoke(inputs, config, durability=durability)  # type: ignore[arg-type]
+        app.invoke(inputs, config, **how)
         stamps.append(time.perf_counter())
-        _close(kind, saver)
+        if saver is not None:
+            _close(kind, saver)
     written = _wchar() - w0
     steps = [b - a for a, b in zip(stamps, stamps[1:])]
     return {"total_s": stamps[-1] - t0, "step_ms": (stamps[-1] - t0) / n * 1e3,
@@ -245,7 +237,8 @@ def main() -> None:
                             r = alone[(n, api)]
                         else:
                             r = case(kind, scratch, n, durability, api, fsyncs)
-                            alone.update({(n, api): r} if kind == "none" else {})
+                            if kind == "none":
+                                alone[(n, api)] = r
                         rows.append((n, durability, api, kind, r))
                         print(n, durability, api, kind, json.dumps(r), flush=True)
     finally:
