@@ -365,6 +365,37 @@ def test_local_read_of_a_file_that_grows_reads_it_whole_up_to_the_limit(
         local.read(path)
 
 
+@pytest.mark.parametrize("how", ["read", "read_range", "open_ranges"])
+def test_local_read_stats_an_object_once(
+        local: LocalStorage, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    """Each read of a local object costs one lstat, one open and one fstat (a restore opens a
+    dozen small objects; a read took two or three fstats and a Python file object before,
+    about twice the time of the system calls it needs)."""
+    from ckptfs.format.names import record_path
+
+    path = record_path("r", 1)
+    local.create(path, b"w" * 3000)
+    local.read(path)  # the folders' link checks: once per folder, not per read
+    calls: dict[str, int] = {"fstat": 0, "lstat": 0, "open": 0}
+    for name in calls:
+        real = getattr(os, name)
+
+        def counted(*a: object, _real: object = real, _name: str = name, **k: object) -> object:
+            calls[_name] += 1
+            return _real(*a, **k)  # type: ignore[operator]
+        monkeypatch.setattr(os, name, counted)
+    if how == "read":
+        assert local.read(path) == b"w" * 3000
+    elif how == "read_range":
+        assert local.read_range(path, 10, 20) == b"w" * 10
+    else:
+        ranges = local.open_ranges(path)
+        assert ranges.read(5, 10) == b"w" * 10
+        ranges.close()
+    monkeypatch.undo()
+    assert calls == {"fstat": 1, "lstat": 1, "open": 1}
+
+
 def test_local_read_range_past_the_end_allocates_what_the_file_holds(
         local: LocalStorage) -> None:
     """A header length that lies (up to 80 MiB on a small file) asks for a range far past the

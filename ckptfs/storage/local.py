@@ -64,12 +64,14 @@ class LocalStorage(LocalTemps, Storage):
     staged_max = 8
 
     # -- primitives --------------------------------------------------------------------------
-    def _open_object(self, path: str) -> int:
-        """A read-only descriptor of the regular file at ``path``: refused before it is opened
-        unless it is one (opening a device can have effects of its own), opened without
+    def _open_object(self, path: str) -> tuple[int, int, int]:
+        """A read-only descriptor of the regular file at ``path``, its size when opened and
+        the largest size the spec allows there (``stored_size_limit``): refused before it is
+        opened unless it is one (opening a device can have effects of its own), opened without
         following links and without blocking (a FIFO in place of an object would block).
         Without O_NOFOLLOW the file opened must be the one lstat saw (same device and inode):
-        a link swapped in between is refused, though its target was opened (RELIABILITY.md)."""
+        a link swapped in between is refused, though its target was opened (RELIABILITY.md).
+        One lstat, open and fstat per object: a restore opens a dozen small ones."""
         full = self._abs(path)
         nofollow = self.features.o_nofollow
         try:
@@ -78,7 +80,7 @@ class LocalStorage(LocalTemps, Storage):
                 raise err.symlink(path)
             if not (stat.S_ISREG(before.st_mode) or stat.S_ISLNK(before.st_mode)):
                 raise err.not_a_file(path, before.st_mode)
-            fd = os.open(full, los.read_flags() | (los.flag("NOFOLLOW") if nofollow else 0))
+            fd = os.open(full, los.read_flags(nofollow))
         except (FileNotFoundError, StorageError):
             raise
         except OSError as e:
@@ -99,21 +101,18 @@ class LocalStorage(LocalTemps, Storage):
         except BaseException:
             os.close(fd)
             raise
-        return fd
+        return fd, st.st_size, limit
 
     def read(self, path: str) -> bytes:
         """The whole file at ``path``, refused unless it is a regular file no larger than the
         spec allows for what the path holds (``stored_size_limit``)."""
-        fd = self._open_object(path)
+        fd, size, limit = self._open_object(path)
         try:
-            limit = stored_size_limit(path)
-            # read what fstat says is there, plus one byte to see growth: f.read(n) allocates
-            # n bytes first, and the limit of a record is 128 MiB (every read paid that peak)
-            size = min(os.fstat(fd).st_size, limit)
-            with os.fdopen(fd, "rb", closefd=False) as f:
-                data = f.read(size + 1)
-                if len(data) > size:  # grew after the fstat: the rest, up to the limit
-                    data += f.read(limit + 1 - len(data))
+            # read what fstat said is there, plus one byte to see growth: a read of n bytes
+            # allocates n first, and the limit of a record is 128 MiB (every read paid that peak)
+            data = los.read_upto(fd, size + 1)
+            if len(data) > size:  # grew after the fstat: the rest, up to the limit
+                data += los.read_upto(fd, limit + 1 - len(data))
             if len(data) > limit:
                 raise err.too_large(path, len(data), limit)
             return data
@@ -125,11 +124,11 @@ class LocalStorage(LocalTemps, Storage):
             os.close(fd)
 
     def read_range(self, path: str, start: int, end: int) -> bytes:
-        fd = self._open_object(path)
+        fd, size, limit = self._open_object(path)
         try:
             # clamped to the file's size too: pread allocates what it is asked for, and a
             # damaged header's length (up to 80 MiB) must not cost that much per read
-            stop = min(end, stored_size_limit(path), os.fstat(fd).st_size)
+            stop = min(end, limit, size)
             return los.pread(fd, max(0, stop - start), start)
         except OSError as e:
             raise err.wrap(e, path) from e
@@ -137,9 +136,9 @@ class LocalStorage(LocalTemps, Storage):
             os.close(fd)
 
     def read_range_into(self, path: str, start: int, buf: memoryview) -> int:
-        fd = self._open_object(path)
+        fd, _, limit = self._open_object(path)
         try:
-            want = max(0, min(len(buf), stored_size_limit(path) - start))
+            want = max(0, min(len(buf), limit - start))
             return los.pread_into(fd, buf[:want], start)
         except OSError as e:
             raise err.wrap(e, path) from e
@@ -152,14 +151,10 @@ class LocalStorage(LocalTemps, Storage):
         caller's buffer (``read_into``) or into a new bytes object (``read``, ``os.pread``):
         a streamed blob reads a pack's bodies without one open, lstat and fstat per range.
         Where the OS has no ``pread`` (Windows: seek, then read) the reads take turns."""
-        fd = self._open_object(path)
+        fd, size, most = self._open_object(path)
         # containers are never changed once written: the size at open bounds every range, so
         # a body length a damaged header claims is never allocated past the file's end
-        try:
-            limit = min(stored_size_limit(path), os.fstat(fd).st_size)
-        except OSError as e:
-            os.close(fd)
-            raise err.wrap(e, path) from e
+        limit = min(most, size)
         turns = contextlib.nullcontext() if hasattr(os, "pread") else threading.Lock()
 
         def read_into(start: int, buf: memoryview) -> int:
