@@ -195,7 +195,8 @@ def verdict(measured: float, limit: float, *, at_most: bool = True) -> str:
 
 def write_result(name: str, text: str) -> str:
     os.makedirs(RESULTS, exist_ok=True)
-    path = os.path.join(RESULTS, f"{name}.md")
+    # "w1" and "w1.md" name the same file (a name given with its extension got it twice)
+    path = os.path.join(RESULTS, name if name.endswith(".md") else f"{name}.md")
     with open(path, "w") as f:
         f.write(text)
     return path

@@ -45,3 +45,13 @@ def test_sizes_and_percentiles(tmp_path: os.PathLike[str]) -> None:
     assert (total, files) == (5000, 1) and du_kib >= 4
     assert common.pct([1, 2, 3, 4, 100], 99) == 100 and common.pct([1, 2, 3, 4], 50) == 2
     assert common.verdict(0.4, 0.5) == "PASS" and common.verdict(0.6, 0.5) == "MISS"
+
+
+@pytest.mark.parametrize("name", ["r36", "r36.md"])
+def test_write_result_names_one_markdown_file(
+        name: str, tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--out r36`` and ``--out r36.md`` both write bench/results/r36.md (the second wrote
+    r36.md.md)."""
+    monkeypatch.setattr(common, "RESULTS", os.fspath(tmp_path))
+    path = common.write_result(name, "# r\n")
+    assert os.listdir(tmp_path) == ["r36.md"] and path == os.path.join(tmp_path, "r36.md")
