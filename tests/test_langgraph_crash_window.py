@@ -124,6 +124,9 @@ def test_first_commit_on_a_store_is_as_quick_as_a_later_one(
     saver = CkptfsSaver(str(tmp_path / "store"))
     config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
     assert saver.get_tuple(config) is None
+    # the probe runs in the background meanwhile: LangGraph runs the first node between
+    # its get_tuple and the first put (a put right after it would wait for the probe)
+    saver.store.storage.probe_features()
     before_put = []
     for step in range(3):
         before_put.append(calls[0])
@@ -132,3 +135,40 @@ def test_first_commit_on_a_store_is_as_quick_as_a_later_one(
     assert len(published) == 3, published
     to_visible = [p - b for p, b in zip(published, before_put)]
     assert to_visible[0] <= min(to_visible[1:]), to_visible
+
+
+def test_a_first_lookup_does_not_wait_for_the_probe(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A saver's first lookup on an existing store starts the probe of the filesystem's
+    features in the background: ``get_tuple`` (a fresh ``get_state``) returns while the probe
+    is still running (it made a file, a link and an fsync before the read), and the first
+    ``put`` waits for it, so the commit uses the probed features."""
+    import threading
+
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from ckptfs.integrations.langgraph import CkptfsSaver
+    from ckptfs.storage import local_folders
+
+    url = str(tmp_path / "store")
+    config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    first = CkptfsSaver(url)
+    config = first.put(config, empty_checkpoint(), {"step": -1}, {})
+    first.close()
+    started, gate = threading.Event(), threading.Event()
+    real = local_folders.probe
+
+    def held(*args: Any, **kwargs: Any) -> Any:
+        started.set()
+        gate.wait(5)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(local_folders, "probe", held)
+    saver = CkptfsSaver(url)
+    assert saver.get_tuple(config) is not None
+    storage = saver.store.storage
+    assert started.wait(5) and not storage.features.probed  # read while the probe waits
+    gate.set()
+    saver.put(config, empty_checkpoint(), {"step": 0}, {})
+    assert storage.features.probed
+    saver.close()

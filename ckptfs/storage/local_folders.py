@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
 from collections.abc import Iterable
 
 import attrs
@@ -50,6 +51,9 @@ class LocalFolders:
         self._tmpfile_ok = True
         #: filelock mode: how long a create waits for its folder's lock (a live holder's)
         self.lock_timeout = LOCK_TIMEOUT_S
+        #: the thread ``probe_features_soon`` started, if any (and the lock that starts one)
+        self._probing = threading.Lock()
+        self._prober: threading.Thread | None = None
 
     def _capabilities(self) -> Capabilities:
         f = self.features
@@ -62,19 +66,46 @@ class LocalFolders:
         reports them for a store that already existed)."""
         return self._features()
 
+    def probe_features_soon(self) -> None:
+        """Probe the features in a background thread, so that the first write finds them
+        probed, and a process that only reads does not wait for the probe's files and
+        fsyncs (the LangGraph saver's first lookup: a fresh ``get_state`` of a 200-step thread
+        took 7.95 ms with the probe in line, 7.41 ms with it in the background). A probe that fails is left for the first write, which probes again and reports
+        it. The thread is not a daemon: it finishes before the interpreter exits, so no probe
+        file is left behind."""
+        with self._probing:
+            if self.features.probed or self._prober is not None:
+                return
+            self._prober = threading.Thread(target=self._probe_quietly, name="ckptfs-probe")
+            self._prober.start()
+
+    def _probe_quietly(self) -> None:
+        try:
+            self._features()
+        except (StorageError, OSError):
+            pass
+
     def _features(self) -> LocalFeatures:
-        """The features, probed in the store's tmp/ folder the first time a write needs them."""
+        """The features, probed in the store's tmp/ folder the first time a write needs them
+        (after a background probe, if one runs: its result is taken)."""
         if not self.features.probed:
-            self._check_no_links(self._tmp)
-            try:
-                self._ensure_dir(self._tmp)
-                self.features = probe(self._tmp, self.features.disabled)
-            except StorageError:
-                raise
-            except OSError as e:
-                raise err.wrap(e, TMP) from e
-            self.capabilities = self._capabilities()
+            prober = self._prober
+            if prober is not None and prober is not threading.current_thread():
+                prober.join()  # returns at once in a forked child: the thread is not there
+            if not self.features.probed:  # no lock held while probing (a fork may copy
+                self._probe_now()         # one held): two probes at once are harmless
         return self.features
+
+    def _probe_now(self) -> None:
+        self._check_no_links(self._tmp)
+        try:
+            self._ensure_dir(self._tmp)
+            self.features = probe(self._tmp, self.features.disabled)
+        except StorageError:
+            raise
+        except OSError as e:
+            raise err.wrap(e, TMP) from e
+        self.capabilities = self._capabilities()
 
     # -- helpers -----------------------------------------------------------------------------
     def _abs(self, path: str) -> str:

@@ -313,12 +313,14 @@ class RunLookup:
         first lookup (LangGraph's ``get_tuple`` before a run; SqliteSaver creates its tables
         then), so that the first checkpoint's commit does not also pay for them (issue 30:
         5 fsyncs before the first record was in place on a fresh store, 2 on an existing one,
-        instead of 1, and a wider window for a crash to find no checkpoint). A store this
-        process cannot write is left for ``put`` to report."""
+        instead of 1, and a wider window for a crash to find no checkpoint). The probe runs
+        in the background (``probe_features_soon``): a process that only reads, such as a
+        fresh ``get_state``, does not wait for its files and fsyncs. A store this process
+        cannot write is left for ``put`` to report."""
         if not self._ready:
             try:
                 self._ensure_store()
                 if isinstance(self.store.storage, LocalStorage):
-                    self.store.storage.probe_features()
+                    self.store.storage.probe_features_soon()
             except StorageError:
                 pass
