@@ -242,8 +242,11 @@ class RunLookup:
         """Checkpoint id -> its newest snapshot, reading the whole run."""
         return {_cid(s): s for s in self._load_all(idx) if _kind(s) == "checkpoint"}
 
-    def _checkpoint(self, idx: _RunIndex, cid: str) -> Snapshot | None:
-        """The snapshot of checkpoint ``cid``: O(log n) reads in an ordered run."""
+    def _checkpoint(self, idx: _RunIndex, cid: str, near: int | None = None
+                    ) -> Snapshot | None:
+        """The snapshot of checkpoint ``cid``: O(log n) reads in an ordered run; with
+        ``near`` (a position in the run it likely lies at or just below: a child's, for its
+        parent), a few reads from there (``_bisect``'s gallop)."""
         if not self._cp_ordered(idx):
             return self._all_checkpoints(idx).get(cid)
         head = self._head_labels(idx)
@@ -254,7 +257,7 @@ class RunLookup:
         if head is not None and head.get(L_MAX_CID) == cid:
             snap = self._latest(idx)  # the greatest id, if it was not forgotten
         else:
-            i = self._bisect(idx, L_MAX_CID, lambda top: top >= cid)
+            i = self._bisect(idx, L_MAX_CID, lambda top: top >= cid, near)
             snap = self._at(idx, idx.seqs[i]) if i < len(idx.seqs) else None
         return snap if snap and _kind(snap) == "checkpoint" and _cid(snap) == cid else None
 

@@ -6,9 +6,10 @@ lookups by history labels it uses are ``index.RunLookup``."""
 
 from __future__ import annotations
 
+import bisect
 import builtins
 import heapq
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -114,6 +115,62 @@ class CheckpointReads(RunLookup):
 
             with idx.lock:
                 return self._fresh(idx, find)
+
+    def get_delta_channel_history(self, *, config: RunnableConfig, channels: Sequence[str]
+                                  ) -> Mapping[str, Any]:
+        """What LangGraph's default returns (each ``DeltaChannel``'s writes along the parent
+        chain of the checkpoint ``config`` names, oldest first, and the nearest ancestor's
+        stored value as its seed), read in one walk down the run: the run is refreshed once,
+        and each parent is looked for just below its child (a parent is committed before its
+        child) instead of by a new lookup. The default calls ``get_tuple`` per ancestor, each
+        a refresh of the run and a binary search: at N = 250 a fresh ``get_state`` made 53
+        such calls, 219 reads, 55 listings and 52 existence checks."""
+        if not channels:
+            return {}
+        tid, ns = _ids(config)
+        cid = get_checkpoint_id(config)
+        self._prepare_store()
+        with self._thread_lock(tid):
+            idx = self._ns_index(tid, ns)
+            with idx.lock:
+                return self._fresh(idx, lambda: self._delta_history(
+                    idx, cid, channels, config["configurable"]["thread_id"]))
+
+    def _delta_history(self, idx: _RunIndex, cid: str | None, channels: Sequence[str],
+                       thread_id: Any) -> dict[str, Any]:
+        writes: dict[str, builtins.list[Any]] = {c: [] for c in channels}
+        seeds: dict[str, Any] = {}
+        remaining = set(channels)
+        snap = self._checkpoint(idx, cid) if cid else self._latest(idx)
+        parent = snap.manifest.labels.get(L_PARENT) if snap is not None else None
+        while snap is not None and parent and remaining:
+            below = bisect.bisect_left(idx.seqs, snap.seq) - 1
+            snap = self._checkpoint(idx, parent, max(below, 0))
+            if snap is None:
+                break
+            stored = {e.labels.get(L_CHANNEL) for e in snap.manifest.entries.values()}
+            if remaining & stored:  # a seed: the whole tuple, as get_tuple gives it
+                tup = self._tuple(idx, snap, thread_id)
+                values, pending = tup.checkpoint["channel_values"], tup.pending_writes or []
+            else:  # only this checkpoint's writes to the channels asked for
+                values = {}
+                rows = sorted(self._rows(idx, _cid(snap), snap.seq),
+                              key=lambda r: writes_sort_key(r[3], r[0], r[2]))
+                pending = [(r[0], r[1], self._unpack(r[4])) for r in rows if r[1] in remaining]
+            for write in reversed(pending):
+                if write[1] in remaining:
+                    writes[write[1]].append(write)
+            for ch in builtins.list(remaining):
+                if ch in values:
+                    seeds[ch] = values[ch]
+                    remaining.discard(ch)
+            parent = snap.manifest.labels.get(L_PARENT)
+        out: dict[str, Any] = {}
+        for ch in channels:
+            out[ch] = {"writes": builtins.list(reversed(writes[ch]))}
+            if ch in seeds:
+                out[ch]["seed"] = seeds[ch]
+        return out
 
     def _newest_first(self, idx: _RunIndex, before_id: str | None
                       ) -> Iterator[tuple[str, _RunIndex, Snapshot]]:
