@@ -563,7 +563,17 @@ def test_one_record_per_superstep_under_sync_durability(tmp_path: Path) -> None:
     app = build(n, []).compile(checkpointer=saver)
     config: Any = {"configurable": {"thread_id": "w1"}, "recursion_limit": n + 10}
     app.invoke({"messages": [], "n": 0}, config, durability="sync")
-    assert len(records(saver, "w1")) <= n + 2
+    rid = run_id_for("w1", "")
+    snaps = [saver.store.repo.snapshot_at(rid, q) for q in records(saver, "w1")]
+    kinds = [(s.manifest.labels["lg.kind"], s.manifest.labels.get("lg.meta.step"),
+              s.manifest.labels.get("lg.checkpoint_id")) for s in snaps]
+    steps = {cid: step for kind, step, cid in kinds if kind == "checkpoint"}
+    assert len(steps) == n + 2  # the input checkpoint (step -1), then one per superstep
+    # the input step's writes may come after its child's put (LangGraph saves them in the
+    # background: 1 run in 16 on a loaded machine), then they take a record of their own;
+    # every superstep's writes fold into the next checkpoint's record
+    alone = [steps[cid] for kind, _, cid in kinds if kind == "writes"]
+    assert alone in ([], ["-1"]), kinds
     saver.close()
     fresh = CkptfsSaver(str(tmp_path / "s"))
     state = build(n, []).compile(checkpointer=fresh).get_state(config)

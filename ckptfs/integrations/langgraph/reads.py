@@ -9,7 +9,7 @@ from __future__ import annotations
 import bisect
 import builtins
 import heapq
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -91,12 +91,20 @@ class CheckpointReads(RunLookup):
         checkpoint = cast(Checkpoint, {**doc, "channel_values": values})
         cid = checkpoint["id"]
         parent = snap.manifest.labels.get(L_PARENT)
-        rows = sorted(self._rows(idx, cid, snap.seq), key=lambda r: writes_sort_key(r[3], r[0], r[2]))
         return CheckpointTuple(
             config=_config(thread_id, ns, cid), checkpoint=checkpoint,
             metadata=self._unpack(state["metadata"], decoded=True),
             parent_config=_config(thread_id, ns, parent) if parent else None,
-            pending_writes=[(r[0], r[1], self._unpack(r[4])) for r in rows])
+            pending_writes=self._pending(idx, cid, snap.seq))
+
+    def _pending(self, idx: _RunIndex, cid: str, seq: int,
+                 channels: Container[str] | None = None) -> builtins.list[Any]:
+        """The writes of checkpoint ``cid`` (its snapshot at ``seq``) as LangGraph's pending
+        writes, in its order (``writes_sort_key``), each value unpacked; with ``channels``,
+        only the writes to those."""
+        rows = sorted(self._rows(idx, cid, seq), key=lambda r: writes_sort_key(r[3], r[0], r[2]))
+        return [(r[0], r[1], self._unpack(r[4])) for r in rows
+                if channels is None or r[1] in channels]
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint ``config`` names, or the thread's latest in its namespace; else None.
@@ -153,10 +161,7 @@ class CheckpointReads(RunLookup):
                 tup = self._tuple(idx, snap, thread_id)
                 values, pending = tup.checkpoint["channel_values"], tup.pending_writes or []
             else:  # only this checkpoint's writes to the channels asked for
-                values = {}
-                rows = sorted(self._rows(idx, _cid(snap), snap.seq),
-                              key=lambda r: writes_sort_key(r[3], r[0], r[2]))
-                pending = [(r[0], r[1], self._unpack(r[4])) for r in rows if r[1] in remaining]
+                values, pending = {}, self._pending(idx, _cid(snap), snap.seq, remaining)
             for write in reversed(pending):
                 if write[1] in remaining:
                     writes[write[1]].append(write)
