@@ -185,7 +185,8 @@ def drop_effect_run(saver: CkptfsSaver, config: RunnableConfig, run: object) -> 
 
 
 def effect(saver: CkptfsSaver, config: RunnableConfig, name: str, fn: Callable[..., Any],
-           *args: Any, key: str, reconcile: Callable[[Effect], Any] | None = None, **kwargs: Any) -> Any:
+           *args: Any, key: str, reconcile: Callable[[Effect], Any] | None = None,
+           **kwargs: Any) -> Any:
     """``fn(*args, **kwargs)`` at most once per ``key`` for the config's thread, through
     ckptfs's effect ledger (``Run.effect``) in run ``effects_run_id(thread)``: the intent is
     committed before the call and the result after, so a tool node re-run after a crash or
