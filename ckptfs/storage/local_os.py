@@ -21,24 +21,21 @@ except ImportError:  # pragma: no cover - Windows
 
 
 def flag(name: str) -> int:
-    """``os.O_<name>`` where this OS has it, else 0 (looked up at call time, never at import)."""
+    """``os.O_<name>`` where this OS has it, else 0 (Windows has no O_NOFOLLOW, O_NONBLOCK,
+    ...: never an AttributeError)."""
     return int(getattr(os, f"O_{name}", 0))
+
+
+_READ = os.O_RDONLY | flag("NONBLOCK") | flag("NOCTTY") | flag("CLOEXEC") | flag("BINARY")
+_NOFOLLOW = flag("NOFOLLOW")
 
 
 def read_flags(nofollow: bool = False) -> int:
     """Flags for opening an object to read: no blocking on a FIFO, no controlling terminal,
     closed on exec, binary on Windows; O_NOFOLLOW when ``nofollow`` (the caller knows whether
-    it works on the store's filesystem). Looked up at the first call, then kept (a restore
-    opens a dozen objects: five lookups each were a fifth of a small read's time)."""
-    got = _READ_FLAGS.get(nofollow)
-    if got is None:
-        got = _READ_FLAGS[nofollow] = (os.O_RDONLY | flag("NONBLOCK") | flag("NOCTTY")
-                                       | flag("CLOEXEC") | flag("BINARY")
-                                       | (flag("NOFOLLOW") if nofollow else 0))
-    return got
-
-
-_READ_FLAGS: dict[bool, int] = {}
+    it works on the store's filesystem). Computed once at import (a restore opens a dozen
+    objects: five lookups each were a fifth of a small read's time)."""
+    return _READ | _NOFOLLOW if nofollow else _READ
 
 
 def read_upto(fd: int, n: int) -> bytes:
@@ -137,13 +134,7 @@ def pread(fd: int, size: int, offset: int) -> bytes:
     if fn is not None:
         return bytes(fn(fd, size, offset))
     os.lseek(fd, offset, os.SEEK_SET)
-    out = bytearray()
-    while len(out) < size:
-        part = os.read(fd, size - len(out))
-        if not part:
-            break
-        out += part
-    return bytes(out)
+    return read_upto(fd, size)
 
 
 # -- unnamed temp files: O_TMPFILE, linked through /proc/self/fd (Linux) ------------------------
